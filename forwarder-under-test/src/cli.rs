@@ -1,0 +1,273 @@
+//! Command-line flags of the forwarder, shared by `fwdscope forward` and the standalone
+//! `fwdscope-forwarder` binary, and the `forward` run loop both of them use.
+
+use crate::config::{CacheMode, Config, DriverKind, RtParams, TableSource};
+use crate::fib::FibKind;
+use crate::nic::synthetic::GenMode;
+use crate::report::{IntervalRow, Summary};
+use crate::run::Forwarder;
+use crate::traffic::{DstPattern, TrafficProfile};
+use crate::{Error, Result};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// Parse a packet rate: `250000`, `250k`, `1.5M`, `2G` (packets per second).
+pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
+    let t = s.trim().trim_end_matches("pps");
+    let (num, mul) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}`: expected packets per second such as 250000, 250k or 1.5M"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("`{s}`: the rate must be positive"));
+    }
+    Ok(v * mul)
+}
+
+/// Flags that configure a forwarder.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ForwarderArgs {
+    /// Packet I/O.
+    #[arg(long, value_enum, default_value_t = DriverKind::Synthetic)]
+    pub driver: DriverKind,
+    /// Worker threads (one rx/tx queue pair each, RSS by flow hash).
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Lookup path: the 2.4/2.6 route cache, no cache, or the next-hop cache.
+    #[arg(long, value_enum, default_value_t = CacheMode::Rtcache)]
+    pub cache: CacheMode,
+    /// FIB engine.
+    #[arg(long, value_enum, default_value_t = FibKind::Lctrie)]
+    pub fib: FibKind,
+    /// Prefetch depth 0..8 (headers and route-cache bucket / FIB node of the next k packets).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=8))]
+    pub prefetch: u8,
+    /// Route table file (`P/L NEXTHOP`, `P/L ASN`, or `ip route` lines; .gz accepted).
+    /// Without it a table of --routes routes is generated.
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+    /// Add a default route and covering /8 and /16 aggregates to a --table.
+    #[arg(long)]
+    pub aggregates: bool,
+    /// Routes in the generated table (prefix-length mix of a real table, nested, default route).
+    #[arg(long, default_value_t = 123_000)]
+    pub routes: usize,
+    /// Next hops a generated or ASN table is spread over.
+    #[arg(long, default_value_t = 16)]
+    pub nexthops: usize,
+    /// Route-cache hash buckets (power of two).
+    #[arg(long, default_value_t = 4096)]
+    pub rt_hash_buckets: usize,
+    /// GC starts past this many cache entries [default: the number of hash buckets].
+    #[arg(long)]
+    pub gc_thresh: Option<usize>,
+    /// Cache entries at most; beyond it packets drop as dst-cache overflow.
+    #[arg(long, default_value_t = 65536)]
+    pub max_size: usize,
+    /// Chain length beyond which an insert evicts; GC's target average chain length.
+    #[arg(long, default_value_t = 8)]
+    pub gc_elasticity: usize,
+    /// Minimum interval between GC runs below max_size, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub gc_min_interval_ms: u64,
+    /// Idle time after which a cache entry expires, in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub gc_timeout: u64,
+    /// Concurrent flows of the synthetic traffic.
+    #[arg(long, default_value_t = 32768)]
+    pub flows: usize,
+    /// Packets per flow before a new flow (new destination) replaces it.
+    #[arg(long, default_value_t = 10)]
+    pub pkts_per_flow: u32,
+    /// Destination pattern over the table.
+    #[arg(long, value_enum, default_value_t = DstPattern::Random)]
+    pub dst: DstPattern,
+    /// Packet size on the wire, with FCS (64..1518).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(64..=1518))]
+    pub size: u16,
+    /// Seed of the traffic and the generated table.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Offered rate over all queues (e.g. 500k, 2M); frames finding no rx buffer count as rx_missed.
+    /// Without it the device keeps pace with the forwarder.
+    #[arg(long, value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// Descriptors per rx ring.
+    #[arg(long, default_value_t = 1024)]
+    pub rx_ring: usize,
+    /// Descriptors per tx ring.
+    #[arg(long, default_value_t = 1024)]
+    pub tx_ring: usize,
+    /// Packets per burst (1..64).
+    #[arg(long, default_value_t = 32)]
+    pub burst: usize,
+    /// Per-stage TSC clocks in the forwarder (a few cycles per stage per burst).
+    #[arg(long)]
+    pub stage_clock: bool,
+    /// Where the synthetic device runs: its own thread, inline in the workers, or auto.
+    #[arg(long, value_enum, default_value_t = GenMode::Auto)]
+    pub device: GenMode,
+    /// Do not pin threads to cores.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Stats segment path [default: /dev/shm/fwdscope-PID.stats].
+    #[arg(long)]
+    pub stats: Option<PathBuf>,
+}
+
+impl ForwarderArgs {
+    /// The configuration these flags describe (validated).
+    pub fn to_config(&self) -> Result<Config> {
+        let table = match &self.table {
+            Some(p) => TableSource::File {
+                path: p.clone(),
+                aggregates: self.aggregates,
+            },
+            None => {
+                if self.aggregates {
+                    return Err(Error::Config("--aggregates needs --table".into()));
+                }
+                TableSource::Generated {
+                    routes: self.routes,
+                    seed: self.seed,
+                }
+            }
+        };
+        let cfg = Config {
+            driver: self.driver,
+            workers: self.workers,
+            cache: self.cache,
+            fib: self.fib,
+            prefetch: usize::from(self.prefetch),
+            table,
+            nexthops: self.nexthops,
+            rt: RtParams {
+                hash_buckets: self.rt_hash_buckets,
+                gc_thresh: self.gc_thresh.unwrap_or(self.rt_hash_buckets),
+                max_size: self.max_size,
+                gc_elasticity: self.gc_elasticity,
+                gc_min_interval_ms: self.gc_min_interval_ms,
+                gc_timeout_s: self.gc_timeout,
+                ..RtParams::default()
+            },
+            traffic: TrafficProfile {
+                flows: self.flows,
+                pkts_per_flow: self.pkts_per_flow,
+                dst: self.dst,
+                size: usize::from(self.size),
+                seed: self.seed,
+                rate: self.rate,
+                ttl: 64,
+            },
+            rx_ring: self.rx_ring,
+            tx_ring: self.tx_ring,
+            burst: self.burst,
+            stage_clock: self.stage_clock,
+            gen_mode: self.device,
+            pin: !self.no_pin,
+            stats_path: self.stats.clone(),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// Flags of the `forward` command.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ForwardArgs {
+    #[command(flatten)]
+    pub fwd: ForwarderArgs,
+    /// Run this many seconds; 0 runs until interrupted.
+    #[arg(long, default_value_t = 3.0)]
+    pub duration: f64,
+    /// Seconds between rtstat lines.
+    #[arg(short = 'i', long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Print JSON lines (one per interval, then the summary) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run a forwarder as `forward` does, writing interval lines and the summary to `out`.
+/// Stops at `--duration`, on `interrupted`, or when a controller asks through the segment.
+pub fn run_forward(
+    args: &ForwardArgs,
+    out: &mut dyn Write,
+    interrupted: &AtomicBool,
+) -> Result<Summary> {
+    if !(args.interval.is_finite() && args.interval > 0.0) {
+        return Err(Error::Config(format!(
+            "-i {}: expected a positive number of seconds",
+            args.interval
+        )));
+    }
+    if !(args.duration.is_finite() && args.duration >= 0.0) {
+        return Err(Error::Config(format!(
+            "--duration {}: expected seconds >= 0",
+            args.duration
+        )));
+    }
+    let cfg = args.fwd.to_config()?;
+    let fwd = Forwarder::start(&cfg)?;
+    let io = |e: std::io::Error| Error::io("<stdout>", e);
+    let info = &fwd.info;
+    if args.json {
+        let head = serde_json::json!({ "type": "start", "config": cfg, "info": info });
+        writeln!(out, "{head}").map_err(io)?;
+    } else {
+        writeln!(
+            out,
+            "fwdscope forward: {:?} driver, {} worker(s), cache {}, fib {} ({} routes, built in {:.0} ms), prefetch {}, device {:?}, stats {}",
+            cfg.driver, cfg.workers, cfg.cache, cfg.fib, info.routes, info.fib_build_ms, cfg.prefetch, info.gen_mode, info.stats_path
+        )
+        .map_err(io)?;
+        writeln!(out, "{}", IntervalRow::header()).map_err(io)?;
+    }
+    let seg = fwd.segment().clone();
+    let first = seg.snapshot();
+    let mut prev = first.clone();
+    let start = Instant::now();
+    let interval = Duration::from_secs_f64(args.interval);
+    let end = (args.duration > 0.0).then(|| Duration::from_secs_f64(args.duration));
+    let mut tick = 1u32;
+    loop {
+        let due = interval * tick;
+        let next = end.map_or(due, |e| due.min(e));
+        let completed = fwd.wait_until(start, next, interrupted);
+        let cur = seg.snapshot();
+        if cur.at.duration_since(prev.at) >= Duration::from_millis(50) || !completed {
+            let row = IntervalRow::between(&prev, &cur, start.elapsed().as_secs_f64());
+            if args.json {
+                let mut v = serde_json::to_value(&row).map_err(|e| Error::Config(e.to_string()))?;
+                v["type"] = "interval".into();
+                writeln!(out, "{v}").map_err(io)?;
+            } else {
+                writeln!(out, "{}", row.line()).map_err(io)?;
+            }
+            prev = cur;
+        }
+        if !completed || end.is_some_and(|e| start.elapsed() >= e) {
+            break;
+        }
+        tick += 1;
+    }
+    let info = fwd.info.clone();
+    let seg = fwd.stop()?;
+    let last = seg.snapshot();
+    let summary = Summary::new(&first, &last, &cfg, &info);
+    if args.json {
+        let mut v = serde_json::to_value(&summary).map_err(|e| Error::Config(e.to_string()))?;
+        v["type"] = "summary".into();
+        writeln!(out, "{v}").map_err(io)?;
+    } else {
+        write!(out, "{}", summary.text()).map_err(io)?;
+    }
+    Ok(summary)
+}

@@ -1,0 +1,228 @@
+//! Forwarder configuration: cache mode, route-cache tunables, tables, traffic and runtime
+//! options, each with its default documented.
+
+use crate::fib::FibKind;
+use crate::nic::synthetic::GenMode;
+use crate::traffic::TrafficProfile;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::PathBuf;
+
+/// How the lookup stage finds a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    /// The Linux 2.4/2.6 route cache: per-flow dst entries in a hash, with GC.
+    Rtcache,
+    /// A FIB lookup and a fresh dst for every packet (Linux 3.6 and later, no caching).
+    Nocache,
+    /// A FIB lookup; the output dst is cached on the next hop.
+    Nhcache,
+}
+
+impl CacheMode {
+    pub const ALL: [CacheMode; 3] = [CacheMode::Rtcache, CacheMode::Nocache, CacheMode::Nhcache];
+    /// Code used in the stats segment's control block and counters.
+    pub fn code(self) -> u32 {
+        match self {
+            CacheMode::Rtcache => 0,
+            CacheMode::Nocache => 1,
+            CacheMode::Nhcache => 2,
+        }
+    }
+    pub fn from_code(c: u32) -> Option<CacheMode> {
+        CacheMode::ALL.into_iter().find(|m| m.code() == c)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheMode::Rtcache => "rtcache",
+            CacheMode::Nocache => "nocache",
+            CacheMode::Nhcache => "nhcache",
+        }
+    }
+    /// The next mode in `rtcache -> nocache -> nhcache -> rtcache` order.
+    pub fn next(self) -> CacheMode {
+        CacheMode::from_code((self.code() + 1) % 3).unwrap_or(CacheMode::Rtcache)
+    }
+}
+
+impl fmt::Display for CacheMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Route-cache tunables, named and defaulted as Linux 2.6 had them in
+/// /proc/sys/net/ipv4/route (for a 4096-bucket hash).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RtParams {
+    /// Hash buckets, a power of two (default 4096; Linux sized it from memory).
+    pub hash_buckets: usize,
+    /// GC starts when entries exceed this (default: hash_buckets, as Linux set it).
+    pub gc_thresh: usize,
+    /// Hard limit on entries; allocation fails beyond it (default 65536 = 16 x buckets).
+    pub max_size: usize,
+    /// Average chain length GC aims for, and the chain length beyond which an insert
+    /// evicts the lowest-scoring entry (default 8).
+    pub gc_elasticity: usize,
+    /// Minimum time between two GC runs while below max_size, ms (default 500, HZ/2).
+    pub gc_min_interval_ms: u64,
+    /// Age at which an unused entry expires, seconds (default 300).
+    pub gc_timeout_s: u64,
+    /// Period of the expiry timer (rt_check_expire), seconds (default 60).
+    pub gc_interval_s: u64,
+    /// Jiffies per second of the cache's clock (default 1000).
+    pub hz: u64,
+}
+
+impl Default for RtParams {
+    fn default() -> Self {
+        RtParams {
+            hash_buckets: 4096,
+            gc_thresh: 4096,
+            max_size: 65536,
+            gc_elasticity: 8,
+            gc_min_interval_ms: 500,
+            gc_timeout_s: 300,
+            gc_interval_s: 60,
+            hz: 1000,
+        }
+    }
+}
+
+impl RtParams {
+    pub fn validate(&self) -> Result<()> {
+        if !self.hash_buckets.is_power_of_two() {
+            return Err(Error::Config(format!(
+                "--rt-hash-buckets {}: expected a power of two",
+                self.hash_buckets
+            )));
+        }
+        if self.max_size == 0 || self.max_size > (1 << 26) {
+            return Err(Error::Config(format!(
+                "--max-size {}: expected 1 to 67108864",
+                self.max_size
+            )));
+        }
+        if self.hz == 0 {
+            return Err(Error::Config("hz must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Where the routing table comes from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum TableSource {
+    /// A generated table of `routes` routes (see `RouteTable::generate`).
+    Generated { routes: usize, seed: u64 },
+    /// A file; `aggregates` adds a default route and covering aggregates.
+    File { path: PathBuf, aggregates: bool },
+}
+
+/// Which packet I/O the forwarder uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DriverKind {
+    /// The in-memory NIC fed by the traffic generator.
+    Synthetic,
+}
+
+/// Everything a forwarder run needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Config {
+    /// Packet I/O (default synthetic).
+    pub driver: DriverKind,
+    /// Worker threads, one rx/tx queue pair each (default 1).
+    pub workers: usize,
+    /// Lookup path (default rtcache).
+    pub cache: CacheMode,
+    /// FIB engine (default lctrie, as Linux fib_trie).
+    pub fib: FibKind,
+    /// Prefetch depth 0..=8 (default 2, the 2005 optimum).
+    pub prefetch: usize,
+    /// Routing table (default: generated, 123000 routes as in the 2005 test, seed 1).
+    pub table: TableSource,
+    /// Next hops that generated tables and ASN tables are spread over (default 16).
+    pub nexthops: usize,
+    /// Route-cache tunables (Linux defaults).
+    pub rt: RtParams,
+    /// Traffic profile of the synthetic NIC.
+    pub traffic: TrafficProfile,
+    /// Descriptors per rx ring (default 1024).
+    pub rx_ring: usize,
+    /// Descriptors per tx ring (default 1024).
+    pub tx_ring: usize,
+    /// Packets per burst, 1..=64 (default 32).
+    pub burst: usize,
+    /// Per-stage TSC clocks (default off: they cost a few cycles per stage per burst).
+    pub stage_clock: bool,
+    /// Where the synthetic device runs (default auto).
+    pub gen_mode: GenMode,
+    /// Pin workers (and the device thread) to cores (default true).
+    pub pin: bool,
+    /// Stats segment path (default /dev/shm/fwdscope-PID.stats).
+    pub stats_path: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            driver: DriverKind::Synthetic,
+            workers: 1,
+            cache: CacheMode::Rtcache,
+            fib: FibKind::Lctrie,
+            prefetch: 2,
+            table: TableSource::Generated {
+                routes: 123_000,
+                seed: 1,
+            },
+            nexthops: 16,
+            rt: RtParams::default(),
+            traffic: TrafficProfile::default(),
+            rx_ring: 1024,
+            tx_ring: 1024,
+            burst: 32,
+            stage_clock: false,
+            gen_mode: GenMode::Auto,
+            pin: true,
+            stats_path: None,
+        }
+    }
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<()> {
+        if self.workers == 0 || self.workers > 64 {
+            return Err(Error::Config(format!(
+                "--workers {}: expected 1 to 64",
+                self.workers
+            )));
+        }
+        if self.prefetch > 8 {
+            return Err(Error::Config(format!(
+                "--prefetch {}: expected 0 to 8",
+                self.prefetch
+            )));
+        }
+        if self.burst == 0 || self.burst > crate::worker::MAX_BURST {
+            return Err(Error::Config(format!(
+                "--burst {}: expected 1 to {}",
+                self.burst,
+                crate::worker::MAX_BURST
+            )));
+        }
+        if self.rx_ring < 8 || self.tx_ring < 8 || self.rx_ring > 65536 || self.tx_ring > 65536 {
+            return Err(Error::Config(
+                "ring sizes must be 8 to 65536 descriptors".into(),
+            ));
+        }
+        if self.nexthops == 0 {
+            return Err(Error::Config("--nexthops must be at least 1".into()));
+        }
+        self.rt.validate()?;
+        self.traffic.validate()
+    }
+}

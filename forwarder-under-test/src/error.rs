@@ -1,0 +1,47 @@
+//! The crate's one error type and its `Result` alias.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the forwarder library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of a route table or traffic file did not parse.
+    #[error("{path}:{line}: {msg}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        msg: String,
+    },
+    /// An option or combination of options is invalid.
+    #[error("{0}")]
+    Config(String),
+    /// The stats segment is missing, of another version, or malformed.
+    #[error("stats segment {path}: {msg}")]
+    Stats { path: PathBuf, msg: String },
+    /// A system call failed.
+    #[error("{what}: {source}")]
+    Sys {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The synthetic NIC: rx rings filled by a traffic generator the way DMA would fill them.
+//!
+//! Each queue has an [`RxRing`]; the worker (driver) posts empty buffers and takes completed
+//! ones; the device side ([`GenQueue`]) writes generated frames into posted buffers and
+//! completes the descriptors. The device runs in its own thread when the machine has a core
+//! to spare for it ([`GenMode::Thread`]), otherwise inline in each worker before its rx
+//! poll ([`GenMode::Inline`]); inline device work is its own stage (`nic`) so it is never
+//! mistaken for forwarding cost.
+//!
+//! With no offered rate the device waits for posted buffers (the forwarder sets the pace and
+//! the measured rate is its own); with `--rate` it drops frames that find no posted buffer
+//! and counts them as `rx_missed`, like a NIC's RX-DRP.
+
+use super::{dma_fence, BufferArena, RxDevice, RxRing};
+use crate::traffic::FlowGen;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where the synthetic device runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum GenMode {
+    /// A thread when `workers + 1 <= cores`, else inline.
+    Auto,
+    /// One device thread for all queues.
+    Thread,
+    /// Inside each worker, before its rx poll.
+    Inline,
+}
+
+/// Device counters of one queue, written by the device, read by anyone.
+#[derive(Default)]
+pub struct DeviceStats {
+    /// Frames generated and handed to the driver.
+    pub packets: AtomicU64,
+    /// Frames dropped for lack of a posted buffer (only with an offered rate).
+    pub missed: AtomicU64,
+}
+
+/// The device side of one queue.
+pub struct GenQueue {
+    pub dev: RxDevice,
+    pub gen: FlowGen,
+    pub arena: Arc<BufferArena>,
+    pub stats: Arc<DeviceStats>,
+    /// Packets per second for this queue, if paced.
+    pub rate: Option<f64>,
+    /// Write frames with non-temporal stores (a device thread on another core: like DMA,
+    /// leave no line in that core's cache). Inline devices write through the cache, as
+    /// DDIO places DMA writes in the reading core's last-level cache.
+    pub nt_stores: bool,
+    start: Option<Instant>,
+    sent: u64,
+}
+
+impl GenQueue {
+    pub fn new(
+        ring: Arc<RxRing>,
+        gen: FlowGen,
+        arena: Arc<BufferArena>,
+        rate: Option<f64>,
+    ) -> GenQueue {
+        GenQueue {
+            dev: RxDevice { ring, filled: 0 },
+            gen,
+            arena,
+            stats: Arc::default(),
+            rate,
+            nt_stores: true,
+            start: None,
+            sent: 0,
+        }
+    }
+
+    /// Frames the pacing allows now (budget-capped).
+    fn allowed(&mut self, budget: usize) -> usize {
+        match self.rate {
+            None => budget,
+            Some(r) => {
+                let t0 = *self.start.get_or_insert_with(Instant::now);
+                let due = (t0.elapsed().as_secs_f64() * r) as u64;
+                (due.saturating_sub(self.sent) as usize).min(budget)
+            }
+        }
+    }
+}
+
+/// Generate up to `budget` frames into posted buffers (stage: nic). Returns frames written.
+/// Frames are written with non-temporal stores (as DMA would), fenced, then completed.
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_nic_generate(q: &mut GenQueue, budget: usize) -> usize {
+    let n = q.allowed(budget).min(MAX_GEN);
+    let mut bufs = [0u32; MAX_GEN];
+    let mut lens = [0u16; MAX_GEN];
+    let mut k = 0;
+    while k < n {
+        match q.dev.posted(k) {
+            Some(b) => {
+                bufs[k] = b;
+                k += 1;
+            }
+            None => break,
+        }
+    }
+    for i in 0..k {
+        let p = q.arena.ptr(bufs[i]);
+        lens[i] = if q.nt_stores {
+            q.gen.next_frame_dma(p)
+        } else {
+            // SAFETY: a posted buffer belongs to the device until it completes it.
+            q.gen.next_frame(unsafe { q.arena.buf_mut(bufs[i]) })
+        };
+    }
+    if k > 0 {
+        dma_fence();
+        for i in 0..k {
+            q.dev.complete(bufs[i], lens[i]);
+        }
+        q.stats.packets.fetch_add(k as u64, Ordering::Relaxed);
+    }
+    let missed = if q.rate.is_some() { n - k } else { 0 };
+    if missed > 0 {
+        q.stats.missed.fetch_add(missed as u64, Ordering::Relaxed);
+    }
+    q.sent += (k + missed) as u64;
+    k
+}
+
+/// Most frames one call generates.
+const MAX_GEN: usize = 64;
+
+/// The device thread: serve every queue until `stop`.
+pub fn run_device_thread(mut queues: Vec<GenQueue>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let mut any = 0;
+        for q in queues.iter_mut() {
+            any += fwd_nic_generate(q, 64);
+        }
+        if any == 0 {
+            std::hint::spin_loop();
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! Running a whole forwarder: load or generate the table, build the FIB, create the stats
+//! segment, start the workers (and the device thread), and stop them again.
+
+use crate::config::{Config, TableSource};
+use crate::fib::Fib;
+use crate::nic::synthetic::{run_device_thread, GenMode, GenQueue};
+use crate::nic::{BufferArena, RxRing};
+use crate::packet::{mac_for, port_mac};
+use crate::slab::{Depot, SlabCache};
+use crate::stages::driver_tx::NhOut;
+use crate::stats::{default_path, Segment, State};
+use crate::table::{LoadOptions, RouteTable};
+use crate::traffic::{DstChooser, FlowGen};
+use crate::worker::{tsc_hz, Worker};
+use crate::{Error, Result};
+use serde::Serialize;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What was set up, for reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunInfo {
+    pub table_source: String,
+    pub routes: usize,
+    pub nexthops: usize,
+    pub duplicates: usize,
+    pub aggregates_added: usize,
+    pub fib: String,
+    pub fib_build_ms: f64,
+    pub fib_memory_bytes: usize,
+    pub gen_mode: GenMode,
+    pub tsc_hz: u64,
+    pub stats_path: String,
+    pub cores: usize,
+}
+
+/// Load or generate the table a config names (with aggregates if asked).
+pub fn load_table(cfg: &Config) -> Result<RouteTable> {
+    match &cfg.table {
+        TableSource::Generated { routes, seed } => {
+            Ok(RouteTable::generate(*routes, cfg.nexthops, *seed))
+        }
+        TableSource::File { path, aggregates } => {
+            let mut t = RouteTable::load(
+                path,
+                &LoadOptions {
+                    nexthops: cfg.nexthops,
+                    ports: 2,
+                },
+            )?;
+            if *aggregates {
+                t.add_aggregates();
+            }
+            Ok(t)
+        }
+    }
+}
+
+/// Output side of every next hop.
+pub fn resolve_nexthops(t: &RouteTable) -> Arc<[NhOut]> {
+    t.nexthops
+        .iter()
+        .map(|n| NhOut {
+            dst_mac: (n.gateway != Ipv4Addr::UNSPECIFIED).then(|| mac_for(u32::from(n.gateway))),
+            src_mac: port_mac(n.port),
+            port: n.port,
+        })
+        .collect()
+}
+
+/// Pin the calling thread to `cpu` (best effort: returns false if the kernel refused).
+pub fn pin_to_cpu(cpu: usize) -> bool {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// A running forwarder.
+pub struct Forwarder {
+    seg: Arc<Segment>,
+    stop: Arc<AtomicBool>,
+    workers: Vec<JoinHandle<()>>,
+    device: Option<JoinHandle<()>>,
+    pub info: RunInfo,
+    pub started: Instant,
+    pub config: Config,
+}
+
+impl Forwarder {
+    /// Build everything and start the threads.
+    pub fn start(cfg: &Config) -> Result<Forwarder> {
+        cfg.validate()?;
+        let table = load_table(cfg)?;
+        let t0 = Instant::now();
+        let fib = Arc::new(Fib::build(cfg.fib, &table.routes)?);
+        let fib_build_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let nh_out = resolve_nexthops(&table);
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let gen_mode = match cfg.gen_mode {
+            GenMode::Auto if cfg.workers < cores => GenMode::Thread,
+            GenMode::Auto => GenMode::Inline,
+            m => m,
+        };
+        let hz = tsc_hz();
+        let stats_path = cfg
+            .stats_path
+            .clone()
+            .unwrap_or_else(|| default_path(std::process::id()));
+        let info = RunInfo {
+            table_source: table.source.clone(),
+            routes: table.routes.len(),
+            nexthops: table.nexthops.len(),
+            duplicates: table.duplicates,
+            aggregates_added: table.aggregates_added,
+            fib: cfg.fib.to_string(),
+            fib_build_ms,
+            fib_memory_bytes: fib.memory_bytes(),
+            gen_mode,
+            tsc_hz: hz,
+            stats_path: stats_path.display().to_string(),
+            cores,
+        };
+        let cfg_json = serde_json::json!({ "config": cfg, "info": info }).to_string();
+        let seg = Arc::new(Segment::create(&stats_path, cfg.workers, &cfg_json, hz)?);
+        let c = seg.control();
+        c.prefetch.store(cfg.prefetch as u32, Ordering::Relaxed);
+        c.cache_mode.store(cfg.cache.code(), Ordering::Relaxed);
+        c.stage_clock
+            .store(u32::from(cfg.stage_clock), Ordering::Relaxed);
+
+        let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::worker::MAX_BURST + 256;
+        let arena = Arc::new(BufferArena::new((per_queue * cfg.workers) as u32)?);
+        let depot = Depot::new("pktbuf", arena.count(), 64, cfg.workers);
+        let chooser = Arc::new(DstChooser::new(
+            &table.routes,
+            cfg.traffic.dst,
+            cfg.traffic.seed,
+        )?);
+        let per_queue_rate = cfg.traffic.rate.map(|r| r / cfg.workers as f64);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut workers = Vec::new();
+        let mut dev_queues = Vec::new();
+        let mut pending = Vec::new();
+        for q in 0..cfg.workers {
+            let ring = Arc::new(RxRing::new(cfg.rx_ring));
+            let gen = FlowGen::new(&cfg.traffic, chooser.clone(), q, cfg.workers);
+            let mut gq = GenQueue::new(ring.clone(), gen, arena.clone(), per_queue_rate);
+            gq.nt_stores = gen_mode == GenMode::Thread;
+            let dev_stats = gq.stats.clone();
+            let inline = if gen_mode == GenMode::Inline {
+                Some(gq)
+            } else {
+                dev_queues.push(gq);
+                None
+            };
+            // Build the worker on its own thread so its memory is first touched there.
+            pending.push((q, ring, inline, dev_stats));
+        }
+        for (q, ring, inline, dev_stats) in pending {
+            let (cfg2, fib2, nh2, arena2, depot2, seg2, stop2) = (
+                cfg.clone(),
+                fib.clone(),
+                nh_out.clone(),
+                arena.clone(),
+                depot.clone(),
+                seg.clone(),
+                stop.clone(),
+            );
+            let h = std::thread::Builder::new()
+                .name(format!("fwd-worker-{q}"))
+                .spawn(move || {
+                    if cfg2.pin {
+                        pin_to_cpu(q);
+                    }
+                    let mut w = Worker::new(
+                        q,
+                        &cfg2,
+                        fib2,
+                        nh2,
+                        arena2,
+                        SlabCache::new(depot2),
+                        ring,
+                        inline,
+                        dev_stats,
+                        Some(seg2),
+                    );
+                    w.run(&stop2);
+                })
+                .map_err(|e| Error::Sys {
+                    what: "spawning a worker thread".into(),
+                    source: e,
+                })?;
+            workers.push(h);
+        }
+        let device = if dev_queues.is_empty() {
+            None
+        } else {
+            let (stop2, pin, cpu) = (stop.clone(), cfg.pin, cores - 1);
+            Some(
+                std::thread::Builder::new()
+                    .name("fwd-nic".into())
+                    .spawn(move || {
+                        if pin {
+                            pin_to_cpu(cpu);
+                        }
+                        run_device_thread(dev_queues, stop2)
+                    })
+                    .map_err(|e| Error::Sys {
+                        what: "spawning the device thread".into(),
+                        source: e,
+                    })?,
+            )
+        };
+        seg.set_state(State::Running);
+        Ok(Forwarder {
+            seg,
+            stop,
+            workers,
+            device,
+            info,
+            started: Instant::now(),
+            config: cfg.clone(),
+        })
+    }
+
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.seg
+    }
+
+    /// True once a controller asked for a stop or a worker exited.
+    pub fn stop_requested(&self) -> bool {
+        self.seg.control().stop.load(Ordering::Relaxed) != 0
+            || self.workers.iter().any(|h| h.is_finished())
+    }
+
+    /// Stop every thread and wait for them; marks the segment exited.
+    pub fn stop(mut self) -> Result<Arc<Segment>> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut panicked = 0;
+        for h in self.workers.drain(..) {
+            if h.join().is_err() {
+                panicked += 1;
+            }
+        }
+        if let Some(d) = self.device.take() {
+            if d.join().is_err() {
+                panicked += 1;
+            }
+        }
+        self.seg.set_state(State::Exited);
+        if panicked > 0 {
+            return Err(Error::Config(format!(
+                "{panicked} forwarder thread(s) panicked"
+            )));
+        }
+        Ok(self.seg.clone())
+    }
+
+    /// Sleep until `d` has passed since `since`, waking early on a stop request.
+    pub fn wait_until(&self, since: Instant, d: Duration, interrupted: &AtomicBool) -> bool {
+        while since.elapsed() < d {
+            if interrupted.load(Ordering::Relaxed) || self.stop_requested() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10).min(d.saturating_sub(since.elapsed())));
+        }
+        true
+    }
+}
+
+/// A single worker (queue 0) with its device inline and no stats segment, driven by calling
+/// [`Worker::poll`] on the current thread: for tests and benchmarks.
+pub fn standalone_worker(cfg: &Config, table: &RouteTable) -> Result<Worker> {
+    cfg.validate()?;
+    let fib = Arc::new(Fib::build(cfg.fib, &table.routes)?);
+    let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::worker::MAX_BURST + 256;
+    let arena = Arc::new(BufferArena::new(per_queue as u32)?);
+    let depot = Depot::new("pktbuf", arena.count(), 64, 1);
+    let chooser = Arc::new(DstChooser::new(
+        &table.routes,
+        cfg.traffic.dst,
+        cfg.traffic.seed,
+    )?);
+    let ring = Arc::new(RxRing::new(cfg.rx_ring));
+    let mut gq = GenQueue::new(
+        ring.clone(),
+        FlowGen::new(&cfg.traffic, chooser, 0, 1),
+        arena.clone(),
+        cfg.traffic.rate,
+    );
+    gq.nt_stores = false;
+    let dev_stats = gq.stats.clone();
+    Ok(Worker::new(
+        0,
+        cfg,
+        fib,
+        resolve_nexthops(table),
+        arena,
+        SlabCache::new(depot),
+        ring,
+        Some(gq),
+        dev_stats,
+        None,
+    ))
+}

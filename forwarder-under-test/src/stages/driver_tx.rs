@@ -1,0 +1,106 @@
+//! Stage driver tx: reclaim buffers the device has sent, rewrite MAC addresses from the
+//! neighbour table, place packets on the tx ring and ring the doorbell.
+
+use crate::nic::{BufferArena, TxRing};
+use crate::packet::mac_for;
+use crate::rtcache::{RtCache, NIL};
+use crate::slab::{fwd_slab_free_bulk, SlabCache};
+use crate::stats::Ctr;
+use crate::worker::{Burst, StageClock, MAX_BURST};
+
+/// Output side of a next hop, resolved once from the table (the synthetic neighbour table
+/// gives every gateway a MAC).
+#[derive(Debug, Clone, Copy)]
+pub struct NhOut {
+    /// Destination MAC, or `None` for a connected route (the packet's daddr is the neighbour).
+    pub dst_mac: Option<[u8; 6]>,
+    pub src_mac: [u8; 6],
+    pub port: u16,
+}
+
+/// Transmit a burst (stage: driver).
+#[no_mangle]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub fn fwd_driver_tx_burst(
+    tx: &mut TxRing,
+    arena: &BufferArena,
+    burst: &Burst,
+    nh_out: &[NhOut],
+    bufs: &mut SlabCache,
+    rt: &mut RtCache,
+    ctr: &mut [u64],
+    clk: &mut StageClock,
+    tap: Option<&mut Vec<Vec<u8>>>,
+) {
+    fwd_driver_tx_reclaim(tx, bufs, clk);
+    let mut dropped = [0u32; MAX_BURST];
+    let mut nd = 0;
+    for i in 0..burst.n {
+        let b = burst.buf[i];
+        if burst.dst[i] != NIL {
+            // nocache: the per-packet dst is released once the packet is handed on.
+            rt.dst_obj_free(burst.dst[i]);
+        }
+        if tx.space() == 0 {
+            ctr[Ctr::DropTxRingFull as usize] += 1;
+            dropped[nd] = b;
+            nd += 1;
+            continue;
+        }
+        let o = nh_out.get(burst.nh[i] as usize).copied().unwrap_or(NhOut {
+            dst_mac: None,
+            src_mac: [0; 6],
+            port: 0,
+        });
+        // SAFETY: the worker owns every buffer in its burst.
+        let frame = unsafe { arena.buf_mut(b) };
+        frame[0..6].copy_from_slice(&o.dst_mac.unwrap_or_else(|| mac_for(burst.daddr[i])));
+        frame[6..12].copy_from_slice(&o.src_mac);
+        tx.place(b, burst.len[i]);
+    }
+    if nd > 0 {
+        clk.nested(Ctr::ClkSlab, || fwd_slab_free_bulk(bufs, &dropped[..nd]));
+    }
+    fwd_driver_tx_doorbell(tx, arena, ctr, tap);
+}
+
+/// Free the buffers of descriptors the device has completed (stage: driver).
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_driver_tx_reclaim(tx: &mut TxRing, bufs: &mut SlabCache, clk: &mut StageClock) {
+    let mut tmp = [0u32; MAX_BURST];
+    while tx.clean < tx.head {
+        let n = ((tx.head - tx.clean) as usize).min(MAX_BURST);
+        for (j, t) in tmp[..n].iter_mut().enumerate() {
+            *t = tx.slot(tx.clean + j as u64).0;
+        }
+        tx.clean += n as u64;
+        clk.nested(Ctr::ClkSlab, || fwd_slab_free_bulk(bufs, &tmp[..n]));
+    }
+}
+
+/// Ring the doorbell: the synthetic device sends everything placed and completes it at once.
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_driver_tx_doorbell(
+    tx: &mut TxRing,
+    arena: &BufferArena,
+    ctr: &mut [u64],
+    tap: Option<&mut Vec<Vec<u8>>>,
+) {
+    let mut bytes = 0u64;
+    let mut tap = tap;
+    for s in tx.head..tx.tail {
+        let (b, len) = tx.slot(s);
+        bytes += u64::from(len);
+        if let Some(t) = tap.as_deref_mut() {
+            // SAFETY: the buffer is on our tx ring, owned by this queue until reclaimed.
+            let f = unsafe { &arena.buf_mut(b)[..usize::from(len)] };
+            t.push(f.to_vec());
+        }
+    }
+    ctr[Ctr::TxPackets as usize] += tx.tail - tx.head;
+    ctr[Ctr::TxBytes as usize] += bytes;
+    tx.head = tx.tail;
+}

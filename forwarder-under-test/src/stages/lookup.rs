@@ -1,0 +1,134 @@
+//! Stage lookup: find the next hop of every packet of a burst by the cache mode in force.
+//!
+//! - `rtcache`: the route cache ([`crate::rtcache`]), prefetching the hash bucket of packet
+//!   `i+k` while packet `i` is looked up.
+//! - `nocache`: route-input checks and a FIB lookup per packet, plus a dst allocated from the
+//!   slab for the packet and freed after transmit (Linux 3.6+, DST_NOCACHE).
+//! - `nhcache`: route-input checks and a FIB lookup; the dst is the one cached on the next hop.
+//!
+//! In the FIB modes the first FIB node (or table entry) of packet `i+k` is prefetched.
+
+use crate::config::CacheMode;
+use crate::fib::{Fib, NO_ROUTE};
+use crate::rtcache::{fwd_lookup_rtcache_input, route_input_checks, DstEntry, RtCache, RtKey, NIL};
+use crate::stats::Ctr;
+use crate::worker::Burst;
+
+/// What the lookup stage works with.
+pub struct LookupCtx<'a> {
+    pub mode: CacheMode,
+    pub fib: &'a Fib,
+    pub rt: &'a mut RtCache,
+    /// nhcache: dst object per next hop, or [`NIL`].
+    pub nh_dst: &'a mut [u32],
+    /// Input interface of the queue.
+    pub iif: u16,
+}
+
+/// Look up a burst (stage: lookup). Survivors are compacted; dropped buffers go to `dropped`.
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_lookup_burst(
+    cx: &mut LookupCtx<'_>,
+    burst: &mut Burst,
+    now: u64,
+    prefetch: usize,
+    ctr: &mut [u64],
+    dropped: &mut Vec<u32>,
+) {
+    let n = burst.n;
+    let k = prefetch.min(n);
+    let key = |b: &Burst, i: usize, iif: u16| RtKey {
+        daddr: b.daddr[i],
+        saddr: b.saddr[i],
+        tos: b.tos[i],
+        iif,
+    };
+    let pf = |cx: &LookupCtx<'_>, b: &Burst, i: usize| match cx.mode {
+        CacheMode::Rtcache => cx.rt.prefetch(&key(b, i, cx.iif)),
+        _ => cx.fib.prefetch(b.daddr[i]),
+    };
+    for i in 0..k {
+        pf(cx, burst, i);
+    }
+    let mut out = 0;
+    for i in 0..n {
+        if i + k < n {
+            pf(cx, burst, i + k);
+        }
+        let r = match cx.mode {
+            CacheMode::Rtcache => {
+                fwd_lookup_rtcache_input(cx.rt, cx.fib, &key(burst, i, cx.iif), now)
+                    .map(|nh| (nh, NIL))
+            }
+            CacheMode::Nocache => fwd_lookup_fib_route(cx, &key(burst, i, cx.iif), true),
+            CacheMode::Nhcache => fwd_lookup_fib_route(cx, &key(burst, i, cx.iif), false),
+        };
+        match r {
+            Ok((nh, dst)) => {
+                burst.buf[out] = burst.buf[i];
+                burst.len[out] = burst.len[i];
+                burst.daddr[out] = burst.daddr[i];
+                burst.nh[out] = nh;
+                burst.dst[out] = dst;
+                out += 1;
+            }
+            Err(reason) => {
+                ctr[reason as usize] += 1;
+                dropped.push(burst.buf[i]);
+            }
+        }
+    }
+    burst.n = out;
+}
+
+/// Route input without the cache: checks, FIB lookup, then a per-packet dst (`nocache`) or
+/// the next hop's cached dst (`nhcache`). Returns (next hop, per-packet dst or NIL).
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_lookup_fib_route(
+    cx: &mut LookupCtx<'_>,
+    k: &RtKey,
+    per_packet_dst: bool,
+) -> Result<(u32, u32), Ctr> {
+    if k.daddr >> 28 == 0xe {
+        cx.rt.stat.in_slow_mc += 1;
+        return Err(Ctr::DropMulticast);
+    }
+    route_input_checks(k.saddr, k.daddr, &mut cx.rt.stat)?;
+    cx.rt.stat.in_slow_tot += 1;
+    let nh = cx.fib.lookup(k.daddr);
+    if nh == NO_ROUTE {
+        cx.rt.stat.in_no_route += 1;
+        return Err(Ctr::DropNoRoute);
+    }
+    let entry = DstEntry {
+        next: NIL,
+        daddr: k.daddr,
+        saddr: k.saddr,
+        iif: k.iif,
+        tos: k.tos,
+        nh,
+        refcnt: 1,
+        lastuse: 0,
+        expires: 0,
+        uses: 1,
+    };
+    if per_packet_dst {
+        let d = cx.rt.dst_obj_alloc().ok_or(Ctr::DropNoDst)?;
+        cx.rt.dst[d as usize] = entry;
+        return Ok((nh, d));
+    }
+    let slot = cx.nh_dst.get_mut(nh as usize).ok_or(Ctr::DropNoRoute)?;
+    if *slot == NIL {
+        let d = cx.rt.dst_obj_alloc().ok_or(Ctr::DropNoDst)?;
+        cx.rt.dst[d as usize] = DstEntry {
+            daddr: 0,
+            saddr: 0,
+            ..entry
+        };
+        *slot = d;
+    }
+    cx.rt.dst[*slot as usize].uses += 1;
+    Ok((nh, NIL))
+}

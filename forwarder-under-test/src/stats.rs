@@ -1,0 +1,528 @@
+//! The stats segment: a shared-memory file (mode 0600) per forwarder process through which
+//! other processes (collector, TUI, tests) read its counters and steer it.
+//!
+//! Layout (version [`VERSION`]; all offsets in the header, all blocks 64-byte aligned):
+//!
+//! ```text
+//! 0       Header: magic "FWDSCOPE", version, sizes and offsets, pid, start time, TSC Hz, state
+//! ctrl    Control block: generation, prefetch depth, cache mode, flush and stop requests
+//! names   Counter names, 32 bytes each, NUL-padded (readers need no compiled-in list)
+//! config  The forwarder's configuration as JSON
+//! workers One block per worker: a sequence word, then one u64 per counter
+//! ```
+//!
+//! Each worker block has a single writer (its worker) using a sequence lock as VPP's stats
+//! segment does: the sequence is odd while the block is being written; a reader retries
+//! until it reads the same even sequence before and after copying, so it never sees a
+//! torn snapshot. The control block is written by controllers and polled by every worker
+//! once per burst; a controller bumps `generation` after changing a field.
+
+use crate::{Error, Result};
+use serde::Serialize;
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+/// Layout version; readers refuse any other.
+pub const VERSION: u32 = 1;
+const MAGIC: [u8; 8] = *b"FWDSCOPE";
+const NAME_LEN: usize = 32;
+const HEADER_SIZE: usize = 256;
+const CONTROL_SIZE: usize = 128;
+
+macro_rules! define_counters {
+    ($($id:ident => $name:literal,)*) => {
+        /// Counter indices of a worker block.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(usize)]
+        pub enum Ctr { $($id,)* }
+        /// Counter names, in index order, as published in the segment.
+        pub const COUNTER_NAMES: &[&str] = &[$($name,)*];
+    };
+}
+
+define_counters! {
+    RxPackets => "rx_packets",
+    RxBytes => "rx_bytes",
+    TxPackets => "tx_packets",
+    TxBytes => "tx_bytes",
+    Bursts => "bursts",
+    IdlePolls => "idle_polls",
+    DropRunt => "drop_runt",
+    DropNotIpv4 => "drop_not_ipv4",
+    DropBadVersion => "drop_bad_version",
+    DropBadIhl => "drop_bad_ihl",
+    DropIpOptions => "drop_ip_options",
+    DropBadTotalLength => "drop_bad_total_length",
+    DropBadChecksum => "drop_bad_checksum",
+    DropTtlExceeded => "drop_ttl_exceeded",
+    DropMartianSrc => "drop_martian_src",
+    DropMartianDst => "drop_martian_dst",
+    DropMulticast => "drop_multicast",
+    DropBroadcast => "drop_broadcast",
+    DropNoRoute => "drop_no_route",
+    DropDstOverflow => "drop_dst_overflow",
+    DropNoDst => "drop_no_dst",
+    DropTxRingFull => "drop_tx_ring_full",
+    RxMissed => "rx_missed",
+    RxNoBuffer => "rx_no_buffer",
+    DevPackets => "dev_packets",
+    RtEntries => "rt_entries",
+    RtInHit => "rt_in_hit",
+    RtInSlowTot => "rt_in_slow_tot",
+    RtInSlowMc => "rt_in_slow_mc",
+    RtInNoRoute => "rt_in_no_route",
+    RtInBrd => "rt_in_brd",
+    RtInMartianDst => "rt_in_martian_dst",
+    RtInMartianSrc => "rt_in_martian_src",
+    RtOutHit => "rt_out_hit",
+    RtOutSlowTot => "rt_out_slow_tot",
+    RtOutSlowMc => "rt_out_slow_mc",
+    RtGcTotal => "rt_gc_total",
+    RtGcIgnored => "rt_gc_ignored",
+    RtGcGoalMiss => "rt_gc_goal_miss",
+    RtGcDstOverflow => "rt_gc_dst_overflow",
+    RtInHlistSearch => "rt_in_hlist_search",
+    RtOutHlistSearch => "rt_out_hlist_search",
+    RtFlushes => "rt_flushes",
+    RtExpired => "rt_expired",
+    SlabBufAlloc => "slab_buf_alloc",
+    SlabBufFree => "slab_buf_free",
+    SlabBufAllocFail => "slab_buf_alloc_fail",
+    SlabDstAlloc => "slab_dst_alloc",
+    SlabDstFree => "slab_dst_free",
+    SlabDstAllocFail => "slab_dst_alloc_fail",
+    SlabDepotGet => "slab_depot_get",
+    SlabDepotPut => "slab_depot_put",
+    ClkDriverRx => "clk_driver_rx",
+    ClkIp => "clk_ip",
+    ClkLookup => "clk_lookup",
+    ClkGc => "clk_gc",
+    ClkSlab => "clk_slab",
+    ClkDriverTx => "clk_driver_tx",
+    ClkNic => "clk_nic",
+    ClkIdle => "clk_idle",
+    PrefetchDepth => "prefetch_depth",
+    CacheMode => "cache_mode",
+}
+
+/// Number of counters per worker block.
+pub const N_COUNTERS: usize = COUNTER_NAMES.len();
+
+/// Names of the drop counters (every reason a packet can be dropped for).
+pub fn drop_counters() -> impl Iterator<Item = (usize, &'static str)> {
+    COUNTER_NAMES
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.starts_with("drop_") || **n == "rx_missed")
+        .map(|(i, n)| (i, *n))
+}
+
+/// Stage-clock counters (TSC cycles) in stage order: (index, stage name).
+pub const STAGE_CLOCKS: [(Ctr, &str); 8] = [
+    (Ctr::ClkDriverRx, "driver_rx"),
+    (Ctr::ClkIp, "ip"),
+    (Ctr::ClkLookup, "lookup"),
+    (Ctr::ClkGc, "gc"),
+    (Ctr::ClkSlab, "slab"),
+    (Ctr::ClkDriverTx, "driver_tx"),
+    (Ctr::ClkNic, "nic"),
+    (Ctr::ClkIdle, "idle"),
+];
+
+#[repr(C)]
+struct Header {
+    magic: [u8; 8],
+    version: u32,
+    header_size: u32,
+    n_workers: u32,
+    n_counters: u32,
+    block_size: u32,
+    control_off: u32,
+    names_off: u32,
+    config_off: u32,
+    config_len: u32,
+    workers_off: u32,
+    pid: u32,
+    _pad: u32,
+    start_unix_ns: u64,
+    tsc_hz: u64,
+    /// 0 initializing, 1 running, 2 exited.
+    state: AtomicU32,
+}
+
+/// Forwarder state as published in the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Initializing,
+    Running,
+    Exited,
+}
+
+/// The control block.
+#[repr(C)]
+pub struct Control {
+    /// Bumped by a controller after it changes any field below.
+    pub generation: AtomicU64,
+    /// Requested prefetch depth 0..=8.
+    pub prefetch: AtomicU32,
+    /// Requested cache mode (see [`crate::config::CacheMode::code`]).
+    pub cache_mode: AtomicU32,
+    /// Incremented to request a route-cache flush.
+    pub flush: AtomicU64,
+    /// Non-zero asks the forwarder to stop.
+    pub stop: AtomicU32,
+    /// Non-zero turns per-stage TSC clocks on.
+    pub stage_clock: AtomicU32,
+}
+
+fn align64(x: usize) -> usize {
+    (x + 63) & !63
+}
+
+struct Layout {
+    control_off: usize,
+    names_off: usize,
+    config_off: usize,
+    workers_off: usize,
+    block_size: usize,
+    total: usize,
+}
+
+fn layout(n_workers: usize, n_counters: usize, config_len: usize) -> Layout {
+    let control_off = HEADER_SIZE;
+    let names_off = control_off + CONTROL_SIZE;
+    let config_off = align64(names_off + n_counters * NAME_LEN);
+    let workers_off = align64(config_off + config_len);
+    let block_size = align64(8 + n_counters * 8);
+    Layout {
+        control_off,
+        names_off,
+        config_off,
+        workers_off,
+        block_size,
+        total: workers_off + n_workers * block_size,
+    }
+}
+
+/// Default segment path for a forwarder process.
+pub fn default_path(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/fwdscope-{pid}.stats"))
+}
+
+/// A mapped segment (writer or reader side).
+pub struct Segment {
+    map: memmap2::MmapMut,
+    path: PathBuf,
+    n_workers: usize,
+    n_counters: usize,
+    block_size: usize,
+    workers_off: usize,
+    control_off: usize,
+    remove_on_drop: bool,
+}
+
+// SAFETY: all shared fields are accessed through atomics.
+unsafe impl Send for Segment {}
+unsafe impl Sync for Segment {}
+
+impl Segment {
+    /// Create the segment file (mode 0600) for `n_workers` workers. Fails if it exists.
+    pub fn create(
+        path: &Path,
+        n_workers: usize,
+        config_json: &str,
+        tsc_hz: u64,
+    ) -> Result<Segment> {
+        let lay = layout(n_workers, N_COUNTERS, config_json.len());
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        f.set_len(lay.total as u64)
+            .map_err(|e| Error::io(path, e))?;
+        // SAFETY: we created the file and size it; other processes only read it or use atomics.
+        let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| Error::io(path, e))?;
+        for (i, n) in COUNTER_NAMES.iter().enumerate() {
+            let at = lay.names_off + i * NAME_LEN;
+            map[at..at + n.len()].copy_from_slice(n.as_bytes());
+        }
+        map[lay.config_off..lay.config_off + config_json.len()]
+            .copy_from_slice(config_json.as_bytes());
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let h = Header {
+            magic: MAGIC,
+            version: VERSION,
+            header_size: HEADER_SIZE as u32,
+            n_workers: n_workers as u32,
+            n_counters: N_COUNTERS as u32,
+            block_size: lay.block_size as u32,
+            control_off: lay.control_off as u32,
+            names_off: lay.names_off as u32,
+            config_off: lay.config_off as u32,
+            config_len: config_json.len() as u32,
+            workers_off: lay.workers_off as u32,
+            pid: std::process::id(),
+            _pad: 0,
+            start_unix_ns: start,
+            tsc_hz,
+            state: AtomicU32::new(0),
+        };
+        // SAFETY: the mapping is page aligned and larger than Header.
+        unsafe { std::ptr::write(map.as_mut_ptr() as *mut Header, h) };
+        Ok(Segment {
+            map,
+            path: path.to_path_buf(),
+            n_workers,
+            n_counters: N_COUNTERS,
+            block_size: lay.block_size,
+            workers_off: lay.workers_off,
+            control_off: lay.control_off,
+            remove_on_drop: true,
+        })
+    }
+
+    /// Open an existing segment, checking magic, version and every size against the file.
+    pub fn open(path: &Path) -> Result<Segment> {
+        let bad = |msg: String| Error::Stats {
+            path: path.into(),
+            msg,
+        };
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let len = f.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
+        if len < HEADER_SIZE + CONTROL_SIZE {
+            return Err(bad(format!("file is {len} bytes, smaller than a header")));
+        }
+        // SAFETY: shared mapping of a file the forwarder writes only through atomics.
+        let map = unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| Error::io(path, e))?;
+        // SAFETY: length checked above; Header is plain data plus an atomic.
+        let h = unsafe { &*(map.as_ptr() as *const Header) };
+        if h.magic != MAGIC {
+            return Err(bad("bad magic: not a fwdscope stats segment".into()));
+        }
+        if h.version != VERSION {
+            return Err(bad(format!(
+                "layout version {}, this reader understands {VERSION}",
+                h.version
+            )));
+        }
+        let lay = layout(
+            h.n_workers as usize,
+            h.n_counters as usize,
+            h.config_len as usize,
+        );
+        if lay.total > len
+            || lay.workers_off != h.workers_off as usize
+            || lay.block_size != h.block_size as usize
+            || lay.config_off != h.config_off as usize
+            || lay.control_off != h.control_off as usize
+        {
+            return Err(bad(format!(
+                "header offsets do not match its sizes ({} workers, {} counters)",
+                h.n_workers, h.n_counters
+            )));
+        }
+        Ok(Segment {
+            n_workers: h.n_workers as usize,
+            n_counters: h.n_counters as usize,
+            block_size: lay.block_size,
+            workers_off: lay.workers_off,
+            control_off: lay.control_off,
+            map,
+            path: path.to_path_buf(),
+            remove_on_drop: false,
+        })
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: checked at create/open.
+        unsafe { &*(self.map.as_ptr() as *const Header) }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn n_workers(&self) -> usize {
+        self.n_workers
+    }
+    pub fn pid(&self) -> u32 {
+        self.header().pid
+    }
+    pub fn tsc_hz(&self) -> u64 {
+        self.header().tsc_hz
+    }
+    pub fn start_unix_ns(&self) -> u64 {
+        self.header().start_unix_ns
+    }
+    /// Keep the file when this handle drops (the creator removes it by default).
+    pub fn keep_file(&mut self) {
+        self.remove_on_drop = false;
+    }
+
+    pub fn state(&self) -> State {
+        match self.header().state.load(Ordering::Acquire) {
+            0 => State::Initializing,
+            1 => State::Running,
+            _ => State::Exited,
+        }
+    }
+    pub fn set_state(&self, s: State) {
+        let v = match s {
+            State::Initializing => 0,
+            State::Running => 1,
+            State::Exited => 2,
+        };
+        self.header().state.store(v, Ordering::Release);
+    }
+
+    /// Counter names as published in the segment.
+    pub fn counter_names(&self) -> Vec<String> {
+        let h = self.header();
+        (0..self.n_counters)
+            .map(|i| {
+                let at = h.names_off as usize + i * NAME_LEN;
+                let raw = &self.map[at..at + NAME_LEN];
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
+                String::from_utf8_lossy(&raw[..end]).into_owned()
+            })
+            .collect()
+    }
+
+    /// The forwarder's configuration JSON.
+    pub fn config_json(&self) -> String {
+        let h = self.header();
+        let at = h.config_off as usize;
+        String::from_utf8_lossy(&self.map[at..at + h.config_len as usize]).into_owned()
+    }
+
+    pub fn control(&self) -> &Control {
+        // SAFETY: control_off is 64-aligned inside the mapping; Control is all atomics.
+        unsafe { &*(self.map.as_ptr().add(self.control_off) as *const Control) }
+    }
+
+    fn block(&self, w: usize) -> (&AtomicU64, &[AtomicU64]) {
+        assert!(w < self.n_workers, "worker index out of range");
+        let base = self.workers_off + w * self.block_size;
+        // SAFETY: the block lies inside the mapping (checked layout), 64-aligned, all u64s.
+        unsafe {
+            let seq = &*(self.map.as_ptr().add(base) as *const AtomicU64);
+            let ctrs = std::slice::from_raw_parts(
+                self.map.as_ptr().add(base + 8) as *const AtomicU64,
+                self.n_counters,
+            );
+            (seq, ctrs)
+        }
+    }
+
+    /// Publish a worker's counters (single writer per block).
+    #[inline]
+    pub fn publish(&self, w: usize, values: &[u64]) {
+        let (seq, ctrs) = self.block(w);
+        let s = seq.load(Ordering::Relaxed);
+        seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (c, v) in ctrs.iter().zip(values) {
+            c.store(*v, Ordering::Relaxed);
+        }
+        seq.store(s.wrapping_add(2), Ordering::Release);
+    }
+
+    /// A consistent copy of worker `w`'s counters.
+    pub fn read_worker(&self, w: usize) -> Vec<u64> {
+        let (seq, ctrs) = self.block(w);
+        let mut out = vec![0u64; self.n_counters];
+        loop {
+            let s1 = seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            for (o, c) in out.iter_mut().zip(ctrs) {
+                *o = c.load(Ordering::Relaxed);
+            }
+            fence(Ordering::Acquire);
+            if seq.load(Ordering::Relaxed) == s1 {
+                return out;
+            }
+        }
+    }
+
+    /// A snapshot of every worker.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            at: std::time::Instant::now(),
+            names: None,
+            workers: (0..self.n_workers).map(|w| self.read_worker(w)).collect(),
+        }
+    }
+
+    /// Ask for a prefetch depth change.
+    pub fn set_prefetch(&self, depth: u32) {
+        self.control()
+            .prefetch
+            .store(depth.min(8), Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+    /// Ask for a cache-mode change.
+    pub fn set_cache_mode(&self, code: u32) {
+        self.control().cache_mode.store(code, Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+    /// Ask for a route-cache flush.
+    pub fn request_flush(&self) {
+        self.control().flush.fetch_add(1, Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+    /// Ask the forwarder to stop.
+    pub fn request_stop(&self) {
+        self.control().stop.store(1, Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if self.remove_on_drop {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Counters of every worker at one instant.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub at: std::time::Instant,
+    pub names: Option<Vec<String>>,
+    pub workers: Vec<Vec<u64>>,
+}
+
+impl Snapshot {
+    /// Sum of counter `c` over workers.
+    pub fn total(&self, c: Ctr) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| w.get(c as usize).copied().unwrap_or(0))
+            .sum()
+    }
+    /// Counter `c` of worker `w`.
+    pub fn get(&self, w: usize, c: Ctr) -> u64 {
+        self.workers
+            .get(w)
+            .and_then(|v| v.get(c as usize))
+            .copied()
+            .unwrap_or(0)
+    }
+}
