@@ -1,0 +1,45 @@
+//! `fwdscope`: the command-line front end. Thin: parse flags, call the libraries.
+
+mod forward;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "fwdscope",
+    version,
+    about = "Where do each forwarded packet's cycles go?"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the bundled forwarder and print rtstat-like lines every -i seconds.
+    Forward(forwarder::cli::ForwardArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Some(Cmd::Forward(a)) => forward::run(&a),
+        None => {
+            // The embedded default: a few seconds of the bundled forwarder on its synthetic NIC.
+            use clap::FromArgMatches;
+            let m = <forwarder::cli::ForwardArgs as clap::Args>::augment_args(clap::Command::new(
+                "forward",
+            ))
+            .get_matches_from(["forward"]);
+            match forwarder::cli::ForwardArgs::from_arg_matches(&m) {
+                Ok(a) => forward::run(&a),
+                Err(e) => Err(e.into()),
+            }
+        }
+    };
+    if let Err(e) = res {
+        eprintln!("fwdscope: {e:#}");
+        std::process::exit(1);
+    }
+}
