@@ -5,11 +5,7 @@ mod forward;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "fwdscope",
-    version,
-    about = "Where do each forwarded packet's cycles go?"
-)]
+#[command(name = "fwdscope", version, about = "Where do each forwarded packet's cycles go?")]
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -28,10 +24,8 @@ fn main() {
         None => {
             // The embedded default: a few seconds of the bundled forwarder on its synthetic NIC.
             use clap::FromArgMatches;
-            let m = <forwarder::cli::ForwardArgs as clap::Args>::augment_args(clap::Command::new(
-                "forward",
-            ))
-            .get_matches_from(["forward"]);
+            let m = <forwarder::cli::ForwardArgs as clap::Args>::augment_args(clap::Command::new("forward"))
+                .get_matches_from(["forward"]);
             match forwarder::cli::ForwardArgs::from_arg_matches(&m) {
                 Ok(a) => forward::run(&a),
                 Err(e) => Err(e.into()),

@@ -4,10 +4,7 @@
 use std::process::Command;
 
 fn fwdscope(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_fwdscope"))
-        .args(args)
-        .output()
-        .expect("run fwdscope")
+    Command::new(env!("CARGO_BIN_EXE_fwdscope")).args(args).output().expect("run fwdscope")
 }
 
 #[test]
@@ -26,15 +23,9 @@ fn forward_json_lines_add_up() {
         "--stage-clock",
         "--no-pin",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
     assert_eq!(lines[0]["type"], "start");
     assert_eq!(lines[0]["config"]["cache"], "rtcache");
     let intervals = lines.iter().filter(|l| l["type"] == "interval").count();
@@ -45,21 +36,10 @@ fn forward_json_lines_add_up() {
     let tx = s["tx_packets"].as_u64().unwrap();
     let dropped = s["dropped"].as_u64().unwrap();
     assert!(tx > 10_000, "tx {tx}");
-    assert_eq!(
-        rx,
-        tx + dropped,
-        "every packet forwarded or counted as dropped"
-    );
-    let by_reason: u64 = s["drops"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    assert_eq!(rx, tx + dropped, "every packet forwarded or counted as dropped");
+    let by_reason: u64 = s["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(by_reason, dropped);
-    let clocks = s["stage_ns_per_packet"]
-        .as_object()
-        .expect("stage clocks on");
+    let clocks = s["stage_ns_per_packet"].as_object().expect("stage clocks on");
     assert!(clocks["lookup"].as_f64().unwrap() > 0.0);
     assert!(s["rtstat"]["in_slow_tot"].as_u64().unwrap() > 0);
 }
@@ -80,11 +60,7 @@ fn forward_text_has_rtstat_columns() {
         "dir24",
         "--no-pin",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     let header = text.lines().nth(1).unwrap();
     for col in [
@@ -105,10 +81,7 @@ fn forward_text_has_rtstat_columns() {
     ] {
         assert!(header.contains(col), "missing column {col}: {header}");
     }
-    assert!(
-        text.contains("summary:") && text.contains("cache nhcache, fib dir24"),
-        "{text}"
-    );
+    assert!(text.contains("summary:") && text.contains("cache nhcache, fib dir24"), "{text}");
 }
 
 #[test]
@@ -116,56 +89,21 @@ fn bad_input_gets_clear_errors() {
     let dir = std::env::temp_dir().join(format!("fwdscope-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.txt");
-    std::fs::write(
-        &bad,
-        "198.18.0.0/16 198.19.0.1\n198.18.1.0/24 via nowhere\n",
-    )
-    .unwrap();
+    std::fs::write(&bad, "198.18.0.0/16 198.19.0.1\n198.18.1.0/24 via nowhere\n").unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["forward".into(), "--prefetch".into(), "9".into()], "--prefetch"),
+        (vec!["forward".into(), "--size".into(), "40".into()], "--size"),
+        (vec!["forward".into(), "--table".into(), dir.join("missing.txt").display().to_string()], "missing.txt"),
         (
-            vec!["forward".into(), "--prefetch".into(), "9".into()],
-            "--prefetch",
-        ),
-        (
-            vec!["forward".into(), "--size".into(), "40".into()],
-            "--size",
-        ),
-        (
-            vec![
-                "forward".into(),
-                "--table".into(),
-                dir.join("missing.txt").display().to_string(),
-            ],
-            "missing.txt",
-        ),
-        (
-            vec![
-                "forward".into(),
-                "--table".into(),
-                bad.display().to_string(),
-                "--duration".into(),
-                "0.2".into(),
-            ],
+            vec!["forward".into(), "--table".into(), bad.display().to_string(), "--duration".into(), "0.2".into()],
             "bad.txt:2: `via nowhere`: expected an IPv4 gateway address",
         ),
+        (vec!["forward".into(), "--rate".into(), "fast".into()], "expected packets per second"),
         (
-            vec!["forward".into(), "--rate".into(), "fast".into()],
-            "expected packets per second",
-        ),
-        (
-            vec![
-                "forward".into(),
-                "--rt-hash-buckets".into(),
-                "1000".into(),
-                "--duration".into(),
-                "0.1".into(),
-            ],
+            vec!["forward".into(), "--rt-hash-buckets".into(), "1000".into(), "--duration".into(), "0.1".into()],
             "power of two",
         ),
-        (
-            vec!["forward".into(), "--aggregates".into()],
-            "--aggregates needs --table",
-        ),
+        (vec!["forward".into(), "--aggregates".into()], "--aggregates needs --table"),
     ];
     for (args, want) in cases {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -3,7 +3,7 @@
 
 use crate::config::{CacheMode, Config, DriverKind, RtParams, TableSource};
 use crate::fib::FibKind;
-use crate::nic::synthetic::GenMode;
+use crate::nic::synthetic::{DmaModel, GenMode};
 use crate::report::{IntervalRow, Summary};
 use crate::run::Forwarder;
 use crate::traffic::{DstPattern, TrafficProfile};
@@ -22,9 +22,7 @@ pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
         Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
         _ => (t, 1.0),
     };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}`: expected packets per second such as 250000, 250k or 1.5M"))?;
+    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected packets per second such as 250000, 250k or 1.5M"))?;
     if !(v.is_finite() && v > 0.0) {
         return Err(format!("`{s}`: the rate must be positive"));
     }
@@ -114,6 +112,10 @@ pub struct ForwarderArgs {
     /// Where the synthetic device runs: its own thread, inline in the workers, or auto.
     #[arg(long, value_enum, default_value_t = GenMode::Auto)]
     pub device: GenMode,
+    /// How the device thread's frame writes reach memory: ddio (cldemote to the LLC), nt
+    /// (non-temporal, to DRAM) or cached (left in the device core's cache).
+    #[arg(long, value_enum, default_value_t = DmaModel::Ddio)]
+    pub dma: DmaModel,
     /// Do not pin threads to cores.
     #[arg(long)]
     pub no_pin: bool,
@@ -126,18 +128,12 @@ impl ForwarderArgs {
     /// The configuration these flags describe (validated).
     pub fn to_config(&self) -> Result<Config> {
         let table = match &self.table {
-            Some(p) => TableSource::File {
-                path: p.clone(),
-                aggregates: self.aggregates,
-            },
+            Some(p) => TableSource::File { path: p.clone(), aggregates: self.aggregates },
             None => {
                 if self.aggregates {
                     return Err(Error::Config("--aggregates needs --table".into()));
                 }
-                TableSource::Generated {
-                    routes: self.routes,
-                    seed: self.seed,
-                }
+                TableSource::Generated { routes: self.routes, seed: self.seed }
             }
         };
         let cfg = Config {
@@ -171,6 +167,7 @@ impl ForwarderArgs {
             burst: self.burst,
             stage_clock: self.stage_clock,
             gen_mode: self.device,
+            dma: self.dma,
             pin: !self.no_pin,
             stats_path: self.stats.clone(),
         };
@@ -197,22 +194,12 @@ pub struct ForwardArgs {
 
 /// Run a forwarder as `forward` does, writing interval lines and the summary to `out`.
 /// Stops at `--duration`, on `interrupted`, or when a controller asks through the segment.
-pub fn run_forward(
-    args: &ForwardArgs,
-    out: &mut dyn Write,
-    interrupted: &AtomicBool,
-) -> Result<Summary> {
+pub fn run_forward(args: &ForwardArgs, out: &mut dyn Write, interrupted: &AtomicBool) -> Result<Summary> {
     if !(args.interval.is_finite() && args.interval > 0.0) {
-        return Err(Error::Config(format!(
-            "-i {}: expected a positive number of seconds",
-            args.interval
-        )));
+        return Err(Error::Config(format!("-i {}: expected a positive number of seconds", args.interval)));
     }
     if !(args.duration.is_finite() && args.duration >= 0.0) {
-        return Err(Error::Config(format!(
-            "--duration {}: expected seconds >= 0",
-            args.duration
-        )));
+        return Err(Error::Config(format!("--duration {}: expected seconds >= 0", args.duration)));
     }
     let cfg = args.fwd.to_config()?;
     let fwd = Forwarder::start(&cfg)?;

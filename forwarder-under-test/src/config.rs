@@ -2,7 +2,7 @@
 //! options, each with its default documented.
 
 use crate::fib::FibKind;
-use crate::nic::synthetic::GenMode;
+use crate::nic::synthetic::{DmaModel, GenMode};
 use crate::traffic::TrafficProfile;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -94,16 +94,10 @@ impl Default for RtParams {
 impl RtParams {
     pub fn validate(&self) -> Result<()> {
         if !self.hash_buckets.is_power_of_two() {
-            return Err(Error::Config(format!(
-                "--rt-hash-buckets {}: expected a power of two",
-                self.hash_buckets
-            )));
+            return Err(Error::Config(format!("--rt-hash-buckets {}: expected a power of two", self.hash_buckets)));
         }
         if self.max_size == 0 || self.max_size > (1 << 26) {
-            return Err(Error::Config(format!(
-                "--max-size {}: expected 1 to 67108864",
-                self.max_size
-            )));
+            return Err(Error::Config(format!("--max-size {}: expected 1 to 67108864", self.max_size)));
         }
         if self.hz == 0 {
             return Err(Error::Config("hz must be at least 1".into()));
@@ -161,6 +155,8 @@ pub struct Config {
     pub stage_clock: bool,
     /// Where the synthetic device runs (default auto).
     pub gen_mode: GenMode,
+    /// How a device thread's frame writes reach memory (default ddio).
+    pub dma: DmaModel,
     /// Pin workers (and the device thread) to cores (default true).
     pub pin: bool,
     /// Stats segment path (default /dev/shm/fwdscope-PID.stats).
@@ -175,10 +171,7 @@ impl Default for Config {
             cache: CacheMode::Rtcache,
             fib: FibKind::Lctrie,
             prefetch: 2,
-            table: TableSource::Generated {
-                routes: 123_000,
-                seed: 1,
-            },
+            table: TableSource::Generated { routes: 123_000, seed: 1 },
             nexthops: 16,
             rt: RtParams::default(),
             traffic: TrafficProfile::default(),
@@ -187,6 +180,7 @@ impl Default for Config {
             burst: 32,
             stage_clock: false,
             gen_mode: GenMode::Auto,
+            dma: DmaModel::Ddio,
             pin: true,
             stats_path: None,
         }
@@ -196,28 +190,16 @@ impl Default for Config {
 impl Config {
     pub fn validate(&self) -> Result<()> {
         if self.workers == 0 || self.workers > 64 {
-            return Err(Error::Config(format!(
-                "--workers {}: expected 1 to 64",
-                self.workers
-            )));
+            return Err(Error::Config(format!("--workers {}: expected 1 to 64", self.workers)));
         }
         if self.prefetch > 8 {
-            return Err(Error::Config(format!(
-                "--prefetch {}: expected 0 to 8",
-                self.prefetch
-            )));
+            return Err(Error::Config(format!("--prefetch {}: expected 0 to 8", self.prefetch)));
         }
         if self.burst == 0 || self.burst > crate::worker::MAX_BURST {
-            return Err(Error::Config(format!(
-                "--burst {}: expected 1 to {}",
-                self.burst,
-                crate::worker::MAX_BURST
-            )));
+            return Err(Error::Config(format!("--burst {}: expected 1 to {}", self.burst, crate::worker::MAX_BURST)));
         }
         if self.rx_ring < 8 || self.tx_ring < 8 || self.rx_ring > 65536 || self.tx_ring > 65536 {
-            return Err(Error::Config(
-                "ring sizes must be 8 to 65536 descriptors".into(),
-            ));
+            return Err(Error::Config("ring sizes must be 8 to 65536 descriptors".into()));
         }
         if self.nexthops == 0 {
             return Err(Error::Config("--nexthops must be at least 1".into()));

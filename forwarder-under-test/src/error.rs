@@ -14,11 +14,7 @@ pub enum Error {
     },
     /// A line of a route table or traffic file did not parse.
     #[error("{path}:{line}: {msg}")]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        msg: String,
-    },
+    Parse { path: PathBuf, line: usize, msg: String },
     /// An option or combination of options is invalid.
     #[error("{0}")]
     Config(String),
@@ -39,9 +35,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 }

@@ -34,18 +34,14 @@ pub struct IntervalRow {
 }
 
 fn total_drops(s: &Snapshot) -> u64 {
-    drop_counters()
-        .filter(|(_, n)| *n != "rx_missed")
-        .map(|(i, _)| s.workers.iter().map(|w| w[i]).sum::<u64>())
-        .sum()
+    drop_counters().filter(|(_, n)| *n != "rx_missed").map(|(i, _)| s.workers.iter().map(|w| w[i]).sum::<u64>()).sum()
 }
 
 impl IntervalRow {
     /// The row between two snapshots; `t` is seconds since start at `cur`.
     pub fn between(prev: &Snapshot, cur: &Snapshot, t: f64) -> IntervalRow {
         let dt = cur.at.duration_since(prev.at).as_secs_f64().max(1e-9);
-        let rate =
-            |c: Ctr| ((cur.total(c).saturating_sub(prev.total(c))) as f64 / dt).round() as u64;
+        let rate = |c: Ctr| ((cur.total(c).saturating_sub(prev.total(c))) as f64 / dt).round() as u64;
         IntervalRow {
             t,
             size: cur.total(Ctr::RtEntries),
@@ -65,8 +61,7 @@ impl IntervalRow {
             gc_ovrf: rate(Ctr::RtGcDstOverflow),
             rx_mpps: (cur.total(Ctr::RxPackets) - prev.total(Ctr::RxPackets)) as f64 / dt / 1e6,
             tx_mpps: (cur.total(Ctr::TxPackets) - prev.total(Ctr::TxPackets)) as f64 / dt / 1e6,
-            drops: ((total_drops(cur).saturating_sub(total_drops(prev))) as f64 / dt).round()
-                as u64,
+            drops: ((total_drops(cur).saturating_sub(total_drops(prev))) as f64 / dt).round() as u64,
         }
     }
 
@@ -74,8 +69,23 @@ impl IntervalRow {
     pub fn header() -> String {
         format!(
             "{:>6} {:>8} {:>8} {:>3} {:>5} {:>5} {:>5} {:>5} {:>8} {:>5} {:>3} {:>8} {:>8} {:>9} {:>6} {:>7} {:>9}",
-            "size", "IN: hit", "tot", "mc", "no_rt", "bcast", "madst", "masrc", "OUT: hit", "tot", "mc", "GC: tot",
-            "ignored", "goal_miss", "ovrf", "Mpps", "drops/s"
+            "size",
+            "IN: hit",
+            "tot",
+            "mc",
+            "no_rt",
+            "bcast",
+            "madst",
+            "masrc",
+            "OUT: hit",
+            "tot",
+            "mc",
+            "GC: tot",
+            "ignored",
+            "goal_miss",
+            "ovrf",
+            "Mpps",
+            "drops/s"
         )
     }
 
@@ -141,8 +151,8 @@ impl Summary {
         let d = |c: Ctr| last.total(c) - first.total(c);
         let mut drops = BTreeMap::new();
         for (i, name) in drop_counters() {
-            let v: u64 = last.workers.iter().map(|w| w[i]).sum::<u64>()
-                - first.workers.iter().map(|w| w[i]).sum::<u64>();
+            let v: u64 =
+                last.workers.iter().map(|w| w[i]).sum::<u64>() - first.workers.iter().map(|w| w[i]).sum::<u64>();
             if v > 0 && name != "rx_missed" {
                 drops.insert(name.trim_start_matches("drop_").to_string(), v);
             }
@@ -162,23 +172,11 @@ impl Summary {
         let clocks: u64 = STAGE_CLOCKS.iter().map(|(c, _)| d(*c)).sum();
         let stage_ns_per_packet = (clocks > 0 && tx > 0).then(|| {
             let ns_per_tick = 1e9 / info.tsc_hz.max(1) as f64;
-            STAGE_CLOCKS
-                .iter()
-                .map(|(c, name)| (name.to_string(), d(*c) as f64 * ns_per_tick / tx as f64))
-                .collect()
+            STAGE_CLOCKS.iter().map(|(c, name)| (name.to_string(), d(*c) as f64 * ns_per_tick / tx as f64)).collect()
         });
         let named = |list: &[(Ctr, &str)]| {
             list.iter()
-                .map(|(c, n)| {
-                    (
-                        n.to_string(),
-                        if *c == Ctr::RtEntries {
-                            last.total(*c)
-                        } else {
-                            d(*c)
-                        },
-                    )
-                })
+                .map(|(c, n)| (n.to_string(), if *c == Ctr::RtEntries { last.total(*c) } else { d(*c) }))
                 .collect()
         };
         Summary {
@@ -249,11 +247,7 @@ impl Summary {
             self.rx_packets, self.tx_packets, self.dropped, self.rx_missed
         );
         for w in &self.workers {
-            let _ = writeln!(
-                s,
-                "  worker {}: {:.3} Mpps ({} packets)",
-                w.worker, w.mpps, w.tx_packets
-            );
+            let _ = writeln!(s, "  worker {}: {:.3} Mpps ({} packets)", w.worker, w.mpps, w.tx_packets);
         }
         let _ = writeln!(s, "  total: {:.3} Mpps", self.total_mpps);
         if self.drops.is_empty() {
@@ -283,20 +277,8 @@ impl Summary {
         );
         match &self.stage_ns_per_packet {
             Some(m) => {
-                let order = [
-                    "driver_rx",
-                    "ip",
-                    "lookup",
-                    "gc",
-                    "slab",
-                    "driver_tx",
-                    "nic",
-                    "idle",
-                ];
-                let list: Vec<String> = order
-                    .iter()
-                    .filter_map(|k| m.get(*k).map(|v| format!("{k} {v:.1}")))
-                    .collect();
+                let order = ["driver_rx", "ip", "lookup", "gc", "slab", "driver_tx", "nic", "idle"];
+                let list: Vec<String> = order.iter().filter_map(|k| m.get(*k).map(|v| format!("{k} {v:.1}"))).collect();
                 let _ = writeln!(s, "  stage clocks, ns/packet (TSC): {}", list.join("  "));
             }
             None => {

@@ -152,12 +152,7 @@ impl RtCache {
 
     #[inline(always)]
     pub fn hash(&self, k: &RtKey) -> usize {
-        (jhash_3words(
-            k.daddr,
-            k.saddr ^ (u32::from(k.iif) << 5),
-            u32::from(k.tos),
-            self.seed,
-        ) as usize)
+        (jhash_3words(k.daddr, k.saddr ^ (u32::from(k.iif) << 5), u32::from(k.tos), self.seed) as usize)
             & self.hash_mask
     }
 
@@ -305,13 +300,7 @@ pub fn fwd_lookup_rtcache_input(rt: &mut RtCache, fib: &Fib, k: &RtKey, now: u64
 /// ip_route_input_slow + rt_intern_hash (stage: lookup).
 #[no_mangle]
 #[inline(never)]
-pub fn fwd_lookup_rtcache_slow(
-    rt: &mut RtCache,
-    fib: &Fib,
-    k: &RtKey,
-    h: usize,
-    now: u64,
-) -> RouteOut {
+pub fn fwd_lookup_rtcache_slow(rt: &mut RtCache, fib: &Fib, k: &RtKey, h: usize, now: u64) -> RouteOut {
     route_input_checks(k.saddr, k.daddr, &mut rt.stat)?;
     rt.stat.in_slow_tot += 1;
     let nh = fib.lookup(k.daddr);
@@ -397,30 +386,16 @@ mod tests {
         // Computed by compiling the kernel's jhash_3words (include/linux/jhash.h, 2.6.x) in C.
         assert_eq!(jhash_3words(0, 0, 0, 0), 0xbd49_d10d);
         assert_eq!(jhash_3words(1, 2, 3, 0), 0x17e8_bdc2);
-        assert_eq!(
-            jhash_3words(0xc612_0001, 0x0808_0808, 0, 0x1234_5678),
-            0x0796_eee2
-        );
+        assert_eq!(jhash_3words(0xc612_0001, 0x0808_0808, 0, 0x1234_5678), 0x0796_eee2);
     }
 
     #[test]
     fn hit_after_miss_and_move_to_front() {
-        let p = RtParams {
-            hash_buckets: 1,
-            ..Default::default()
-        };
+        let p = RtParams { hash_buckets: 1, ..Default::default() };
         let mut rt = RtCache::new(&p, 0, 1);
         let f = fib();
-        let k1 = RtKey {
-            daddr: 0x0101_0101,
-            saddr: 0xC612_0001,
-            tos: 0,
-            iif: 0,
-        };
-        let k2 = RtKey {
-            daddr: 0x0101_0102,
-            ..k1
-        };
+        let k1 = RtKey { daddr: 0x0101_0101, saddr: 0xC612_0001, tos: 0, iif: 0 };
+        let k2 = RtKey { daddr: 0x0101_0102, ..k1 };
         assert_eq!(fwd_lookup_rtcache_input(&mut rt, &f, &k1, 1), Ok(3));
         assert_eq!(fwd_lookup_rtcache_input(&mut rt, &f, &k2, 1), Ok(3));
         assert_eq!((rt.stat.in_slow_tot, rt.stat.in_hit), (2, 0));
@@ -434,31 +409,18 @@ mod tests {
 
     #[test]
     fn chain_length_eviction_beyond_elasticity() {
-        let p = RtParams {
-            hash_buckets: 1,
-            gc_elasticity: 4,
-            gc_thresh: 1000,
-            ..Default::default()
-        };
+        let p = RtParams { hash_buckets: 1, gc_elasticity: 4, gc_thresh: 1000, ..Default::default() };
         let mut rt = RtCache::new(&p, 0, 1);
         let f = fib();
         for d in 0..20u32 {
-            let k = RtKey {
-                daddr: 0x0101_0000 + d,
-                saddr: 0xC612_0001,
-                tos: 0,
-                iif: 0,
-            };
+            let k = RtKey { daddr: 0x0101_0000 + d, saddr: 0xC612_0001, tos: 0, iif: 0 };
             fwd_lookup_rtcache_input(&mut rt, &f, &k, u64::from(d)).unwrap();
         }
         // An insert into a chain longer than 4 first evicts one: the chain stays at 4 + 1.
         assert_eq!(rt.chains()[0].len(), 5);
         assert_eq!(rt.entries, 5);
         // The survivors are the newest (oldest evicted first by score).
-        let mut d: Vec<u32> = rt.chains()[0]
-            .iter()
-            .map(|&i| rt.dst[i as usize].daddr & 0xff)
-            .collect();
+        let mut d: Vec<u32> = rt.chains()[0].iter().map(|&i| rt.dst[i as usize].daddr & 0xff).collect();
         d.sort_unstable();
         assert_eq!(d, vec![15, 16, 17, 18, 19]);
     }
@@ -466,26 +428,11 @@ mod tests {
     #[test]
     fn martians_and_broadcast_are_counted() {
         let mut s = RtStat::default();
-        assert_eq!(
-            route_input_checks(0x7f00_0001, 0x0101_0101, &mut s),
-            Err(Ctr::DropMartianSrc)
-        );
-        assert_eq!(
-            route_input_checks(0xC612_0001, u32::MAX, &mut s),
-            Err(Ctr::DropBroadcast)
-        );
-        assert_eq!(
-            route_input_checks(0, 0x0101_0101, &mut s),
-            Err(Ctr::DropMartianSrc)
-        );
-        assert_eq!(
-            route_input_checks(0xC612_0001, 0x0000_0001, &mut s),
-            Err(Ctr::DropMartianDst)
-        );
-        assert_eq!(
-            route_input_checks(0xC612_0001, 0x7f00_0001, &mut s),
-            Err(Ctr::DropMartianDst)
-        );
+        assert_eq!(route_input_checks(0x7f00_0001, 0x0101_0101, &mut s), Err(Ctr::DropMartianSrc));
+        assert_eq!(route_input_checks(0xC612_0001, u32::MAX, &mut s), Err(Ctr::DropBroadcast));
+        assert_eq!(route_input_checks(0, 0x0101_0101, &mut s), Err(Ctr::DropMartianSrc));
+        assert_eq!(route_input_checks(0xC612_0001, 0x0000_0001, &mut s), Err(Ctr::DropMartianDst));
+        assert_eq!(route_input_checks(0xC612_0001, 0x7f00_0001, &mut s), Err(Ctr::DropMartianDst));
         assert_eq!(route_input_checks(0xC612_0001, 0x0101_0101, &mut s), Ok(()));
         assert_eq!((s.in_martian_src, s.in_brd, s.in_martian_dst), (2, 1, 2));
     }

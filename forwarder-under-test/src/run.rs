@@ -3,7 +3,7 @@
 
 use crate::config::{Config, TableSource};
 use crate::fib::Fib;
-use crate::nic::synthetic::{run_device_thread, GenMode, GenQueue};
+use crate::nic::synthetic::{run_device_thread, DmaModel, GenMode, GenQueue};
 use crate::nic::{BufferArena, RxRing};
 use crate::packet::{mac_for, port_mac};
 use crate::slab::{Depot, SlabCache};
@@ -40,17 +40,9 @@ pub struct RunInfo {
 /// Load or generate the table a config names (with aggregates if asked).
 pub fn load_table(cfg: &Config) -> Result<RouteTable> {
     match &cfg.table {
-        TableSource::Generated { routes, seed } => {
-            Ok(RouteTable::generate(*routes, cfg.nexthops, *seed))
-        }
+        TableSource::Generated { routes, seed } => Ok(RouteTable::generate(*routes, cfg.nexthops, *seed)),
         TableSource::File { path, aggregates } => {
-            let mut t = RouteTable::load(
-                path,
-                &LoadOptions {
-                    nexthops: cfg.nexthops,
-                    ports: 2,
-                },
-            )?;
+            let mut t = RouteTable::load(path, &LoadOptions { nexthops: cfg.nexthops, ports: 2 })?;
             if *aggregates {
                 t.add_aggregates();
             }
@@ -101,19 +93,14 @@ impl Forwarder {
         let fib = Arc::new(Fib::build(cfg.fib, &table.routes)?);
         let fib_build_ms = t0.elapsed().as_secs_f64() * 1e3;
         let nh_out = resolve_nexthops(&table);
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let gen_mode = match cfg.gen_mode {
             GenMode::Auto if cfg.workers < cores => GenMode::Thread,
             GenMode::Auto => GenMode::Inline,
             m => m,
         };
         let hz = tsc_hz();
-        let stats_path = cfg
-            .stats_path
-            .clone()
-            .unwrap_or_else(|| default_path(std::process::id()));
+        let stats_path = cfg.stats_path.clone().unwrap_or_else(|| default_path(std::process::id()));
         let info = RunInfo {
             table_source: table.source.clone(),
             routes: table.routes.len(),
@@ -133,17 +120,12 @@ impl Forwarder {
         let c = seg.control();
         c.prefetch.store(cfg.prefetch as u32, Ordering::Relaxed);
         c.cache_mode.store(cfg.cache.code(), Ordering::Relaxed);
-        c.stage_clock
-            .store(u32::from(cfg.stage_clock), Ordering::Relaxed);
+        c.stage_clock.store(u32::from(cfg.stage_clock), Ordering::Relaxed);
 
         let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::worker::MAX_BURST + 256;
         let arena = Arc::new(BufferArena::new((per_queue * cfg.workers) as u32)?);
         let depot = Depot::new("pktbuf", arena.count(), 64, cfg.workers);
-        let chooser = Arc::new(DstChooser::new(
-            &table.routes,
-            cfg.traffic.dst,
-            cfg.traffic.seed,
-        )?);
+        let chooser = Arc::new(DstChooser::new(&table.routes, cfg.traffic.dst, cfg.traffic.seed)?);
         let per_queue_rate = cfg.traffic.rate.map(|r| r / cfg.workers as f64);
         let stop = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
@@ -153,7 +135,7 @@ impl Forwarder {
             let ring = Arc::new(RxRing::new(cfg.rx_ring));
             let gen = FlowGen::new(&cfg.traffic, chooser.clone(), q, cfg.workers);
             let mut gq = GenQueue::new(ring.clone(), gen, arena.clone(), per_queue_rate);
-            gq.nt_stores = gen_mode == GenMode::Thread;
+            gq.dma = if gen_mode == GenMode::Thread { cfg.dma } else { DmaModel::Cached };
             let dev_stats = gq.stats.clone();
             let inline = if gen_mode == GenMode::Inline {
                 Some(gq)
@@ -165,15 +147,8 @@ impl Forwarder {
             pending.push((q, ring, inline, dev_stats));
         }
         for (q, ring, inline, dev_stats) in pending {
-            let (cfg2, fib2, nh2, arena2, depot2, seg2, stop2) = (
-                cfg.clone(),
-                fib.clone(),
-                nh_out.clone(),
-                arena.clone(),
-                depot.clone(),
-                seg.clone(),
-                stop.clone(),
-            );
+            let (cfg2, fib2, nh2, arena2, depot2, seg2, stop2) =
+                (cfg.clone(), fib.clone(), nh_out.clone(), arena.clone(), depot.clone(), seg.clone(), stop.clone());
             let h = std::thread::Builder::new()
                 .name(format!("fwd-worker-{q}"))
                 .spawn(move || {
@@ -194,10 +169,7 @@ impl Forwarder {
                     );
                     w.run(&stop2);
                 })
-                .map_err(|e| Error::Sys {
-                    what: "spawning a worker thread".into(),
-                    source: e,
-                })?;
+                .map_err(|e| Error::Sys { what: "spawning a worker thread".into(), source: e })?;
             workers.push(h);
         }
         let device = if dev_queues.is_empty() {
@@ -213,22 +185,11 @@ impl Forwarder {
                         }
                         run_device_thread(dev_queues, stop2)
                     })
-                    .map_err(|e| Error::Sys {
-                        what: "spawning the device thread".into(),
-                        source: e,
-                    })?,
+                    .map_err(|e| Error::Sys { what: "spawning the device thread".into(), source: e })?,
             )
         };
         seg.set_state(State::Running);
-        Ok(Forwarder {
-            seg,
-            stop,
-            workers,
-            device,
-            info,
-            started: Instant::now(),
-            config: cfg.clone(),
-        })
+        Ok(Forwarder { seg, stop, workers, device, info, started: Instant::now(), config: cfg.clone() })
     }
 
     pub fn segment(&self) -> &Arc<Segment> {
@@ -237,8 +198,7 @@ impl Forwarder {
 
     /// True once a controller asked for a stop or a worker exited.
     pub fn stop_requested(&self) -> bool {
-        self.seg.control().stop.load(Ordering::Relaxed) != 0
-            || self.workers.iter().any(|h| h.is_finished())
+        self.seg.control().stop.load(Ordering::Relaxed) != 0 || self.workers.iter().any(|h| h.is_finished())
     }
 
     /// Stop every thread and wait for them; marks the segment exited.
@@ -257,9 +217,7 @@ impl Forwarder {
         }
         self.seg.set_state(State::Exited);
         if panicked > 0 {
-            return Err(Error::Config(format!(
-                "{panicked} forwarder thread(s) panicked"
-            )));
+            return Err(Error::Config(format!("{panicked} forwarder thread(s) panicked")));
         }
         Ok(self.seg.clone())
     }
@@ -284,30 +242,11 @@ pub fn standalone_worker(cfg: &Config, table: &RouteTable) -> Result<Worker> {
     let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::worker::MAX_BURST + 256;
     let arena = Arc::new(BufferArena::new(per_queue as u32)?);
     let depot = Depot::new("pktbuf", arena.count(), 64, 1);
-    let chooser = Arc::new(DstChooser::new(
-        &table.routes,
-        cfg.traffic.dst,
-        cfg.traffic.seed,
-    )?);
+    let chooser = Arc::new(DstChooser::new(&table.routes, cfg.traffic.dst, cfg.traffic.seed)?);
     let ring = Arc::new(RxRing::new(cfg.rx_ring));
-    let mut gq = GenQueue::new(
-        ring.clone(),
-        FlowGen::new(&cfg.traffic, chooser, 0, 1),
-        arena.clone(),
-        cfg.traffic.rate,
-    );
-    gq.nt_stores = false;
+    let mut gq =
+        GenQueue::new(ring.clone(), FlowGen::new(&cfg.traffic, chooser, 0, 1), arena.clone(), cfg.traffic.rate);
+    gq.dma = DmaModel::Cached;
     let dev_stats = gq.stats.clone();
-    Ok(Worker::new(
-        0,
-        cfg,
-        fib,
-        resolve_nexthops(table),
-        arena,
-        SlabCache::new(depot),
-        ring,
-        Some(gq),
-        dev_stats,
-        None,
-    ))
+    Ok(Worker::new(0, cfg, fib, resolve_nexthops(table), arena, SlabCache::new(depot), ring, Some(gq), dev_stats, None))
 }

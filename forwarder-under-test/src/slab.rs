@@ -47,14 +47,9 @@ impl Depot {
             full.push(m);
         }
         let total_mags = objects as usize / mag_size + 2 * workers + 2;
-        let empty = (0..total_mags.saturating_sub(full.len()) + 2 * workers)
-            .map(|_| Vec::with_capacity(mag_size))
-            .collect();
-        Arc::new(Depot {
-            name,
-            mag_size,
-            inner: Mutex::new(DepotInner { full, empty }),
-        })
+        let empty =
+            (0..total_mags.saturating_sub(full.len()) + 2 * workers).map(|_| Vec::with_capacity(mag_size)).collect();
+        Arc::new(Depot { name, mag_size, inner: Mutex::new(DepotInner { full, empty }) })
     }
 
     pub fn name(&self) -> &'static str {

@@ -113,11 +113,7 @@ pub const N_COUNTERS: usize = COUNTER_NAMES.len();
 
 /// Names of the drop counters (every reason a packet can be dropped for).
 pub fn drop_counters() -> impl Iterator<Item = (usize, &'static str)> {
-    COUNTER_NAMES
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.starts_with("drop_") || **n == "rx_missed")
-        .map(|(i, n)| (i, *n))
+    COUNTER_NAMES.iter().enumerate().filter(|(_, n)| n.starts_with("drop_") || **n == "rx_missed").map(|(i, n)| (i, *n))
 }
 
 /// Stage-clock counters (TSC cycles) in stage order: (index, stage name).
@@ -198,14 +194,7 @@ fn layout(n_workers: usize, n_counters: usize, config_len: usize) -> Layout {
     let config_off = align64(names_off + n_counters * NAME_LEN);
     let workers_off = align64(config_off + config_len);
     let block_size = align64(8 + n_counters * 8);
-    Layout {
-        control_off,
-        names_off,
-        config_off,
-        workers_off,
-        block_size,
-        total: workers_off + n_workers * block_size,
-    }
+    Layout { control_off, names_off, config_off, workers_off, block_size, total: workers_off + n_workers * block_size }
 }
 
 /// Default segment path for a forwarder process.
@@ -231,12 +220,7 @@ unsafe impl Sync for Segment {}
 
 impl Segment {
     /// Create the segment file (mode 0600) for `n_workers` workers. Fails if it exists.
-    pub fn create(
-        path: &Path,
-        n_workers: usize,
-        config_json: &str,
-        tsc_hz: u64,
-    ) -> Result<Segment> {
+    pub fn create(path: &Path, n_workers: usize, config_json: &str, tsc_hz: u64) -> Result<Segment> {
         let lay = layout(n_workers, N_COUNTERS, config_json.len());
         let f = OpenOptions::new()
             .read(true)
@@ -245,16 +229,14 @@ impl Segment {
             .mode(0o600)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        f.set_len(lay.total as u64)
-            .map_err(|e| Error::io(path, e))?;
+        f.set_len(lay.total as u64).map_err(|e| Error::io(path, e))?;
         // SAFETY: we created the file and size it; other processes only read it or use atomics.
         let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| Error::io(path, e))?;
         for (i, n) in COUNTER_NAMES.iter().enumerate() {
             let at = lay.names_off + i * NAME_LEN;
             map[at..at + n.len()].copy_from_slice(n.as_bytes());
         }
-        map[lay.config_off..lay.config_off + config_json.len()]
-            .copy_from_slice(config_json.as_bytes());
+        map[lay.config_off..lay.config_off + config_json.len()].copy_from_slice(config_json.as_bytes());
         let start = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -293,15 +275,8 @@ impl Segment {
 
     /// Open an existing segment, checking magic, version and every size against the file.
     pub fn open(path: &Path) -> Result<Segment> {
-        let bad = |msg: String| Error::Stats {
-            path: path.into(),
-            msg,
-        };
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let bad = |msg: String| Error::Stats { path: path.into(), msg };
+        let f = OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(path, e))?;
         let len = f.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
         if len < HEADER_SIZE + CONTROL_SIZE {
             return Err(bad(format!("file is {len} bytes, smaller than a header")));
@@ -314,16 +289,9 @@ impl Segment {
             return Err(bad("bad magic: not a fwdscope stats segment".into()));
         }
         if h.version != VERSION {
-            return Err(bad(format!(
-                "layout version {}, this reader understands {VERSION}",
-                h.version
-            )));
+            return Err(bad(format!("layout version {}, this reader understands {VERSION}", h.version)));
         }
-        let lay = layout(
-            h.n_workers as usize,
-            h.n_counters as usize,
-            h.config_len as usize,
-        );
+        let lay = layout(h.n_workers as usize, h.n_counters as usize, h.config_len as usize);
         if lay.total > len
             || lay.workers_off != h.workers_off as usize
             || lay.block_size != h.block_size as usize
@@ -419,10 +387,7 @@ impl Segment {
         // SAFETY: the block lies inside the mapping (checked layout), 64-aligned, all u64s.
         unsafe {
             let seq = &*(self.map.as_ptr().add(base) as *const AtomicU64);
-            let ctrs = std::slice::from_raw_parts(
-                self.map.as_ptr().add(base + 8) as *const AtomicU64,
-                self.n_counters,
-            );
+            let ctrs = std::slice::from_raw_parts(self.map.as_ptr().add(base + 8) as *const AtomicU64, self.n_counters);
             (seq, ctrs)
         }
     }
@@ -471,9 +436,7 @@ impl Segment {
 
     /// Ask for a prefetch depth change.
     pub fn set_prefetch(&self, depth: u32) {
-        self.control()
-            .prefetch
-            .store(depth.min(8), Ordering::Relaxed);
+        self.control().prefetch.store(depth.min(8), Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
     }
     /// Ask for a cache-mode change.
@@ -512,17 +475,10 @@ pub struct Snapshot {
 impl Snapshot {
     /// Sum of counter `c` over workers.
     pub fn total(&self, c: Ctr) -> u64 {
-        self.workers
-            .iter()
-            .map(|w| w.get(c as usize).copied().unwrap_or(0))
-            .sum()
+        self.workers.iter().map(|w| w.get(c as usize).copied().unwrap_or(0)).sum()
     }
     /// Counter `c` of worker `w`.
     pub fn get(&self, w: usize, c: Ctr) -> u64 {
-        self.workers
-            .get(w)
-            .and_then(|v| v.get(c as usize))
-            .copied()
-            .unwrap_or(0)
+        self.workers.get(w).and_then(|v| v.get(c as usize)).copied().unwrap_or(0)
     }
 }

@@ -53,10 +53,7 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions {
-            nexthops: 16,
-            ports: 2,
-        }
+        LoadOptions { nexthops: 16, ports: 2 }
     }
 }
 
@@ -94,23 +91,16 @@ fn parse_prefix(s: &str) -> std::result::Result<(u32, u8), String> {
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
     };
-    let addr: Ipv4Addr = a
-        .parse()
-        .map_err(|_| format!("`{s}`: expected an IPv4 prefix A.B.C.D/LEN"))?;
+    let addr: Ipv4Addr = a.parse().map_err(|_| format!("`{s}`: expected an IPv4 prefix A.B.C.D/LEN"))?;
     let len: u8 = match l {
-        Some(l) => l
-            .parse()
-            .ok()
-            .filter(|&x| x <= 32)
-            .ok_or_else(|| format!("`{s}`: prefix length must be 0 to 32"))?,
+        Some(l) => {
+            l.parse().ok().filter(|&x| x <= 32).ok_or_else(|| format!("`{s}`: prefix length must be 0 to 32"))?
+        }
         None => 32,
     };
     let a = u32::from(addr);
     if a & !mask(len) != 0 {
-        return Err(format!(
-            "`{s}` has host bits set: expected {}/{len}",
-            Ipv4Addr::from(a & mask(len))
-        ));
+        return Err(format!("`{s}` has host bits set: expected {}/{len}", Ipv4Addr::from(a & mask(len))));
     }
     Ok((a, len))
 }
@@ -149,11 +139,7 @@ impl Loader {
                 (p, format!("port{p}"))
             }
         };
-        self.nexthops.push(NextHop {
-            gateway,
-            port,
-            dev: name,
-        });
+        self.nexthops.push(NextHop { gateway, port, dev: name });
         self.index.insert((gateway, dev_s), id);
         id
     }
@@ -183,8 +169,7 @@ impl Loader {
             return Ok(None);
         }
         let toks: Vec<&str> = line.split_whitespace().collect();
-        let ip_route =
-            toks[0] == "default" || toks.iter().skip(1).any(|t| matches!(*t, "via" | "dev"));
+        let ip_route = toks[0] == "default" || toks.iter().skip(1).any(|t| matches!(*t, "via" | "dev"));
         if ip_route {
             return self.parse_ip_route(&toks).map(Some);
         }
@@ -200,10 +185,7 @@ impl Loader {
         } else if let Ok(asn) = toks[1].parse::<u32>() {
             self.asn_nexthop(asn)
         } else {
-            return Err(format!(
-                "`{}`: expected a next hop (IPv4 address) or an origin ASN (integer)",
-                toks[1]
-            ));
+            return Err(format!("`{}`: expected a next hop (IPv4 address) or an origin ASN (integer)", toks[1]));
         };
         Ok(Some(Route::new(p, l, nh)))
     }
@@ -221,26 +203,15 @@ impl Loader {
                 | "nat"
                 | "anycast"
         ) {
-            return Err(format!(
-                "route type `{}` is not supported: expected a unicast route",
-                toks[0]
-            ));
+            return Err(format!("route type `{}` is not supported: expected a unicast route", toks[0]));
         }
-        let (p, l) = if toks[0] == "default" {
-            (0, 0)
-        } else {
-            parse_prefix(toks[0])?
-        };
+        let (p, l) = if toks[0] == "default" { (0, 0) } else { parse_prefix(toks[0])? };
         let mut via: Option<Ipv4Addr> = None;
         let mut dev: Option<&str> = None;
         let mut i = 1;
         while i < toks.len() {
             let key = toks[i];
-            let val = || {
-                toks.get(i + 1)
-                    .copied()
-                    .ok_or_else(|| format!("`{key}` needs a value"))
-            };
+            let val = || toks.get(i + 1).copied().ok_or_else(|| format!("`{key}` needs a value"));
             match key {
                 "via" => {
                     let v = val()?;
@@ -278,9 +249,7 @@ fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>> {
     let n = f.read(&mut magic).map_err(|e| Error::io(path, e))?;
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     if n == 2 && magic == [0x1f, 0x8b] {
-        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(
-            f,
-        ))))
+        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(f))))
     } else {
         Ok(Box::new(BufReader::new(f)))
     }
@@ -295,37 +264,19 @@ impl RouteTable {
 
     /// Parse table text from any reader; `path` names it in errors.
     pub fn parse(reader: impl BufRead, path: &Path, opts: &LoadOptions) -> Result<RouteTable> {
-        let mut ld = Loader {
-            opts: opts.clone(),
-            nexthops: Vec::new(),
-            index: HashMap::new(),
-            asn_base: None,
-        };
+        let mut ld = Loader { opts: opts.clone(), nexthops: Vec::new(), index: HashMap::new(), asn_base: None };
         let mut routes = Vec::new();
         for (i, line) in reader.lines().enumerate() {
-            let line = line.map_err(|e| Error::Parse {
-                path: path.into(),
-                line: i + 1,
-                msg: format!("unreadable: {e}"),
-            })?;
+            let line =
+                line.map_err(|e| Error::Parse { path: path.into(), line: i + 1, msg: format!("unreadable: {e}") })?;
             match ld.parse_line(&line) {
                 Ok(Some(r)) => routes.push(r),
                 Ok(None) => {}
-                Err(msg) => {
-                    return Err(Error::Parse {
-                        path: PathBuf::from(path),
-                        line: i + 1,
-                        msg,
-                    })
-                }
+                Err(msg) => return Err(Error::Parse { path: PathBuf::from(path), line: i + 1, msg }),
             }
         }
         if routes.is_empty() {
-            return Err(Error::Parse {
-                path: path.into(),
-                line: 0,
-                msg: "no routes in file".into(),
-            });
+            return Err(Error::Parse { path: path.into(), line: 0, msg: "no routes in file".into() });
         }
         let duplicates = normalize(&mut routes);
         Ok(RouteTable {
@@ -406,8 +357,7 @@ impl RouteTable {
     /// present) and, for each /16 and each /8 that holds two or more longer routes and no
     /// route of its own, a covering aggregate towards the next hop of its first route.
     pub fn add_aggregates(&mut self) -> usize {
-        let mut have: std::collections::HashSet<(u32, u8)> =
-            self.routes.iter().map(|r| (r.prefix, r.len)).collect();
+        let mut have: std::collections::HashSet<(u32, u8)> = self.routes.iter().map(|r| (r.prefix, r.len)).collect();
         let mut added = Vec::new();
         for agg_len in [16u8, 8] {
             let mut counts: HashMap<u32, (usize, u32)> = HashMap::new();
@@ -455,63 +405,33 @@ mod tests {
     fn three_formats() {
         let t = parse("# c\n198.18.0.0/16 198.19.0.1\n198.18.4.0/24 via 198.19.1.2 dev f1\ndefault via 198.19.0.9\n1.0.0.0/24 13335\n").unwrap();
         assert_eq!(t.routes.len(), 4);
-        let r = t
-            .routes
-            .iter()
-            .find(|r| r.len == 24 && r.prefix == 0xC612_0400)
-            .unwrap();
-        assert_eq!(
-            t.nexthops[r.nh as usize].gateway,
-            Ipv4Addr::new(198, 19, 1, 2)
-        );
+        let r = t.routes.iter().find(|r| r.len == 24 && r.prefix == 0xC612_0400).unwrap();
+        assert_eq!(t.nexthops[r.nh as usize].gateway, Ipv4Addr::new(198, 19, 1, 2));
         assert_eq!(t.nexthops[r.nh as usize].dev, "f1");
         let d = t.routes.iter().find(|r| r.len == 0).unwrap();
-        assert_eq!(
-            t.nexthops[d.nh as usize].gateway,
-            Ipv4Addr::new(198, 19, 0, 9)
-        );
+        assert_eq!(t.nexthops[d.nh as usize].gateway, Ipv4Addr::new(198, 19, 0, 9));
     }
 
     #[test]
     fn errors_name_file_and_line() {
-        let e = parse("198.18.0.0/16 198.19.0.1\n198.18.0.0/33 198.19.0.1\n")
-            .unwrap_err()
-            .to_string();
+        let e = parse("198.18.0.0/16 198.19.0.1\n198.18.0.0/33 198.19.0.1\n").unwrap_err().to_string();
         assert!(e.starts_with("t.txt:2: "), "{e}");
         assert!(e.contains("prefix length must be 0 to 32"), "{e}");
         let e = parse("198.18.4.1/24 198.19.0.1\n").unwrap_err().to_string();
-        assert!(
-            e.contains("t.txt:1:") && e.contains("expected 198.18.4.0/24"),
-            "{e}"
-        );
+        assert!(e.contains("t.txt:1:") && e.contains("expected 198.18.4.0/24"), "{e}");
         let e = parse("198.18.4.0/24 via banana\n").unwrap_err().to_string();
         assert!(e.contains("expected an IPv4 gateway"), "{e}");
         let e = parse("198.18.4.0/24 x y\n").unwrap_err().to_string();
         assert!(e.contains("found 3 fields"), "{e}");
-        let e = parse("198.18.4.0/24 via 198.19.0.1 frob 3\n")
-            .unwrap_err()
-            .to_string();
+        let e = parse("198.18.4.0/24 via 198.19.0.1 frob 3\n").unwrap_err().to_string();
         assert!(e.contains("unexpected `frob`"), "{e}");
-        assert!(parse("# nothing\n")
-            .unwrap_err()
-            .to_string()
-            .contains("no routes"));
+        assert!(parse("# nothing\n").unwrap_err().to_string().contains("no routes"));
     }
 
     #[test]
     fn asn_maps_onto_k_nexthops() {
-        let text: String = (0..200)
-            .map(|i| format!("10.{}.{}.0/24 {}\n", i / 256, i % 256, 64512 + i))
-            .collect();
-        let t = RouteTable::parse(
-            text.as_bytes(),
-            Path::new("a"),
-            &LoadOptions {
-                nexthops: 4,
-                ports: 2,
-            },
-        )
-        .unwrap();
+        let text: String = (0..200).map(|i| format!("10.{}.{}.0/24 {}\n", i / 256, i % 256, 64512 + i)).collect();
+        let t = RouteTable::parse(text.as_bytes(), Path::new("a"), &LoadOptions { nexthops: 4, ports: 2 }).unwrap();
         assert_eq!(t.nexthops.len(), 4);
         let used: std::collections::HashSet<u32> = t.routes.iter().map(|r| r.nh).collect();
         assert_eq!(used.len(), 4);
@@ -528,31 +448,19 @@ mod tests {
         // /24 dominates, as in the real mix (38.7%).
         assert!(h[24] > 1200 && h[24] < 2600, "{:?}", h);
         // Some routes nest inside others.
-        let set: std::collections::HashSet<(u32, u8)> =
-            a.routes.iter().map(|r| (r.prefix, r.len)).collect();
-        let nested = a
-            .routes
-            .iter()
-            .filter(|r| (1..r.len).any(|l| set.contains(&(r.prefix & mask(l), l))))
-            .count();
+        let set: std::collections::HashSet<(u32, u8)> = a.routes.iter().map(|r| (r.prefix, r.len)).collect();
+        let nested = a.routes.iter().filter(|r| (1..r.len).any(|l| set.contains(&(r.prefix & mask(l), l)))).count();
         assert!(nested > 200, "nested {nested}");
     }
 
     #[test]
     fn aggregates_cover_groups() {
-        let mut t =
-            parse("10.1.1.0/24 1.1.1.1\n10.1.2.0/24 1.1.1.1\n10.2.0.0/24 1.1.1.1\n").unwrap();
+        let mut t = parse("10.1.1.0/24 1.1.1.1\n10.1.2.0/24 1.1.1.1\n10.2.0.0/24 1.1.1.1\n").unwrap();
         let n = t.add_aggregates();
         // 10.1/16, 10/8, default.
         assert_eq!(n, 3);
-        assert!(t
-            .routes
-            .iter()
-            .any(|r| r.prefix == 0x0a01_0000 && r.len == 16));
-        assert!(t
-            .routes
-            .iter()
-            .any(|r| r.prefix == 0x0a00_0000 && r.len == 8));
+        assert!(t.routes.iter().any(|r| r.prefix == 0x0a01_0000 && r.len == 16));
+        assert!(t.routes.iter().any(|r| r.prefix == 0x0a00_0000 && r.len == 8));
         assert!(t.routes.iter().any(|r| r.len == 0));
     }
 }

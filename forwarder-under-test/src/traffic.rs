@@ -68,21 +68,14 @@ impl Default for TrafficProfile {
 impl TrafficProfile {
     pub fn validate(&self) -> Result<()> {
         if !(MIN_FRAME + 4..=MAX_FRAME + 4).contains(&self.size) {
-            return Err(Error::Config(format!(
-                "--size {}: expected 64 to 1518 bytes",
-                self.size
-            )));
+            return Err(Error::Config(format!("--size {}: expected 64 to 1518 bytes", self.size)));
         }
         if self.flows == 0 || self.pkts_per_flow == 0 {
-            return Err(Error::Config(
-                "--flows and --pkts-per-flow must be at least 1".into(),
-            ));
+            return Err(Error::Config("--flows and --pkts-per-flow must be at least 1".into()));
         }
         if let Some(r) = self.rate {
             if !(r.is_finite() && r > 0.0) {
-                return Err(Error::Config(format!(
-                    "--rate {r}: expected a positive packets-per-second figure"
-                )));
+                return Err(Error::Config(format!("--rate {r}: expected a positive packets-per-second figure")));
             }
         }
         Ok(())
@@ -95,9 +88,9 @@ impl TrafficProfile {
 
 /// Microsoft's default RSS key, used by most NICs.
 const RSS_KEY: [u8; 40] = [
-    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
-    0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
-    0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b,
+    0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac,
+    0x01, 0xfa,
 ];
 
 /// Toeplitz hash of the IPv4 4-tuple, as RSS computes it.
@@ -139,11 +132,8 @@ pub struct DstChooser {
 
 impl DstChooser {
     pub fn new(routes: &[Route], pattern: DstPattern, seed: u64) -> Result<DstChooser> {
-        let mut prefixes: Vec<(u32, u32)> = routes
-            .iter()
-            .filter(|r| r.len > 0)
-            .map(|r| (r.prefix, !mask(r.len)))
-            .collect();
+        let mut prefixes: Vec<(u32, u32)> =
+            routes.iter().filter(|r| r.len > 0).map(|r| (r.prefix, !mask(r.len))).collect();
         if prefixes.is_empty() {
             // Only a default route: the whole unicast space.
             prefixes.push((0, u32::MAX));
@@ -154,19 +144,13 @@ impl DstChooser {
             use rand::seq::SliceRandom;
             ranking.shuffle(&mut rng);
             Some(
-                rand_distr::Zipf::new(prefixes.len() as u64, 1.0).map_err(|e| {
-                    Error::Config(format!("zipf over {} prefixes: {e}", prefixes.len()))
-                })?,
+                rand_distr::Zipf::new(prefixes.len() as u64, 1.0)
+                    .map_err(|e| Error::Config(format!("zipf over {} prefixes: {e}", prefixes.len())))?,
             )
         } else {
             None
         };
-        Ok(DstChooser {
-            prefixes,
-            ranking,
-            zipf,
-            pattern,
-        })
+        Ok(DstChooser { prefixes, ranking, zipf, pattern })
     }
 
     /// The destination of the `n`-th new flow.
@@ -189,11 +173,14 @@ impl DstChooser {
     }
 }
 
-/// One concurrent flow slot: its prebuilt frame headers and packets left.
+/// One concurrent flow's prebuilt first cache line of its frames.
+#[repr(C, align(64))]
 struct Slot {
     hdr: [u8; 64],
-    remaining: u32,
 }
+
+/// How many slot draws ahead the generator prefetches.
+const SLOT_AHEAD: usize = 8;
 
 /// The flows of one queue, generating frames into buffers.
 pub struct FlowGen {
@@ -202,6 +189,11 @@ pub struct FlowGen {
     rng: Xoshiro256PlusPlus,
     chooser: Arc<DstChooser>,
     slots: Vec<Slot>,
+    /// Packets left per flow slot (kept apart so the header lines stay one line each).
+    remaining: Vec<u32>,
+    /// Slots drawn but not yet used, oldest first (a ring of SLOT_AHEAD).
+    ahead: [u32; SLOT_AHEAD],
+    ahead_pos: usize,
     frame_len: usize,
     pkts_per_flow: u32,
     ttl: u8,
@@ -212,28 +204,24 @@ pub struct FlowGen {
 impl FlowGen {
     /// The generator for `queue` of `queues`: `profile.flows / queues` concurrent flows, all
     /// of which RSS-hash to this queue.
-    pub fn new(
-        profile: &TrafficProfile,
-        chooser: Arc<DstChooser>,
-        queue: usize,
-        queues: usize,
-    ) -> FlowGen {
+    pub fn new(profile: &TrafficProfile, chooser: Arc<DstChooser>, queue: usize, queues: usize) -> FlowGen {
         let n = (profile.flows / queues.max(1)).max(1);
-        let rng = Xoshiro256PlusPlus::seed_from_u64(
-            profile.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ queue as u64,
-        );
-        let slots = (0..n)
-            .map(|_| Slot {
-                hdr: [0; 64],
-                remaining: 0,
-            })
-            .collect();
+        let rng = Xoshiro256PlusPlus::seed_from_u64(profile.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ queue as u64);
+        let slots = (0..n).map(|_| Slot { hdr: [0; 64] }).collect();
+        let mut rng = rng;
+        let mut ahead = [0u32; SLOT_AHEAD];
+        for a in ahead.iter_mut() {
+            *a = ((u128::from(rng.next_u64()) * n as u128) >> 64) as u32;
+        }
         FlowGen {
             queue,
             queues,
             rng,
             chooser,
             slots,
+            remaining: vec![0; n],
+            ahead,
+            ahead_pos: 0,
             frame_len: profile.frame_len(),
             pkts_per_flow: profile.pkts_per_flow,
             ttl: profile.ttl,
@@ -260,10 +248,11 @@ impl FlowGen {
     }
 
     /// Write the next packet into `buf`; returns its length.
+    /// `buf` must hold at least 64 bytes; the whole first line is written.
+    #[inline]
     pub fn next_frame(&mut self, buf: &mut [u8]) -> u16 {
         let i = self.next_slot();
-        let n = self.frame_len.min(64);
-        buf[..n].copy_from_slice(&self.slots[i].hdr[..n]);
+        buf[..64].copy_from_slice(&self.slots[i].hdr);
         self.frame_len as u16
     }
 
@@ -280,20 +269,17 @@ impl FlowGen {
     /// Pick the flow of the next packet, starting a new flow in its slot if it ended.
     #[inline]
     fn next_slot(&mut self) -> usize {
-        // Lemire's multiply-shift maps a 64-bit draw onto 0..slots without division.
-        let i = ((u128::from(self.rng.next_u64()) * self.slots.len() as u128) >> 64) as usize;
-        if self.slots[i].remaining == 0 {
+        // Lemire's multiply-shift maps a 64-bit draw onto 0..slots without division; the
+        // slot used now was drawn SLOT_AHEAD packets ago and its line prefetched then.
+        let drawn = ((u128::from(self.rng.next_u64()) * self.slots.len() as u128) >> 64) as usize;
+        crate::fib::prefetch_ptr(self.slots.as_ptr().wrapping_add(drawn));
+        let i = std::mem::replace(&mut self.ahead[self.ahead_pos], drawn as u32) as usize;
+        self.ahead_pos = (self.ahead_pos + 1) % SLOT_AHEAD;
+        if self.remaining[i] == 0 {
             let f = self.new_flow();
             let len = self.frame_len;
             let slot = &mut self.slots[i];
-            build_frame(
-                &mut slot.hdr,
-                &f,
-                60,
-                self.ttl,
-                mac_for(f.saddr),
-                port_mac(0),
-            );
+            build_frame(&mut slot.hdr, &f, 60, self.ttl, mac_for(f.saddr), port_mac(0));
             // Header fields that depend on the real size.
             let tot = (len - crate::packet::ETH_HLEN) as u16;
             crate::packet::put_u16(&mut slot.hdr, crate::packet::off::TOT_LEN, tot);
@@ -301,9 +287,9 @@ impl FlowGen {
             let c = crate::packet::checksum(&slot.hdr[14..34]);
             crate::packet::put_u16(&mut slot.hdr, crate::packet::off::CSUM, c);
             crate::packet::put_u16(&mut slot.hdr, crate::packet::off::L4 + 4, tot - 20);
-            slot.remaining = self.pkts_per_flow;
+            self.remaining[i] = self.pkts_per_flow;
         }
-        self.slots[i].remaining -= 1;
+        self.remaining[i] -= 1;
         i
     }
 }
@@ -315,27 +301,14 @@ mod tests {
     #[test]
     fn toeplitz_matches_microsoft_verification_vector() {
         // From Microsoft's RSS verification suite: 66.9.149.187:2794 -> 161.142.100.80:1766.
-        let f = FlowKey {
-            saddr: 0x4209_95bb,
-            daddr: 0xa18e_6450,
-            sport: 2794,
-            dport: 1766,
-            tos: 0,
-        };
+        let f = FlowKey { saddr: 0x4209_95bb, daddr: 0xa18e_6450, sport: 2794, dport: 1766, tos: 0 };
         assert_eq!(rss_hash(&f), 0x51cc_c178);
     }
 
     #[test]
     fn flows_follow_the_profile() {
-        let routes = vec![
-            Route::new(0x0a00_0000, 8, 0),
-            Route::new(0xc0a8_0000, 16, 1),
-        ];
-        let p = TrafficProfile {
-            flows: 4,
-            pkts_per_flow: 3,
-            ..Default::default()
-        };
+        let routes = vec![Route::new(0x0a00_0000, 8, 0), Route::new(0xc0a8_0000, 16, 1)];
+        let p = TrafficProfile { flows: 4, pkts_per_flow: 3, ..Default::default() };
         let ch = Arc::new(DstChooser::new(&routes, DstPattern::Random, 1).unwrap());
         let mut g = FlowGen::new(&p, ch, 0, 1);
         let mut buf = [0u8; 128];
@@ -348,22 +321,14 @@ mod tests {
             *per_dst.entry(d).or_insert(0) += 1;
         }
         // 300 packets of 3-packet flows: about 100 flows (some still open).
-        assert!(
-            (100..=104).contains(&g.flows_started),
-            "{}",
-            g.flows_started
-        );
+        assert!((100..=104).contains(&g.flows_started), "{}", g.flows_started);
     }
 
     #[test]
     fn rss_spreads_and_generators_respect_their_queue() {
         let routes = vec![Route::new(0x0a00_0000, 8, 0)];
         let ch = Arc::new(DstChooser::new(&routes, DstPattern::Random, 1).unwrap());
-        let p = TrafficProfile {
-            flows: 64,
-            pkts_per_flow: 1,
-            ..Default::default()
-        };
+        let p = TrafficProfile { flows: 64, pkts_per_flow: 1, ..Default::default() };
         let mut g = FlowGen::new(&p, ch, 1, 2);
         let mut buf = [0u8; 128];
         for _ in 0..200 {
@@ -378,10 +343,6 @@ mod tests {
             assert_eq!(rss_queue(&f, 2), 1);
         }
         // About half the candidate flows were rejected for the other queue.
-        assert!(
-            g.flows_started > 300 && g.flows_started < 500,
-            "{}",
-            g.flows_started
-        );
+        assert!(g.flows_started > 300 && g.flows_started < 500, "{}", g.flows_started);
     }
 }

@@ -59,11 +59,7 @@ pub struct StageClock {
 
 impl StageClock {
     pub fn new(enabled: bool) -> StageClock {
-        StageClock {
-            enabled,
-            acc: [0; N_COUNTERS],
-            nested_total: 0,
-        }
+        StageClock { enabled, acc: [0; N_COUNTERS], nested_total: 0 }
     }
 
     /// Time `f` as nested work charged to `c`.
@@ -222,24 +218,23 @@ impl Worker {
         }
         let t_idle = if self.clk.enabled { rdtsc() } else { 0 };
         let n = {
-            let (rx, bufs, burst, ctr, bsz) = (
+            let (arena, pf, rx, bufs, burst, ctr, bsz) = (
+                &self.arena,
+                self.prefetch,
                 &mut self.rx,
                 &mut self.bufs,
                 &mut self.burst,
                 &mut self.ctr,
                 self.burst_size,
             );
-            self.clk.stage(Ctr::ClkDriverRx, |clk| {
-                fwd_driver_rx_burst(rx, bufs, burst, bsz, ctr, clk)
-            })
+            self.clk.stage(Ctr::ClkDriverRx, |clk| fwd_driver_rx_burst(arena, pf, rx, bufs, burst, bsz, ctr, clk))
         };
         if n == 0 {
             self.ctr[Ctr::IdlePolls as usize] += 1;
             if self.clk.enabled {
                 // An empty poll is idle time, not driver time.
                 let d = rdtsc().wrapping_sub(t_idle);
-                self.clk.acc[Ctr::ClkDriverRx as usize] =
-                    self.clk.acc[Ctr::ClkDriverRx as usize].saturating_sub(d);
+                self.clk.acc[Ctr::ClkDriverRx as usize] = self.clk.acc[Ctr::ClkDriverRx as usize].saturating_sub(d);
                 self.clk.acc[Ctr::ClkIdle as usize] += d;
             }
             return 0;
@@ -247,15 +242,8 @@ impl Worker {
         self.ctr[Ctr::Bursts as usize] += 1;
         let pf = self.prefetch;
         {
-            let (arena, burst, ctr, dropped) = (
-                &self.arena,
-                &mut self.burst,
-                &mut self.ctr,
-                &mut self.dropped,
-            );
-            self.clk.stage(Ctr::ClkIp, |_| {
-                fwd_ip_input_burst(arena, burst, pf, ctr, dropped)
-            });
+            let (arena, burst, ctr, dropped) = (&self.arena, &mut self.burst, &mut self.ctr, &mut self.dropped);
+            self.clk.stage(Ctr::ClkIp, |_| fwd_ip_input_burst(arena, burst, pf, ctr, dropped));
         }
         let now = self.now();
         {
@@ -283,20 +271,12 @@ impl Worker {
             }
         }
         {
-            let (tx, arena, burst, nh_out, bufs, rt, ctr) = (
-                &mut self.tx,
-                &self.arena,
-                &self.burst,
-                &self.nh_out,
-                &mut self.bufs,
-                &mut self.rt,
-                &mut self.ctr,
-            );
+            let (tx, arena, burst, nh_out, bufs, rt, ctr) =
+                (&mut self.tx, &self.arena, &self.burst, &self.nh_out, &mut self.bufs, &mut self.rt, &mut self.ctr);
             let tap = self.tx_tap.as_mut();
             let sl0 = rt.slab_tsc;
-            self.clk.stage(Ctr::ClkDriverTx, |clk| {
-                fwd_driver_tx_burst(tx, arena, burst, nh_out, bufs, rt, ctr, clk, tap)
-            });
+            self.clk
+                .stage(Ctr::ClkDriverTx, |clk| fwd_driver_tx_burst(tx, arena, burst, nh_out, bufs, rt, ctr, clk, tap));
             if self.clk.enabled {
                 // Per-packet dst frees (nocache) were timed by the route cache.
                 let sl = self.rt.slab_tsc - sl0;
@@ -307,8 +287,7 @@ impl Worker {
         }
         if !self.dropped.is_empty() {
             let (bufs, dropped) = (&mut self.bufs, &mut self.dropped);
-            self.clk
-                .nested(Ctr::ClkSlab, || fwd_slab_free_bulk(bufs, dropped));
+            self.clk.nested(Ctr::ClkSlab, || fwd_slab_free_bulk(bufs, dropped));
             self.dropped.clear();
         }
         if self.mode == CacheMode::Rtcache {

@@ -12,19 +12,11 @@ fn route_strategy() -> impl Strategy<Value = Route> {
 
 fn check(routes: &mut Vec<Route>, addrs: &[u32]) -> Result<(), TestCaseError> {
     normalize(routes);
-    let fibs: Vec<Fib> = FibKind::ALL
-        .iter()
-        .map(|&k| Fib::build(k, routes).unwrap())
-        .collect();
+    let fibs: Vec<Fib> = FibKind::ALL.iter().map(|&k| Fib::build(k, routes).unwrap()).collect();
     let mut probes: Vec<u32> = addrs.to_vec();
     for r in routes.iter() {
         let last = r.prefix | !mask(r.len);
-        probes.extend([
-            r.prefix,
-            last,
-            r.prefix.wrapping_sub(1),
-            last.wrapping_add(1),
-        ]);
+        probes.extend([r.prefix, last, r.prefix.wrapping_sub(1), last.wrapping_add(1)]);
     }
     for &a in &probes {
         let want = reference::lookup(routes, a);
@@ -78,19 +70,9 @@ fn edge_tables() {
         vec![],
         vec![Route::new(0, 0, 1)],
         vec![Route::new(u32::MAX, 32, 2)],
-        vec![
-            Route::new(0, 0, 1),
-            Route::new(0, 1, 2),
-            Route::new(0x8000_0000, 1, 3),
-        ],
-        (0..=32)
-            .map(|l| Route::new(0xC612_0401, l, u32::from(l)))
-            .collect(),
-        vec![
-            Route::new(0xC612_0400, 24, 5),
-            Route::new(0xC612_0480, 25, 6),
-            Route::new(0xC612_04ff, 32, 7),
-        ],
+        vec![Route::new(0, 0, 1), Route::new(0, 1, 2), Route::new(0x8000_0000, 1, 3)],
+        (0..=32).map(|l| Route::new(0xC612_0401, l, u32::from(l))).collect(),
+        vec![Route::new(0xC612_0400, 24, 5), Route::new(0xC612_0480, 25, 6), Route::new(0xC612_04ff, 32, 7)],
     ];
     for mut routes in cases {
         normalize(&mut routes);
@@ -111,11 +93,7 @@ fn edge_tables() {
         for k in FibKind::ALL {
             let f = Fib::build(k, &routes).unwrap();
             for &a in &addrs {
-                assert_eq!(
-                    f.lookup(a),
-                    reference::lookup(&routes, a),
-                    "{k} {a:#x} {routes:?}"
-                );
+                assert_eq!(f.lookup(a), reference::lookup(&routes, a), "{k} {a:#x} {routes:?}");
             }
         }
     }

@@ -9,15 +9,10 @@ use std::path::Path;
 
 #[test]
 fn engines_agree_with_reference_on_real_table() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tables/asn-ipv4-prefixes.txt.gz");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tables/asn-ipv4-prefixes.txt.gz");
     let mut t = RouteTable::load(&path, &LoadOptions::default()).expect("fixture table");
     // 564,580 lines; one prefix appears twice (two origins), the first is kept.
-    assert_eq!(
-        (t.routes.len(), t.duplicates),
-        (564_579, 1),
-        "fixture changed?"
-    );
+    assert_eq!((t.routes.len(), t.duplicates), (564_579, 1), "fixture changed?");
     let added = t.add_aggregates();
     assert!(added > 1000, "aggregates added: {added}");
     let reference = PerLength::new(&t.routes);

@@ -45,19 +45,10 @@ fn per_packet_path_does_not_allocate() {
             fib: FibKind::Hash,
             prefetch: 4,
             stage_clock: true,
-            traffic: TrafficProfile {
-                flows: 4096,
-                pkts_per_flow: 2,
-                ..Default::default()
-            },
+            traffic: TrafficProfile { flows: 4096, pkts_per_flow: 2, ..Default::default() },
             rx_ring: 256,
             tx_ring: 256,
-            rt: forwarder::config::RtParams {
-                hash_buckets: 64,
-                gc_thresh: 64,
-                max_size: 1024,
-                ..Default::default()
-            },
+            rt: forwarder::config::RtParams { hash_buckets: 64, gc_thresh: 64, max_size: 1024, ..Default::default() },
             ..Config::default()
         };
         let mut w = standalone_worker(&cfg, &table).unwrap();
@@ -71,15 +62,7 @@ fn per_packet_path_does_not_allocate() {
         }
         COUNTING.store(false, Ordering::Relaxed);
         w.fill_counters();
-        assert!(
-            w.ctr[Ctr::TxPackets as usize] > 30_000,
-            "{cache}: {}",
-            w.ctr[Ctr::TxPackets as usize]
-        );
-        assert_eq!(
-            ALLOCS.load(Ordering::Relaxed),
-            0,
-            "{cache}: allocations on the packet path"
-        );
+        assert!(w.ctr[Ctr::TxPackets as usize] > 30_000, "{cache}: {}", w.ctr[Ctr::TxPackets as usize]);
+        assert_eq!(ALLOCS.load(Ordering::Relaxed), 0, "{cache}: allocations on the packet path");
     }
 }

@@ -21,15 +21,9 @@ fn reader_never_sees_a_torn_snapshot() {
     // A second, independent mapping of the file, as another process would have.
     let reader = Segment::open(&path).unwrap();
     assert_eq!(reader.counter_names().len(), N_COUNTERS);
-    assert_eq!(
-        reader.counter_names()[Ctr::TxPackets as usize],
-        "tx_packets"
-    );
+    assert_eq!(reader.counter_names()[Ctr::TxPackets as usize], "tx_packets");
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     let stop = Arc::new(AtomicBool::new(false));
     let (w2, s2) = (writer.clone(), stop.clone());
     let t = std::thread::spawn(move || {
@@ -52,10 +46,7 @@ fn reader_never_sees_a_torn_snapshot() {
     }
     stop.store(true, Ordering::Relaxed);
     let written = t.join().unwrap();
-    assert!(
-        reads > 1000 && written > 1000,
-        "reads {reads} writes {written}"
-    );
+    assert!(reads > 1000 && written > 1000, "reads {reads} writes {written}");
     drop(reader);
     drop(writer);
     assert!(!path.exists(), "creator removes the segment");
@@ -66,10 +57,7 @@ fn open_rejects_bad_segments_with_a_clear_error() {
     let path = tmp_path("bad");
     std::fs::write(&path, vec![0u8; 4096]).unwrap();
     let e = Segment::open(&path).err().unwrap().to_string();
-    assert!(
-        e.contains(&path.display().to_string()) && e.contains("bad magic"),
-        "{e}"
-    );
+    assert!(e.contains(&path.display().to_string()) && e.contains("bad magic"), "{e}");
     std::fs::write(&path, b"short").unwrap();
     let e = Segment::open(&path).err().unwrap().to_string();
     assert!(e.contains("smaller than a header"), "{e}");
@@ -79,10 +67,7 @@ fn open_rejects_bad_segments_with_a_clear_error() {
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
+        assert!(t0.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -113,10 +98,7 @@ fn controller_in_another_process_steers_the_forwarder() {
         .spawn()
         .unwrap();
     wait_for("the segment", || {
-        path.exists()
-            && Segment::open(&path)
-                .map(|s| s.state() == State::Running)
-                .unwrap_or(false)
+        path.exists() && Segment::open(&path).map(|s| s.state() == State::Running).unwrap_or(false)
     });
     let seg = Segment::open(&path).unwrap();
     assert_eq!(seg.pid(), child.id());
@@ -125,19 +107,13 @@ fn controller_in_another_process_steers_the_forwarder() {
     assert_eq!(seg.snapshot().get(0, Ctr::PrefetchDepth), 1);
 
     seg.set_prefetch(5);
-    wait_for("prefetch 5", || {
-        seg.snapshot().get(0, Ctr::PrefetchDepth) == 5
-    });
+    wait_for("prefetch 5", || seg.snapshot().get(0, Ctr::PrefetchDepth) == 5);
     seg.set_cache_mode(forwarder::config::CacheMode::Nocache.code());
     wait_for("nocache", || seg.snapshot().get(0, Ctr::CacheMode) == 1);
     let slow0 = seg.snapshot().total(Ctr::RtInSlowTot);
-    wait_for("every packet on the slow path", || {
-        seg.snapshot().total(Ctr::RtInSlowTot) > slow0 + 10_000
-    });
+    wait_for("every packet on the slow path", || seg.snapshot().total(Ctr::RtInSlowTot) > slow0 + 10_000);
     seg.set_cache_mode(forwarder::config::CacheMode::Rtcache.code());
-    wait_for("cache refilled", || {
-        seg.snapshot().total(Ctr::RtEntries) > 100
-    });
+    wait_for("cache refilled", || seg.snapshot().total(Ctr::RtEntries) > 100);
     let flushes = seg.snapshot().total(Ctr::RtFlushes);
     seg.request_flush();
     wait_for("flush", || seg.snapshot().total(Ctr::RtFlushes) > flushes);
@@ -148,10 +124,7 @@ fn controller_in_another_process_steers_the_forwarder() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "forwarder did not stop"
-        );
+        assert!(t0.elapsed() < Duration::from_secs(20), "forwarder did not stop");
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success());

@@ -16,11 +16,7 @@ fn config(cache: CacheMode, fib: FibKind, prefetch: usize) -> Config {
         cache,
         fib,
         prefetch,
-        traffic: TrafficProfile {
-            flows: 512,
-            pkts_per_flow: 4,
-            ..Default::default()
-        },
+        traffic: TrafficProfile { flows: 512, pkts_per_flow: 4, ..Default::default() },
         rx_ring: 256,
         tx_ring: 256,
         ..Config::default()
@@ -40,11 +36,7 @@ fn every_forwarded_frame_matches_reference_in_every_mode() {
             }
             w.fill_counters();
             let frames = w.tx_tap.take().unwrap();
-            assert!(
-                frames.len() > 3000,
-                "{cache} {fib}: only {} frames",
-                frames.len()
-            );
+            assert!(frames.len() > 3000, "{cache} {fib}: only {} frames", frames.len());
             for f in &frames {
                 assert_eq!(checksum(&f[14..34]), 0, "checksum after TTL decrement");
                 assert_eq!(f[off::TTL], 63);
@@ -56,24 +48,16 @@ fn every_forwarded_frame_matches_reference_in_every_mode() {
                 assert_eq!(&f[6..12], &port_mac(table.nexthops[nh as usize].port));
             }
             let c = &w.ctr;
-            let drops: u64 = forwarder::stats::drop_counters()
-                .filter(|(_, n)| *n != "rx_missed")
-                .map(|(i, _)| c[i])
-                .sum();
-            assert_eq!(
-                c[Ctr::RxPackets as usize],
-                c[Ctr::TxPackets as usize] + drops,
-                "{cache} {fib}: packets lost"
-            );
+            let drops: u64 =
+                forwarder::stats::drop_counters().filter(|(_, n)| *n != "rx_missed").map(|(i, _)| c[i]).sum();
+            assert_eq!(c[Ctr::RxPackets as usize], c[Ctr::TxPackets as usize] + drops, "{cache} {fib}: packets lost");
             assert_eq!(c[Ctr::TxPackets as usize], frames.len() as u64);
             match cache {
                 CacheMode::Rtcache => {
                     assert!(c[Ctr::RtInHit as usize] > 0 && c[Ctr::RtInSlowTot as usize] > 0);
                     assert_eq!(
                         c[Ctr::RtInHit as usize] + c[Ctr::RtInSlowTot as usize],
-                        c[Ctr::RxPackets as usize]
-                            - c[Ctr::DropMartianDst as usize]
-                            - c[Ctr::DropMartianSrc as usize]
+                        c[Ctr::RxPackets as usize] - c[Ctr::DropMartianDst as usize] - c[Ctr::DropMartianSrc as usize]
                     );
                 }
                 _ => assert_eq!(c[Ctr::RtInHit as usize], 0),
@@ -88,12 +72,7 @@ fn every_forwarded_frame_matches_reference_in_every_mode() {
 }
 
 /// A device that writes hand-made frames into the worker's ring.
-fn inject(
-    ring: &std::sync::Arc<RxRing>,
-    dev: &mut RxDevice,
-    arena: &forwarder::nic::BufferArena,
-    frame: &[u8],
-) {
+fn inject(ring: &std::sync::Arc<RxRing>, dev: &mut RxDevice, arena: &forwarder::nic::BufferArena, frame: &[u8]) {
     let b = dev.posted(0).expect("posted buffer");
     // SAFETY: the test is the device: a posted buffer is its own until completed.
     let buf = unsafe { arena.buf_mut(b) };
@@ -114,17 +93,8 @@ fn malformed_frames_are_dropped_by_reason_through_the_worker() {
 
     let mut table = RouteTable::generate(10, 1, 1);
     table.routes = vec![Route::new(0x0a00_0000, 8, 0)];
-    table.nexthops = vec![NextHop {
-        gateway: "198.19.0.1".parse().unwrap(),
-        port: 0,
-        dev: "port0".into(),
-    }];
-    let cfg = Config {
-        rx_ring: 64,
-        tx_ring: 64,
-        rt: RtParams::default(),
-        ..Config::default()
-    };
+    table.nexthops = vec![NextHop { gateway: "198.19.0.1".parse().unwrap(), port: 0, dev: "port0".into() }];
+    let cfg = Config { rx_ring: 64, tx_ring: 64, rt: RtParams::default(), ..Config::default() };
     let fib = Arc::new(Fib::build(FibKind::Lctrie, &table.routes).unwrap());
     let arena = Arc::new(BufferArena::new(512).unwrap());
     let ring = Arc::new(RxRing::new(64));
@@ -140,21 +110,12 @@ fn malformed_frames_are_dropped_by_reason_through_the_worker() {
         Arc::new(DeviceStats::default()),
         None,
     );
-    let mut dev = RxDevice {
-        ring: ring.clone(),
-        filled: 0,
-    };
+    let mut dev = RxDevice { ring: ring.clone(), filled: 0 };
     let good = |d: u32, s: u32, ttl: u8| {
         let mut f = vec![0u8; 60];
         packet::build_frame(
             &mut f,
-            &FlowKey {
-                saddr: s,
-                daddr: d,
-                sport: 1,
-                dport: 2,
-                tos: 0,
-            },
+            &FlowKey { saddr: s, daddr: d, sport: 1, dport: 2, tos: 0 },
             60,
             ttl,
             [0; 6],
@@ -214,21 +175,14 @@ fn malformed_frames_are_dropped_by_reason_through_the_worker() {
     assert_eq!(w.ctr[Ctr::RtInBrd as usize], 1);
     // Every buffer is accounted for: 64 posted on the rx ring, and the 13 forwarded frames
     // still on the tx ring (reclaimed on the next tx burst); every dropped one was freed.
-    assert_eq!(
-        w.ctr[Ctr::SlabBufAlloc as usize] - w.ctr[Ctr::SlabBufFree as usize],
-        64 + cases.len() as u64
-    );
+    assert_eq!(w.ctr[Ctr::SlabBufAlloc as usize] - w.ctr[Ctr::SlabBufFree as usize], 64 + cases.len() as u64);
 }
 
 #[test]
 fn rtcache_under_random_flood_stays_within_max_size_and_gcs_per_slow_path() {
     let table = RouteTable::generate(20_000, 16, 3);
     let mut cfg = config(CacheMode::Rtcache, FibKind::Dir24, 2);
-    cfg.traffic = TrafficProfile {
-        flows: 32768,
-        pkts_per_flow: 1,
-        ..Default::default()
-    };
+    cfg.traffic = TrafficProfile { flows: 32768, pkts_per_flow: 1, ..Default::default() };
     cfg.rt.hash_buckets = 256;
     cfg.rt.gc_thresh = 256;
     cfg.rt.max_size = 4096;
@@ -245,9 +199,6 @@ fn rtcache_under_random_flood_stays_within_max_size_and_gcs_per_slow_path() {
     let gc = c[Ctr::RtGcTotal as usize];
     // Once past gc_thresh every slow-path allocation runs GC (the 2003 logs: GC tot ~ tot).
     assert!(slow > 50_000, "slow {slow}");
-    assert!(
-        gc as f64 > 0.95 * (slow as f64 - 300.0),
-        "gc {gc} slow {slow}"
-    );
+    assert!(gc as f64 > 0.95 * (slow as f64 - 300.0), "gc {gc} slow {slow}");
     assert!(c[Ctr::RtGcIgnored as usize] > 0);
 }

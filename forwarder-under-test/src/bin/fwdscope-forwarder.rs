@@ -6,11 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(
-    name = "fwdscope-forwarder",
-    version,
-    about = "fwdscope's instrumented IPv4 forwarder"
-)]
+#[command(name = "fwdscope-forwarder", version, about = "fwdscope's instrumented IPv4 forwarder")]
 struct Cli {
     #[command(flatten)]
     args: forwarder::cli::ForwardArgs,

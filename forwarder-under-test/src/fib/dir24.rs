@@ -47,10 +47,7 @@ impl HugeVec {
         }
         // SAFETY: advice on our own mapping; failure only means no huge pages.
         unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
-        Ok(HugeVec {
-            ptr: p as *mut u32,
-            len,
-        })
+        Ok(HugeVec { ptr: p as *mut u32, len })
     }
     #[inline(always)]
     fn as_slice(&self) -> &[u32] {
@@ -92,10 +89,7 @@ impl Dir24 {
         let mut tbl8: Vec<u32> = Vec::new();
         for r in &sorted {
             if r.nh > MAX_NH {
-                return Err(Error::Config(format!(
-                    "dir24: next-hop id {} of {r} exceeds {MAX_NH}",
-                    r.nh
-                )));
+                return Err(Error::Config(format!("dir24: next-hop id {} of {r} exceeds {MAX_NH}", r.nh)));
             }
             if r.len <= 24 {
                 let start = (r.prefix >> 8) as usize;
@@ -127,21 +121,12 @@ impl Dir24 {
 
     #[inline(always)]
     pub fn prefetch(&self, addr: u32) {
-        prefetch_ptr(
-            self.tbl24
-                .as_slice()
-                .as_ptr()
-                .wrapping_add((addr >> 8) as usize),
-        );
+        prefetch_ptr(self.tbl24.as_slice().as_ptr().wrapping_add((addr >> 8) as usize));
     }
 
     #[inline(always)]
     fn resolve(&self, e: u32, addr: u32) -> u32 {
-        let e = if e & EXT != 0 {
-            self.tbl8[((e & VALUE_MASK) as usize) * 256 + (addr & 0xff) as usize]
-        } else {
-            e
-        };
+        let e = if e & EXT != 0 { self.tbl8[((e & VALUE_MASK) as usize) * 256 + (addr & 0xff) as usize] } else { e };
         if e & VALID != 0 {
             e & VALUE_MASK
         } else {

@@ -58,12 +58,7 @@ impl HashFib {
             }
             // Load factor at most 1/2 keeps probe chains short.
             let cap = (rs.len() * 2).next_power_of_two().max(4);
-            let mut z = Zone {
-                len,
-                mask: mask(len),
-                slots: vec![EMPTY; cap],
-                slot_mask: cap - 1,
-            };
+            let mut z = Zone { len, mask: mask(len), slots: vec![EMPTY; cap], slot_mask: cap - 1 };
             for r in rs {
                 let mut i = z.home(r.prefix);
                 while z.slots[i] != EMPTY {
@@ -94,10 +89,15 @@ impl HashFib {
     }
 }
 
-/// Lookup entry point of the `hash` engine (stage: lookup).
+/// Lookup entry point of the `hash` engine (stage: lookup). The home slot of every zone is
+/// prefetched first, so the cache misses of the longest-first search overlap instead of
+/// following one another.
 #[no_mangle]
 #[inline(never)]
 pub fn fwd_lookup_fib_hash(fib: &HashFib, addr: u32) -> u32 {
+    for z in fib.zones.iter().skip(1) {
+        prefetch_ptr(z.slots.as_ptr().wrapping_add(z.home(addr & z.mask)));
+    }
     for z in &fib.zones {
         let nh = z.get(addr);
         if nh != NO_ROUTE {

@@ -81,20 +81,12 @@ fn leaf_push(routes: &[Route]) -> Vec<Leaf> {
     let mut leaves = Vec::with_capacity(segs.len() * 2);
     for (mut a, b, nh) in segs {
         while a <= b {
-            let align = if a == 0 {
-                32
-            } else {
-                a.trailing_zeros().min(32)
-            };
+            let align = if a == 0 { 32 } else { a.trailing_zeros().min(32) };
             let mut size_log = align;
             while (1u64 << size_log) > b - a + 1 {
                 size_log -= 1;
             }
-            leaves.push(Leaf {
-                prefix: a as u32,
-                len: (32 - size_log) as u8,
-                nh,
-            });
+            leaves.push(Leaf { prefix: a as u32, len: (32 - size_log) as u8, nh });
             a += 1u64 << size_log;
         }
     }
@@ -115,9 +107,7 @@ impl Builder<'_> {
     fn alloc(&mut self, n: usize) -> Result<usize> {
         let at = self.nodes.len();
         if at + n > ADR_MASK as usize {
-            return Err(Error::Config(
-                "lctrie: table too large for 22-bit node indices".into(),
-            ));
+            return Err(Error::Config("lctrie: table too large for 22-bit node indices".into()));
         }
         self.nodes.resize(at + n, 0);
         Ok(at)
@@ -138,9 +128,7 @@ impl Builder<'_> {
         while pos + b <= 32 && (1usize << b) <= 2 * n {
             let mut distinct = 1usize;
             for i in lo + 1..hi {
-                if extract(self.leaves[i].prefix, pos, b)
-                    != extract(self.leaves[i - 1].prefix, pos, b)
-                {
+                if extract(self.leaves[i].prefix, pos, b) != extract(self.leaves[i - 1].prefix, pos, b) {
                     distinct += 1;
                 }
             }
@@ -204,24 +192,15 @@ impl LcTrie {
         let mut packed = Vec::with_capacity(leaves.len());
         for l in &leaves {
             if l.nh != NO_ROUTE && l.nh >= (1 << 24) {
-                return Err(Error::Config(format!(
-                    "lctrie: next-hop id {} exceeds 2^24",
-                    l.nh
-                )));
+                return Err(Error::Config(format!("lctrie: next-hop id {} exceeds 2^24", l.nh)));
             }
             packed.push((l.prefix, (l.nh << 8) | u32::from(l.len)));
         }
-        let mut b = Builder {
-            leaves: &leaves,
-            nodes: vec![0],
-        };
+        let mut b = Builder { leaves: &leaves, nodes: vec![0] };
         if !leaves.is_empty() {
             b.build(0, leaves.len(), 0, true)?;
         }
-        Ok(LcTrie {
-            nodes: b.nodes,
-            leaves: packed,
-        })
+        Ok(LcTrie { nodes: b.nodes, leaves: packed })
     }
 
     #[inline]
@@ -277,43 +256,12 @@ mod tests {
     #[test]
     fn leaf_push_of_nested_routes() {
         // 10/8 -> 1, 10.1/16 -> 2: pushed into 10.0/16 (1), 10.1/16 (2), 10.2/15 .. 10.128/9 (1).
-        let routes = [
-            Route::new(0x0a00_0000, 8, 1),
-            Route::new(0x0a01_0000, 16, 2),
-        ];
+        let routes = [Route::new(0x0a00_0000, 8, 1), Route::new(0x0a01_0000, 16, 2)];
         let l = leaf_push(&routes);
-        assert_eq!(
-            l[0],
-            Leaf {
-                prefix: 0x0a00_0000,
-                len: 16,
-                nh: 1
-            }
-        );
-        assert_eq!(
-            l[1],
-            Leaf {
-                prefix: 0x0a01_0000,
-                len: 16,
-                nh: 2
-            }
-        );
-        assert_eq!(
-            l[2],
-            Leaf {
-                prefix: 0x0a02_0000,
-                len: 15,
-                nh: 1
-            }
-        );
-        assert_eq!(
-            l.last().copied(),
-            Some(Leaf {
-                prefix: 0x0a80_0000,
-                len: 9,
-                nh: 1
-            })
-        );
+        assert_eq!(l[0], Leaf { prefix: 0x0a00_0000, len: 16, nh: 1 });
+        assert_eq!(l[1], Leaf { prefix: 0x0a01_0000, len: 16, nh: 2 });
+        assert_eq!(l[2], Leaf { prefix: 0x0a02_0000, len: 15, nh: 1 });
+        assert_eq!(l.last().copied(), Some(Leaf { prefix: 0x0a80_0000, len: 9, nh: 1 }));
         // Blocks tile 10/8 exactly.
         let total: u64 = l.iter().map(|x| 1u64 << (32 - x.len)).sum();
         assert_eq!(total, 1 << 24);

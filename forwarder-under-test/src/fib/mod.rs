@@ -44,11 +44,7 @@ impl Route {
     /// A route whose prefix has its host bits cleared; `len` must be at most 32.
     pub fn new(prefix: u32, len: u8, nh: u32) -> Route {
         debug_assert!(len <= 32);
-        Route {
-            prefix: prefix & mask(len),
-            len,
-            nh,
-        }
+        Route { prefix: prefix & mask(len), len, nh }
     }
     /// True when `addr` lies inside this prefix.
     #[inline]
@@ -59,13 +55,7 @@ impl Route {
 
 impl fmt::Display for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}/{} nh {}",
-            std::net::Ipv4Addr::from(self.prefix),
-            self.len,
-            self.nh
-        )
+        write!(f, "{}/{} nh {}", std::net::Ipv4Addr::from(self.prefix), self.len, self.nh)
     }
 }
 
@@ -105,9 +95,7 @@ impl FromStr for FibKind {
             "hash" => Ok(FibKind::Hash),
             "lctrie" => Ok(FibKind::Lctrie),
             "dir24" => Ok(FibKind::Dir24),
-            _ => Err(Error::Config(format!(
-                "unknown FIB engine `{s}`: expected hash, lctrie or dir24"
-            ))),
+            _ => Err(Error::Config(format!("unknown FIB engine `{s}`: expected hash, lctrie or dir24"))),
         }
     }
 }
@@ -227,26 +215,8 @@ mod tests {
 
     #[test]
     fn normalize_clears_host_bits_and_keeps_first() {
-        let mut r = vec![
-            Route {
-                prefix: 0x0a01_0203,
-                len: 8,
-                nh: 1,
-            },
-            Route {
-                prefix: 0x0a00_0000,
-                len: 8,
-                nh: 2,
-            },
-        ];
+        let mut r = vec![Route { prefix: 0x0a01_0203, len: 8, nh: 1 }, Route { prefix: 0x0a00_0000, len: 8, nh: 2 }];
         assert_eq!(normalize(&mut r), 1);
-        assert_eq!(
-            r,
-            vec![Route {
-                prefix: 0x0a00_0000,
-                len: 8,
-                nh: 1
-            }]
-        );
+        assert_eq!(r, vec![Route { prefix: 0x0a00_0000, len: 8, nh: 1 }]);
     }
 }

@@ -23,9 +23,7 @@ pub struct PerLength {
 
 impl PerLength {
     pub fn new(routes: &[Route]) -> Self {
-        PerLength {
-            map: routes.iter().map(|r| ((r.prefix, r.len), r.nh)).collect(),
-        }
+        PerLength { map: routes.iter().map(|r| ((r.prefix, r.len), r.nh)).collect() }
     }
     pub fn lookup(&self, addr: u32) -> u32 {
         for len in (0..=32u8).rev() {

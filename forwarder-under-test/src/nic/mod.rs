@@ -35,10 +35,7 @@ impl BufferArena {
         let mem = memmap2::MmapOptions::new()
             .len(count as usize * BUF_STRIDE)
             .map_anon()
-            .map_err(|e| Error::Sys {
-                what: format!("mapping {count} packet buffers"),
-                source: e,
-            })?;
+            .map_err(|e| Error::Sys { what: format!("mapping {count} packet buffers"), source: e })?;
         Ok(BufferArena { mem, count })
     }
 
@@ -86,6 +83,20 @@ pub fn dma_write_line(dst: *mut u8, src: &[u8; 64]) {
     }
 }
 
+/// Push the cache line holding `p` out of this core's private caches into the shared
+/// last-level cache (cldemote), where a DMA write with DDIO would have put it. Encoded as a
+/// NOP hint on CPUs without cldemote.
+#[inline(always)]
+pub fn demote_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: cldemote is a hint; it never faults and changes no architectural state.
+    unsafe {
+        core::arch::asm!("cldemote [{0}]", in(reg) p, options(nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Order earlier non-temporal stores before later stores (sfence).
 #[inline(always)]
 pub fn dma_fence() {
@@ -120,10 +131,7 @@ pub struct RxRing {
 impl RxRing {
     pub fn new(size: usize) -> RxRing {
         let size = size.next_power_of_two().max(8);
-        RxRing {
-            descs: (0..size).map(|_| AtomicU64::new(D_EMPTY)).collect(),
-            mask: size - 1,
-        }
+        RxRing { descs: (0..size).map(|_| AtomicU64::new(D_EMPTY)).collect(), mask: size - 1 }
     }
     pub fn size(&self) -> usize {
         self.mask + 1
@@ -141,11 +149,7 @@ pub struct RxDriver {
 
 impl RxDriver {
     pub fn new(ring: std::sync::Arc<RxRing>) -> RxDriver {
-        RxDriver {
-            ring,
-            cleaned: 0,
-            posted: 0,
-        }
+        RxDriver { ring, cleaned: 0, posted: 0 }
     }
 
     /// If the descriptor at the clean position is done, take it: (buffer, length).
@@ -162,11 +166,12 @@ impl RxDriver {
         Some(((w >> 32) as u32, (w >> 16) as u16))
     }
 
-    /// Address of the descriptor `ahead` positions past the clean position (for prefetch).
+    /// The buffer of the descriptor `ahead` positions past the clean position, if the
+    /// device has completed it (for prefetching its data).
     #[inline(always)]
-    pub fn desc_ptr(&self, ahead: u64) -> *const u64 {
-        (&self.ring.descs[(self.cleaned + ahead) as usize & self.ring.mask]) as *const AtomicU64
-            as *const u64
+    pub fn peek_done(&self, ahead: u64) -> Option<u32> {
+        let w = self.ring.descs[(self.cleaned + ahead) as usize & self.ring.mask].load(Ordering::Acquire);
+        (w & 3 == D_DONE).then_some((w >> 32) as u32)
     }
 
     /// Slots cleaned but not yet given a fresh buffer.
@@ -194,16 +199,20 @@ impl RxDevice {
     /// The buffer posted `ahead` slots past the fill position, if the driver has posted one.
     #[inline(always)]
     pub fn posted(&self, ahead: usize) -> Option<u32> {
-        let w = self.ring.descs[(self.filled as usize + ahead) & self.ring.mask]
-            .load(Ordering::Acquire);
+        let w = self.ring.descs[(self.filled as usize + ahead) & self.ring.mask].load(Ordering::Acquire);
         (w & 3 == D_POSTED).then_some((w >> 32) as u32)
+    }
+
+    /// Address of the descriptor `ahead` slots past the fill position.
+    #[inline(always)]
+    pub fn desc_ptr(&self, ahead: usize) -> *const u8 {
+        (&self.ring.descs[(self.filled as usize + ahead) & self.ring.mask]) as *const AtomicU64 as *const u8
     }
 
     /// Hand the buffer at the fill position to the driver with `len` bytes written.
     #[inline(always)]
     pub fn complete(&mut self, buf: u32, len: u16) {
-        self.ring.descs[self.filled as usize & self.ring.mask]
-            .store(desc(D_DONE, len, buf), Ordering::Release);
+        self.ring.descs[self.filled as usize & self.ring.mask].store(desc(D_DONE, len, buf), Ordering::Release);
         self.filled += 1;
     }
 }
@@ -224,13 +233,7 @@ pub struct TxRing {
 impl TxRing {
     pub fn new(size: usize) -> TxRing {
         let size = size.next_power_of_two().max(8);
-        TxRing {
-            bufs: vec![(0, 0); size].into_boxed_slice(),
-            mask: size - 1,
-            tail: 0,
-            head: 0,
-            clean: 0,
-        }
+        TxRing { bufs: vec![(0, 0); size].into_boxed_slice(), mask: size - 1, tail: 0, head: 0, clean: 0 }
     }
     pub fn size(&self) -> usize {
         self.mask + 1

@@ -11,7 +11,7 @@
 //! the measured rate is its own); with `--rate` it drops frames that find no posted buffer
 //! and counts them as `rx_missed`, like a NIC's RX-DRP.
 
-use super::{dma_fence, BufferArena, RxDevice, RxRing};
+use super::{demote_line, dma_fence, BufferArena, RxDevice, RxRing};
 use crate::traffic::FlowGen;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,6 +28,20 @@ pub enum GenMode {
     Thread,
     /// Inside each worker, before its rx poll.
     Inline,
+}
+
+/// How the synthetic device's frame writes reach memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DmaModel {
+    /// Write, then cldemote the line to the shared last-level cache: what DMA with Intel
+    /// DDIO does (the default).
+    Ddio,
+    /// Non-temporal stores: DMA to memory without DDIO.
+    #[value(name = "nt")]
+    NonTemporal,
+    /// Plain cached stores: the line stays in the device core's cache.
+    Cached,
 }
 
 /// Device counters of one queue, written by the device, read by anyone.
@@ -47,28 +61,22 @@ pub struct GenQueue {
     pub stats: Arc<DeviceStats>,
     /// Packets per second for this queue, if paced.
     pub rate: Option<f64>,
-    /// Write frames with non-temporal stores (a device thread on another core: like DMA,
-    /// leave no line in that core's cache). Inline devices write through the cache, as
-    /// DDIO places DMA writes in the reading core's last-level cache.
-    pub nt_stores: bool,
+    /// How a device thread's writes leave its core (see [`DmaModel`]); an inline device
+    /// writes through the cache like any store.
+    pub dma: DmaModel,
     start: Option<Instant>,
     sent: u64,
 }
 
 impl GenQueue {
-    pub fn new(
-        ring: Arc<RxRing>,
-        gen: FlowGen,
-        arena: Arc<BufferArena>,
-        rate: Option<f64>,
-    ) -> GenQueue {
+    pub fn new(ring: Arc<RxRing>, gen: FlowGen, arena: Arc<BufferArena>, rate: Option<f64>) -> GenQueue {
         GenQueue {
             dev: RxDevice { ring, filled: 0 },
             gen,
             arena,
             stats: Arc::default(),
             rate,
-            nt_stores: true,
+            dma: DmaModel::Ddio,
             start: None,
             sent: 0,
         }
@@ -107,17 +115,31 @@ pub fn fwd_nic_generate(q: &mut GenQueue, budget: usize) -> usize {
     }
     for i in 0..k {
         let p = q.arena.ptr(bufs[i]);
-        lens[i] = if q.nt_stores {
-            q.gen.next_frame_dma(p)
-        } else {
-            // SAFETY: a posted buffer belongs to the device until it completes it.
-            q.gen.next_frame(unsafe { q.arena.buf_mut(bufs[i]) })
+        lens[i] = match q.dma {
+            DmaModel::NonTemporal => q.gen.next_frame_dma(p),
+            DmaModel::Ddio | DmaModel::Cached => {
+                // SAFETY: a posted buffer belongs to the device until it completes it.
+                let n = q.gen.next_frame(unsafe { q.arena.buf_mut(bufs[i]) });
+                if q.dma == DmaModel::Ddio {
+                    demote_line(p);
+                }
+                n
+            }
         };
     }
     if k > 0 {
         dma_fence();
         for i in 0..k {
             q.dev.complete(bufs[i], lens[i]);
+        }
+        if q.dma == DmaModel::Ddio {
+            // Descriptor write-back lands in the LLC too: demote each line touched.
+            let mut j = 0;
+            while j < k {
+                demote_line(q.dev.desc_ptr(0).wrapping_sub(8 * (k - j)));
+                j += 8;
+            }
+            demote_line(q.dev.desc_ptr(0).wrapping_sub(8));
         }
         q.stats.packets.fetch_add(k as u64, Ordering::Relaxed);
     }

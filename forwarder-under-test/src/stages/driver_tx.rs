@@ -48,11 +48,7 @@ pub fn fwd_driver_tx_burst(
             nd += 1;
             continue;
         }
-        let o = nh_out.get(burst.nh[i] as usize).copied().unwrap_or(NhOut {
-            dst_mac: None,
-            src_mac: [0; 6],
-            port: 0,
-        });
+        let o = nh_out.get(burst.nh[i] as usize).copied().unwrap_or(NhOut { dst_mac: None, src_mac: [0; 6], port: 0 });
         // SAFETY: the worker owns every buffer in its burst.
         let frame = unsafe { arena.buf_mut(b) };
         frame[0..6].copy_from_slice(&o.dst_mac.unwrap_or_else(|| mac_for(burst.daddr[i])));
@@ -83,12 +79,7 @@ pub fn fwd_driver_tx_reclaim(tx: &mut TxRing, bufs: &mut SlabCache, clk: &mut St
 /// Ring the doorbell: the synthetic device sends everything placed and completes it at once.
 #[no_mangle]
 #[inline(never)]
-pub fn fwd_driver_tx_doorbell(
-    tx: &mut TxRing,
-    arena: &BufferArena,
-    ctr: &mut [u64],
-    tap: Option<&mut Vec<Vec<u8>>>,
-) {
+pub fn fwd_driver_tx_doorbell(tx: &mut TxRing, arena: &BufferArena, ctr: &mut [u64], tap: Option<&mut Vec<Vec<u8>>>) {
     let mut bytes = 0u64;
     let mut tap = tap;
     for s in tx.head..tx.tail {

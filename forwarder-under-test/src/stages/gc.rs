@@ -150,11 +150,7 @@ pub fn fwd_gc_rt_check_expire(rt: &mut RtCache, now: u64) {
         let mut i = rt.buckets[b];
         while i != NIL {
             let e = rt.dst[i as usize];
-            let expired = if e.expires != 0 {
-                now >= e.expires
-            } else {
-                rt_may_expire(&e, now, tmo, timeout)
-            };
+            let expired = if e.expires != 0 { now >= e.expires } else { rt_may_expire(&e, now, tmo, timeout) };
             if !expired {
                 tmo >>= 1;
                 prev = i;
@@ -196,12 +192,7 @@ mod tests {
     use crate::rtcache::{fwd_lookup_rtcache_input, RtKey};
 
     fn key(d: u32) -> RtKey {
-        RtKey {
-            daddr: 0x0100_0000 + d,
-            saddr: 0xC612_0001,
-            tos: 0,
-            iif: 0,
-        }
+        RtKey { daddr: 0x0100_0000 + d, saddr: 0xC612_0001, tos: 0, iif: 0 }
     }
 
     #[test]
@@ -228,10 +219,7 @@ mod tests {
         // equilibrium moves to 9, goal 1. Every entry is younger than expire (gc_timeout =
         // 300 s = 300_000 jiffies), so nothing goes: a goal miss, and expire halves.
         fwd_lookup_rtcache_input(&mut rt, &fib, &key(200), 10_000).unwrap();
-        assert_eq!(
-            (rt.stat.gc_total, rt.stat.gc_ignored, rt.stat.gc_goal_miss),
-            (2, 1, 1)
-        );
+        assert_eq!((rt.stat.gc_total, rt.stat.gc_ignored, rt.stat.gc_goal_miss), (2, 1, 1));
         assert_eq!(rt.entries, 11);
         assert_eq!(rt.expire, 150_000);
         // Much later every entry is older than expire: GC frees at least its goal.
@@ -257,9 +245,7 @@ mod tests {
         let mut overflow = 0;
         for d in 0..50 {
             // Same jiffy: every entry has age 0, nothing may expire.
-            if fwd_lookup_rtcache_input(&mut rt, &fib, &key(d), 5)
-                == Err(crate::stats::Ctr::DropDstOverflow)
-            {
+            if fwd_lookup_rtcache_input(&mut rt, &fib, &key(d), 5) == Err(crate::stats::Ctr::DropDstOverflow) {
                 overflow += 1;
             }
             assert!(rt.entries <= 6);
@@ -272,13 +258,7 @@ mod tests {
 
     #[test]
     fn check_expire_frees_idle_entries_and_flush_frees_all() {
-        let p = RtParams {
-            hash_buckets: 1024,
-            gc_timeout_s: 1,
-            gc_interval_s: 1,
-            hz: 100,
-            ..Default::default()
-        };
+        let p = RtParams { hash_buckets: 1024, gc_timeout_s: 1, gc_interval_s: 1, hz: 100, ..Default::default() };
         let mut rt = RtCache::new(&p, 0, 7);
         let fib = Fib::build(FibKind::Hash, &[Route::new(0, 0, 1)]).unwrap();
         for d in 0..5 {

@@ -3,9 +3,7 @@
 
 use crate::fib::prefetch_ptr;
 use crate::nic::BufferArena;
-use crate::packet::{
-    checksum, csum_update16, get_u16, get_u32, off, put_u16, ETH_HLEN, ETH_P_IP, IP_HLEN,
-};
+use crate::packet::{checksum, checksum20, csum_update16, get_u16, get_u32, off, put_u16, ETH_HLEN, ETH_P_IP, IP_HLEN};
 use crate::stats::Ctr;
 use crate::worker::Burst;
 
@@ -35,7 +33,11 @@ pub fn ip_validate_and_forward(frame: &mut [u8]) -> Result<IpHeader, Ctr> {
     if ihl < IP_HLEN || ETH_HLEN + ihl > frame.len() {
         return Err(Ctr::DropBadIhl);
     }
-    if checksum(&frame[ETH_HLEN..ETH_HLEN + ihl]) != 0 {
+    let sum = match <&[u8; IP_HLEN]>::try_from(&frame[ETH_HLEN..ETH_HLEN + ihl]) {
+        Ok(h) => checksum20(h),
+        Err(_) => checksum(&frame[ETH_HLEN..ETH_HLEN + ihl]),
+    };
+    if sum != 0 {
         return Err(Ctr::DropBadChecksum);
     }
     let tot = usize::from(get_u16(frame, off::TOT_LEN));
@@ -54,11 +56,7 @@ pub fn ip_validate_and_forward(frame: &mut [u8]) -> Result<IpHeader, Ctr> {
     let new = get_u16(frame, off::TTL);
     let c = csum_update16(get_u16(frame, off::CSUM), old, new);
     put_u16(frame, off::CSUM, c);
-    Ok(IpHeader {
-        saddr: get_u32(frame, off::SADDR),
-        daddr: get_u32(frame, off::DADDR),
-        tos: frame[off::TOS],
-    })
+    Ok(IpHeader { saddr: get_u32(frame, off::SADDR), daddr: get_u32(frame, off::DADDR), tos: frame[off::TOS] })
 }
 
 /// Validate a burst (stage: ip). Survivors are compacted to the front of `burst`; dropped
@@ -112,13 +110,7 @@ mod tests {
 
     fn good() -> Vec<u8> {
         let mut b = vec![0u8; 60];
-        let f = FlowKey {
-            saddr: 0xC612_0001,
-            daddr: 0x0808_0808,
-            sport: 1,
-            dport: 2,
-            tos: 0,
-        };
+        let f = FlowKey { saddr: 0xC612_0001, daddr: 0x0808_0808, sport: 1, dport: 2, tos: 0 };
         build_frame(&mut b, &f, 60, 64, [0; 6], [0; 6]);
         b
     }
@@ -146,10 +138,7 @@ mod tests {
         put_u16(&mut f, off::CSUM, 0);
         let c = checksum(&f[14..34]);
         put_u16(&mut f, off::CSUM, c);
-        assert_eq!(
-            ip_validate_and_forward(&mut f),
-            Err(Ctr::DropBadTotalLength)
-        );
+        assert_eq!(ip_validate_and_forward(&mut f), Err(Ctr::DropBadTotalLength));
         // IHL 6 (one option word), valid checksum.
         let mut f = good();
         f[14] = 0x46;
@@ -159,13 +148,7 @@ mod tests {
         assert_eq!(ip_validate_and_forward(&mut f), Err(Ctr::DropIpOptions));
         for ttl in [0u8, 1] {
             let mut f = vec![0u8; 60];
-            let fl = FlowKey {
-                saddr: 1,
-                daddr: 2,
-                sport: 1,
-                dport: 2,
-                tos: 0,
-            };
+            let fl = FlowKey { saddr: 1, daddr: 2, sport: 1, dport: 2, tos: 0 };
             build_frame(&mut f, &fl, 60, ttl, [0; 6], [0; 6]);
             assert_eq!(ip_validate_and_forward(&mut f), Err(Ctr::DropTtlExceeded));
         }
@@ -175,14 +158,7 @@ mod tests {
     fn forwarding_decrements_ttl_and_keeps_checksum_valid() {
         let mut f = good();
         let h = ip_validate_and_forward(&mut f).unwrap();
-        assert_eq!(
-            h,
-            IpHeader {
-                saddr: 0xC612_0001,
-                daddr: 0x0808_0808,
-                tos: 0
-            }
-        );
+        assert_eq!(h, IpHeader { saddr: 0xC612_0001, daddr: 0x0808_0808, tos: 0 });
         assert_eq!(f[off::TTL], 63);
         assert_eq!(checksum(&f[14..34]), 0);
     }

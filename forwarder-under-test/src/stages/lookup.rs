@@ -38,12 +38,7 @@ pub fn fwd_lookup_burst(
 ) {
     let n = burst.n;
     let k = prefetch.min(n);
-    let key = |b: &Burst, i: usize, iif: u16| RtKey {
-        daddr: b.daddr[i],
-        saddr: b.saddr[i],
-        tos: b.tos[i],
-        iif,
-    };
+    let key = |b: &Burst, i: usize, iif: u16| RtKey { daddr: b.daddr[i], saddr: b.saddr[i], tos: b.tos[i], iif };
     let pf = |cx: &LookupCtx<'_>, b: &Burst, i: usize| match cx.mode {
         CacheMode::Rtcache => cx.rt.prefetch(&key(b, i, cx.iif)),
         _ => cx.fib.prefetch(b.daddr[i]),
@@ -58,8 +53,7 @@ pub fn fwd_lookup_burst(
         }
         let r = match cx.mode {
             CacheMode::Rtcache => {
-                fwd_lookup_rtcache_input(cx.rt, cx.fib, &key(burst, i, cx.iif), now)
-                    .map(|nh| (nh, NIL))
+                fwd_lookup_rtcache_input(cx.rt, cx.fib, &key(burst, i, cx.iif), now).map(|nh| (nh, NIL))
             }
             CacheMode::Nocache => fwd_lookup_fib_route(cx, &key(burst, i, cx.iif), true),
             CacheMode::Nhcache => fwd_lookup_fib_route(cx, &key(burst, i, cx.iif), false),
@@ -86,11 +80,7 @@ pub fn fwd_lookup_burst(
 /// the next hop's cached dst (`nhcache`). Returns (next hop, per-packet dst or NIL).
 #[no_mangle]
 #[inline(never)]
-pub fn fwd_lookup_fib_route(
-    cx: &mut LookupCtx<'_>,
-    k: &RtKey,
-    per_packet_dst: bool,
-) -> Result<(u32, u32), Ctr> {
+pub fn fwd_lookup_fib_route(cx: &mut LookupCtx<'_>, k: &RtKey, per_packet_dst: bool) -> Result<(u32, u32), Ctr> {
     if k.daddr >> 28 == 0xe {
         cx.rt.stat.in_slow_mc += 1;
         return Err(Ctr::DropMulticast);
@@ -122,11 +112,7 @@ pub fn fwd_lookup_fib_route(
     let slot = cx.nh_dst.get_mut(nh as usize).ok_or(Ctr::DropNoRoute)?;
     if *slot == NIL {
         let d = cx.rt.dst_obj_alloc().ok_or(Ctr::DropNoDst)?;
-        cx.rt.dst[d as usize] = DstEntry {
-            daddr: 0,
-            saddr: 0,
-            ..entry
-        };
+        cx.rt.dst[d as usize] = DstEntry { daddr: 0, saddr: 0, ..entry };
         *slot = d;
     }
     cx.rt.dst[*slot as usize].uses += 1;
