@@ -97,6 +97,19 @@ pub fn demote_line(p: *const u8) {
     let _ = p;
 }
 
+/// Prefetch the line at `p` with intent to write (prefetchw), so a store to it does not stall
+/// on the read-for-ownership. A hint: never faults.
+#[inline(always)]
+pub fn prefetch_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetchw is a hint; it never faults and changes no architectural state.
+    unsafe {
+        core::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Order earlier non-temporal stores before later stores (sfence).
 #[inline(always)]
 pub fn dma_fence() {

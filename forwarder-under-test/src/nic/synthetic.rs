@@ -11,7 +11,7 @@
 //! the measured rate is its own); with `--rate` it drops frames that find no posted buffer
 //! and counts them as `rx_missed`, like a NIC's RX-DRP.
 
-use super::{demote_line, dma_fence, BufferArena, RxDevice, RxRing};
+use super::{demote_line, dma_fence, prefetch_write, BufferArena, RxDevice, RxRing};
 use crate::traffic::FlowGen;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -111,6 +111,12 @@ pub fn fwd_nic_generate(q: &mut GenQueue, budget: usize) -> usize {
                 k += 1;
             }
             None => break,
+        }
+    }
+    // Ask for ownership of every line first, so the read-for-ownership misses overlap.
+    if q.dma != DmaModel::NonTemporal {
+        for &b in &bufs[..k] {
+            prefetch_write(q.arena.ptr(b));
         }
     }
     for i in 0..k {

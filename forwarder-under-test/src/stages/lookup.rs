@@ -36,13 +36,55 @@ pub fn fwd_lookup_burst(
     ctr: &mut [u64],
     dropped: &mut Vec<u32>,
 ) {
+    match cx.mode {
+        CacheMode::Rtcache => lookup_loop(
+            cx,
+            burst,
+            prefetch,
+            ctr,
+            dropped,
+            |cx, b, i| cx.rt.prefetch(&key(b, i, cx.iif)),
+            |cx, k| fwd_lookup_rtcache_input(cx.rt, cx.fib, k, now).map(|nh| (nh, NIL)),
+        ),
+        CacheMode::Nocache => lookup_loop(
+            cx,
+            burst,
+            prefetch,
+            ctr,
+            dropped,
+            |cx, b, i| cx.fib.prefetch(b.daddr[i]),
+            |cx, k| fwd_lookup_fib_route(cx, k, true),
+        ),
+        CacheMode::Nhcache => lookup_loop(
+            cx,
+            burst,
+            prefetch,
+            ctr,
+            dropped,
+            |cx, b, i| cx.fib.prefetch(b.daddr[i]),
+            |cx, k| fwd_lookup_fib_route(cx, k, false),
+        ),
+    }
+}
+
+#[inline(always)]
+fn key(b: &Burst, i: usize, iif: u16) -> RtKey {
+    RtKey { daddr: b.daddr[i], saddr: b.saddr[i], tos: b.tos[i], iif }
+}
+
+/// The prime, steady and drain loop shared by the modes, monomorphized per mode.
+#[inline(always)]
+fn lookup_loop(
+    cx: &mut LookupCtx<'_>,
+    burst: &mut Burst,
+    prefetch: usize,
+    ctr: &mut [u64],
+    dropped: &mut Vec<u32>,
+    pf: impl Fn(&LookupCtx<'_>, &Burst, usize),
+    route: impl Fn(&mut LookupCtx<'_>, &RtKey) -> Result<(u32, u32), Ctr>,
+) {
     let n = burst.n;
     let k = prefetch.min(n);
-    let key = |b: &Burst, i: usize, iif: u16| RtKey { daddr: b.daddr[i], saddr: b.saddr[i], tos: b.tos[i], iif };
-    let pf = |cx: &LookupCtx<'_>, b: &Burst, i: usize| match cx.mode {
-        CacheMode::Rtcache => cx.rt.prefetch(&key(b, i, cx.iif)),
-        _ => cx.fib.prefetch(b.daddr[i]),
-    };
     for i in 0..k {
         pf(cx, burst, i);
     }
@@ -51,14 +93,8 @@ pub fn fwd_lookup_burst(
         if i + k < n {
             pf(cx, burst, i + k);
         }
-        let r = match cx.mode {
-            CacheMode::Rtcache => {
-                fwd_lookup_rtcache_input(cx.rt, cx.fib, &key(burst, i, cx.iif), now).map(|nh| (nh, NIL))
-            }
-            CacheMode::Nocache => fwd_lookup_fib_route(cx, &key(burst, i, cx.iif), true),
-            CacheMode::Nhcache => fwd_lookup_fib_route(cx, &key(burst, i, cx.iif), false),
-        };
-        match r {
+        let iif = cx.iif;
+        match route(cx, &key(burst, i, iif)) {
             Ok((nh, dst)) => {
                 burst.buf[out] = burst.buf[i];
                 burst.len[out] = burst.len[i];
