@@ -211,7 +211,7 @@ pub fn run_forward(args: &ForwardArgs, out: &mut dyn Write, interrupted: &Atomic
     } else {
         writeln!(
             out,
-            "fwdscope forward: {:?} driver, {} worker(s), cache {}, fib {} ({} routes, built in {:.0} ms), prefetch {}, device {:?}, stats {}",
+            "fwdscope forward: {} driver, {} worker(s), cache {}, fib {} ({} routes, built in {:.0} ms), prefetch {}, device {}, stats {}",
             cfg.driver, cfg.workers, cfg.cache, cfg.fib, info.routes, info.fib_build_ms, cfg.prefetch, info.gen_mode, info.stats_path
         )
         .map_err(io)?;

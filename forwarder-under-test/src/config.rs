@@ -124,6 +124,14 @@ pub enum DriverKind {
     Synthetic,
 }
 
+impl fmt::Display for DriverKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DriverKind::Synthetic => "synthetic",
+        })
+    }
+}
+
 /// Everything a forwarder run needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Config {

@@ -231,7 +231,7 @@ impl Summary {
         use std::fmt::Write;
         let _ = writeln!(
             s,
-            "summary: {:.2} s, {} worker(s), cache {}, fib {}, prefetch {}, {} routes ({}), device {:?}",
+            "summary: {:.2} s, {} worker(s), cache {}, fib {}, prefetch {}, {} routes ({}), device {}",
             self.elapsed_s,
             self.workers.len(),
             self.cache,

@@ -44,6 +44,16 @@ pub enum DmaModel {
     Cached,
 }
 
+impl std::fmt::Display for GenMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GenMode::Auto => "auto",
+            GenMode::Thread => "thread",
+            GenMode::Inline => "inline",
+        })
+    }
+}
+
 /// Device counters of one queue, written by the device, read by anyone.
 #[derive(Default)]
 pub struct DeviceStats {
