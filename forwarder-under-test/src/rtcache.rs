@@ -261,6 +261,25 @@ pub fn route_input_checks(saddr: u32, daddr: u32, stat: &mut RtStat) -> Result<(
     Ok(())
 }
 
+/// The uncached part of route input, shared by the cache's slow path and the FIB modes:
+/// multicast (ip_route_input_mc: not forwarded here), martian and broadcast checks, then
+/// the FIB lookup; counts rtstat's in_slow_mc, in_slow_tot and in_no_route.
+#[inline]
+pub fn route_input_fib(stat: &mut RtStat, fib: &Fib, k: &RtKey) -> Result<u32, Ctr> {
+    if k.daddr >> 28 == 0xe {
+        stat.in_slow_mc += 1;
+        return Err(Ctr::DropMulticast);
+    }
+    route_input_checks(k.saddr, k.daddr, stat)?;
+    stat.in_slow_tot += 1;
+    let nh = fib.lookup(k.daddr);
+    if nh == NO_ROUTE {
+        stat.in_no_route += 1;
+        return Err(Ctr::DropNoRoute);
+    }
+    Ok(nh)
+}
+
 /// ip_route_input through the cache (stage: lookup). Returns the next hop or a drop reason.
 #[no_mangle]
 #[inline(never)]
@@ -289,11 +308,6 @@ pub fn fwd_lookup_rtcache_input(rt: &mut RtCache, fib: &Fib, k: &RtKey, now: u64
         prev = i;
         i = e.next;
     }
-    if k.daddr >> 28 == 0xe {
-        // ip_route_input_mc: no multicast forwarding here.
-        rt.stat.in_slow_mc += 1;
-        return Err(Ctr::DropMulticast);
-    }
     fwd_lookup_rtcache_slow(rt, fib, k, h, now)
 }
 
@@ -301,13 +315,7 @@ pub fn fwd_lookup_rtcache_input(rt: &mut RtCache, fib: &Fib, k: &RtKey, now: u64
 #[no_mangle]
 #[inline(never)]
 pub fn fwd_lookup_rtcache_slow(rt: &mut RtCache, fib: &Fib, k: &RtKey, h: usize, now: u64) -> RouteOut {
-    route_input_checks(k.saddr, k.daddr, &mut rt.stat)?;
-    rt.stat.in_slow_tot += 1;
-    let nh = fib.lookup(k.daddr);
-    if nh == NO_ROUTE {
-        rt.stat.in_no_route += 1;
-        return Err(Ctr::DropNoRoute);
-    }
+    let nh = route_input_fib(&mut rt.stat, fib, k)?;
     let i = rt.dst_alloc(now)?;
     rt.dst[i as usize] = DstEntry {
         next: NIL,
@@ -370,6 +378,13 @@ pub fn rt_score(e: &DstEntry, now: u64) -> u32 {
     // broadcast/multicast/local get bit 30.
     score |= 1 << 30;
     score
+}
+
+impl RtCache {
+    /// Dst objects left in the depot behind this cache's magazines.
+    pub fn slab_depot_available(&self) -> usize {
+        self.slab.depot_available()
+    }
 }
 
 #[cfg(test)]
@@ -435,12 +450,5 @@ mod tests {
         assert_eq!(route_input_checks(0xC612_0001, 0x7f00_0001, &mut s), Err(Ctr::DropMartianDst));
         assert_eq!(route_input_checks(0xC612_0001, 0x0101_0101, &mut s), Ok(()));
         assert_eq!((s.in_martian_src, s.in_brd, s.in_martian_dst), (2, 1, 2));
-    }
-}
-
-impl RtCache {
-    /// Dst objects left in the depot behind this cache's magazines.
-    pub fn slab_depot_available(&self) -> usize {
-        self.slab.depot_available()
     }
 }

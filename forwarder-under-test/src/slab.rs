@@ -201,6 +201,13 @@ pub fn fwd_slab_free(cache: &mut SlabCache, x: u32) {
     cache.free(x)
 }
 
+impl SlabCache {
+    /// Objects in full magazines in the depot behind this cache.
+    pub fn depot_available(&self) -> usize {
+        self.depot.available()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,12 +233,5 @@ mod tests {
         }
         all.sort_unstable();
         assert_eq!(all, (0..1000).collect::<Vec<_>>());
-    }
-}
-
-impl SlabCache {
-    /// Objects in full magazines in the depot behind this cache.
-    pub fn depot_available(&self) -> usize {
-        self.depot.available()
     }
 }

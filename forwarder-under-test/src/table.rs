@@ -335,7 +335,6 @@ impl RouteTable {
                 routes.push(r);
             }
         }
-        let mut routes = routes;
         normalize(&mut routes);
         let nexthops = (0..k)
             .map(|i| NextHop {

@@ -102,15 +102,13 @@ pub fn rss_hash(f: &FlowKey) -> u32 {
     input[10..12].copy_from_slice(&f.dport.to_be_bytes());
     let mut result = 0u32;
     let mut window = u32::from_be_bytes([RSS_KEY[0], RSS_KEY[1], RSS_KEY[2], RSS_KEY[3]]);
-    let mut next = 4;
-    for byte in input {
+    for (next, byte) in (4..).zip(input) {
         for bit in (0..8).rev() {
             if byte >> bit & 1 == 1 {
                 result ^= window;
             }
             window = (window << 1) | u32::from(RSS_KEY[next] >> bit & 1);
         }
-        next += 1;
     }
     result
 }
@@ -256,13 +254,16 @@ impl FlowGen {
         self.frame_len as u16
     }
 
-    /// Write the next packet's first cache line at `dst` (64-byte aligned, at least 64
-    /// bytes, owned by the caller) with DMA-like non-temporal stores; returns its length.
-    /// Payload beyond the first line keeps the bytes the buffer held.
+    /// Write the next packet's first cache line at `dst` with DMA-like non-temporal stores;
+    /// returns its length. Payload beyond the first line keeps the bytes the buffer held.
+    ///
+    /// # Safety
+    /// `dst` must be 64-byte aligned and point at 64 writable bytes the caller owns.
     #[inline]
-    pub fn next_frame_dma(&mut self, dst: *mut u8) -> u16 {
+    pub unsafe fn next_frame_dma(&mut self, dst: *mut u8) -> u16 {
         let i = self.next_slot();
-        crate::nic::dma_write_line(dst, &self.slots[i].hdr);
+        // SAFETY: forwarded from this function's contract.
+        unsafe { crate::nic::dma_write_line(dst, &self.slots[i].hdr) };
         self.frame_len as u16
     }
 

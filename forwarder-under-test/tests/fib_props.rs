@@ -72,7 +72,7 @@ fn edge_tables() {
         vec![Route::new(u32::MAX, 32, 2)],
         vec![Route::new(0, 0, 1), Route::new(0, 1, 2), Route::new(0x8000_0000, 1, 3)],
         (0..=32).map(|l| Route::new(0xC612_0401, l, u32::from(l))).collect(),
-        vec![Route::new(0xC612_0400, 24, 5), Route::new(0xC612_0480, 25, 6), Route::new(0xC612_04ff, 32, 7)],
+        vec![Route::new(0xC612_0400, 24, 5), Route::new(0xC612_0480, 25, 6), Route::new(0xc612_04ff, 32, 7)],
     ];
     for mut routes in cases {
         normalize(&mut routes);
@@ -84,10 +84,10 @@ fn edge_tables() {
             u32::MAX,
             0xC612_0400,
             0xC612_0401,
-            0xC612_047f,
+            0xc612_047f,
             0xC612_0480,
-            0xC612_04fe,
-            0xC612_04ff,
+            0xc612_04fe,
+            0xc612_04ff,
             0xC612_0500,
         ];
         for k in FibKind::ALL {

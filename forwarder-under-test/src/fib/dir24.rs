@@ -106,7 +106,7 @@ impl Dir24 {
                         return Err(Error::Config("dir24: too many /25-/32 groups".into()));
                     }
                     // The group inherits what the /24 slot held (a shorter route or nothing).
-                    tbl8.extend(std::iter::repeat(e).take(256));
+                    tbl8.extend(std::iter::repeat_n(e, 256));
                     tbl24[i24] = VALID | EXT | g as u32;
                     g
                 };

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 pub fn lookup(routes: &[Route], addr: u32) -> u32 {
     let mut best: Option<&Route> = None;
     for r in routes {
-        if addr & mask(r.len) == r.prefix && best.map_or(true, |b| r.len > b.len) {
+        if addr & mask(r.len) == r.prefix && best.is_none_or(|b| r.len > b.len) {
             best = Some(r);
         }
     }

@@ -63,12 +63,15 @@ impl BufferArena {
 }
 
 /// Write one 64-byte line with non-temporal stores, as DMA writes memory without leaving
-/// the line in any core's private cache. `dst` must be 64-byte aligned. The caller issues
-/// [`dma_fence`] before handing the buffer over.
+/// the line in any core's private cache. The caller issues [`dma_fence`] before handing
+/// the buffer over.
+///
+/// # Safety
+/// `dst` must be 64-byte aligned and point at 64 writable bytes the caller owns.
 #[inline(always)]
-pub fn dma_write_line(dst: *mut u8, src: &[u8; 64]) {
+pub unsafe fn dma_write_line(dst: *mut u8, src: &[u8; 64]) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: dst is a 64-byte-aligned line of a buffer the caller owns; SSE2 is baseline.
+    // SAFETY: per the contract above; SSE2 is baseline on x86_64.
     unsafe {
         use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
         for i in 0..4 {

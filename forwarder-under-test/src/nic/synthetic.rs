@@ -132,7 +132,8 @@ pub fn fwd_nic_generate(q: &mut GenQueue, budget: usize) -> usize {
     for i in 0..k {
         let p = q.arena.ptr(bufs[i]);
         lens[i] = match q.dma {
-            DmaModel::NonTemporal => q.gen.next_frame_dma(p),
+            // SAFETY: p is a posted buffer (64-byte aligned, owned by the device until completed).
+            DmaModel::NonTemporal => unsafe { q.gen.next_frame_dma(p) },
             DmaModel::Ddio | DmaModel::Cached => {
                 // SAFETY: a posted buffer belongs to the device until it completes it.
                 let n = q.gen.next_frame(unsafe { q.arena.buf_mut(bufs[i]) });

@@ -74,27 +74,8 @@ pub fn fwd_gc_rt_garbage_collect(rt: &mut RtCache, now: u64) -> bool {
     let mut k = rt.rover;
     let nb = rt.hash_mask + 1;
     for _ in 0..nb {
-        let mut tmo = expire;
         k = (k + 1) & rt.hash_mask;
-        let mut prev = NIL;
-        let mut i = rt.buckets[k];
-        while i != NIL {
-            let e = rt.dst[i as usize];
-            if !rt_may_expire(&e, now, tmo, expire) {
-                tmo >>= 1;
-                prev = i;
-                i = e.next;
-                continue;
-            }
-            if prev == NIL {
-                rt.buckets[k] = e.next;
-            } else {
-                rt.dst[prev as usize].next = e.next;
-            }
-            rt.rt_free(i);
-            goal -= 1;
-            i = e.next;
-        }
+        goal -= sweep_chain(rt, k, expire, |e, tmo| rt_may_expire(e, now, tmo, expire)) as i64;
         if goal <= 0 {
             break;
         }
@@ -145,28 +126,40 @@ pub fn fwd_gc_rt_check_expire(rt: &mut RtCache, now: u64) {
     for _ in 0..goal {
         rt.expire_rover = (rt.expire_rover + 1) & rt.hash_mask;
         let b = rt.expire_rover;
-        let mut tmo = timeout;
-        let mut prev = NIL;
-        let mut i = rt.buckets[b];
-        while i != NIL {
-            let e = rt.dst[i as usize];
-            let expired = if e.expires != 0 { now >= e.expires } else { rt_may_expire(&e, now, tmo, timeout) };
-            if !expired {
-                tmo >>= 1;
-                prev = i;
-                i = e.next;
-                continue;
+        let freed = sweep_chain(rt, b, timeout, |e, tmo| {
+            if e.expires != 0 {
+                now >= e.expires
+            } else {
+                rt_may_expire(e, now, tmo, timeout)
             }
+        });
+        rt.stat.expired += freed as u64;
+    }
+}
+
+/// Walk bucket `b`, freeing the entries `may_go(entry, tmo)` allows; as in Linux, `tmo`
+/// halves after every entry kept, so long chains are trimmed harder. Returns entries freed.
+fn sweep_chain(rt: &mut RtCache, b: usize, mut tmo: u64, may_go: impl Fn(&DstEntry, u64) -> bool) -> usize {
+    let mut freed = 0;
+    let mut prev = NIL;
+    let mut i = rt.buckets[b];
+    while i != NIL {
+        let e = rt.dst[i as usize];
+        if !may_go(&e, tmo) {
+            tmo >>= 1;
+            prev = i;
+        } else {
             if prev == NIL {
                 rt.buckets[b] = e.next;
             } else {
                 rt.dst[prev as usize].next = e.next;
             }
             rt.rt_free(i);
-            rt.stat.expired += 1;
-            i = e.next;
+            freed += 1;
         }
+        i = e.next;
     }
+    freed
 }
 
 /// rt_cache_flush: free every entry.

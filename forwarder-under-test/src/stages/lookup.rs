@@ -9,8 +9,8 @@
 //! In the FIB modes the first FIB node (or table entry) of packet `i+k` is prefetched.
 
 use crate::config::CacheMode;
-use crate::fib::{Fib, NO_ROUTE};
-use crate::rtcache::{fwd_lookup_rtcache_input, route_input_checks, DstEntry, RtCache, RtKey, NIL};
+use crate::fib::Fib;
+use crate::rtcache::{fwd_lookup_rtcache_input, route_input_fib, DstEntry, RtCache, RtKey, NIL};
 use crate::stats::Ctr;
 use crate::worker::Burst;
 
@@ -117,17 +117,7 @@ fn lookup_loop(
 #[no_mangle]
 #[inline(never)]
 pub fn fwd_lookup_fib_route(cx: &mut LookupCtx<'_>, k: &RtKey, per_packet_dst: bool) -> Result<(u32, u32), Ctr> {
-    if k.daddr >> 28 == 0xe {
-        cx.rt.stat.in_slow_mc += 1;
-        return Err(Ctr::DropMulticast);
-    }
-    route_input_checks(k.saddr, k.daddr, &mut cx.rt.stat)?;
-    cx.rt.stat.in_slow_tot += 1;
-    let nh = cx.fib.lookup(k.daddr);
-    if nh == NO_ROUTE {
-        cx.rt.stat.in_no_route += 1;
-        return Err(Ctr::DropNoRoute);
-    }
+    let nh = route_input_fib(&mut cx.rt.stat, cx.fib, k)?;
     let entry = DstEntry {
         next: NIL,
         daddr: k.daddr,
