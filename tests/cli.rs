@@ -115,3 +115,30 @@ fn bad_input_gets_clear_errors() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn two_workers_share_the_flows_by_rss() {
+    let out = fwdscope(&[
+        "forward",
+        "--duration",
+        "0.8",
+        "--json",
+        "--routes",
+        "3000",
+        "--workers",
+        "2",
+        "--cache",
+        "nhcache",
+        "--no-pin",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let s: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let w = s["workers"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    let (a, b) = (w[0]["tx_packets"].as_u64().unwrap(), w[1]["tx_packets"].as_u64().unwrap());
+    assert!(a > 1000 && b > 1000, "per-worker packets {a} {b}");
+    // Two workers on two cores leave none for a device thread: it runs inline.
+    assert_eq!(s["info"]["gen_mode"], "inline");
+    assert_eq!(s["rx_packets"].as_u64().unwrap(), s["tx_packets"].as_u64().unwrap() + s["dropped"].as_u64().unwrap());
+}

@@ -326,6 +326,31 @@ mod tests {
     }
 
     #[test]
+    fn seq_walks_prefixes_in_order_and_zipf_favours_the_top_ranks() {
+        let routes: Vec<Route> = (0..100u32).map(|i| Route::new(0x0a00_0000 | (i << 8), 24, 0)).collect();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let seq = DstChooser::new(&routes, DstPattern::Seq, 1).unwrap();
+        for n in 0..250u64 {
+            let d = seq.pick(&mut rng, n);
+            assert_eq!(d, 0x0a00_0000 | ((n % 100) as u32) << 8 | (n / 100 + 1) as u32);
+        }
+        let zipf = DstChooser::new(&routes, DstPattern::Zipf, 1).unwrap();
+        let mut counts = std::collections::HashMap::new();
+        for n in 0..20_000 {
+            *counts.entry(zipf.pick(&mut rng, n) >> 8).or_insert(0u32) += 1;
+        }
+        let mut c: Vec<u32> = counts.into_values().collect();
+        c.sort_unstable_by(|a, b| b.cmp(a));
+        // Zipf(1) over 100 ranks: the top rank draws 1/H(100) = 19.3% of picks, the second half.
+        let top = f64::from(c[0]) / 20_000.0;
+        assert!((0.17..0.22).contains(&top), "top share {top}");
+        assert!((1.7..2.3).contains(&(f64::from(c[0]) / f64::from(c[1]))), "{c:?}");
+        let random = DstChooser::new(&routes, DstPattern::Random, 1).unwrap();
+        let hits: std::collections::HashSet<u32> = (0..5000).map(|n| random.pick(&mut rng, n) >> 8).collect();
+        assert_eq!(hits.len(), 100, "random covers every prefix");
+    }
+
+    #[test]
     fn rss_spreads_and_generators_respect_their_queue() {
         let routes = vec![Route::new(0x0a00_0000, 8, 0)];
         let ch = Arc::new(DstChooser::new(&routes, DstPattern::Random, 1).unwrap());
