@@ -1,6 +1,8 @@
 //! `fwdscope`: the command-line front end. Thin: parse flags, call the libraries.
 
 mod forward;
+mod record;
+mod stat;
 
 use clap::{Parser, Subcommand};
 
@@ -15,12 +17,18 @@ struct Cli {
 enum Cmd {
     /// Run the bundled forwarder and print rtstat-like lines every -i seconds.
     Forward(forwarder::cli::ForwardArgs),
+    /// Sample the forwarder (flags after `--`), a PID (-p) or every CPU (-a) into a recording.
+    Record(record::RecordArgs),
+    /// Count events per interval: Mpps, cycles or ns per packet, IPC, misses per packet.
+    Stat(stat::StatArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Some(Cmd::Forward(a)) => forward::run(&a),
+        Some(Cmd::Record(a)) => record::run(&a),
+        Some(Cmd::Stat(a)) => stat::run(&a),
         None => {
             // The embedded default: a few seconds of the bundled forwarder on its synthetic NIC.
             use clap::FromArgMatches;

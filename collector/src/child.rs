@@ -1,0 +1,153 @@
+//! Starting a target program held at a gate: the child is forked and waits on a pipe before
+//! exec, so perf events can be attached to its pid (with enable_on_exec and inherit) before
+//! it runs a single instruction of the program, and every thread it later starts is
+//! followed. This is what `perf record -- COMMAND` does.
+
+use crate::{Error, Result};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// A forked child waiting at its gate (or running, once released).
+pub struct GatedChild {
+    pub pid: i32,
+    gate: libc::c_int,
+    reaped: Option<i32>,
+}
+
+impl GatedChild {
+    /// Fork a child that will exec `program` with `args` once [`GatedChild::release`] is called.
+    pub fn spawn(program: &Path, args: &[String]) -> Result<GatedChild> {
+        Self::spawn_with_output(program, args, None)
+    }
+
+    /// As [`GatedChild::spawn`], with the child's stdout and stderr sent to `output`.
+    pub fn spawn_with_output(program: &Path, args: &[String], output: Option<&std::fs::File>) -> Result<GatedChild> {
+        use std::os::fd::AsRawFd;
+        let out_fd = output.map_or(-1, |f| f.as_raw_fd());
+        let meta = std::fs::metadata(program).map_err(|e| Error::io(program, e))?;
+        if !meta.is_file() {
+            return Err(Error::Config(format!("{}: not an executable file", program.display())));
+        }
+        let prog = CString::new(program.as_os_str().as_bytes())
+            .map_err(|_| Error::Config(format!("{}: path contains a NUL byte", program.display())))?;
+        let mut argv: Vec<CString> = vec![prog.clone()];
+        for a in args {
+            argv.push(
+                CString::new(a.as_bytes()).map_err(|_| Error::Config(format!("argument `{a}` contains a NUL byte")))?,
+            );
+        }
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|c| c.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: fds is a valid array of two ints.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(Error::Perf {
+                what: "creating the start gate".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: after fork the child only calls async-signal-safe functions (read, close,
+        // execv, _exit) on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(Error::Perf { what: "fork".into(), source: std::io::Error::last_os_error() });
+        }
+        if pid == 0 {
+            // SAFETY: see above.
+            unsafe {
+                libc::close(fds[1]);
+                if out_fd >= 0 {
+                    libc::dup2(out_fd, 1);
+                    libc::dup2(out_fd, 2);
+                }
+                let mut b = 0u8;
+                let r = libc::read(fds[0], &mut b as *mut u8 as *mut libc::c_void, 1);
+                if r == 1 {
+                    libc::execv(prog.as_ptr(), argv_ptrs.as_ptr());
+                }
+                libc::_exit(127);
+            }
+        }
+        // SAFETY: closing our copy of the read end.
+        unsafe { libc::close(fds[0]) };
+        Ok(GatedChild { pid, gate: fds[1], reaped: None })
+    }
+
+    /// Let the child exec its program.
+    pub fn release(&mut self) -> Result<()> {
+        if self.gate < 0 {
+            return Ok(());
+        }
+        let b = 1u8;
+        // SAFETY: writing one byte to our pipe end, then closing it.
+        let r = unsafe { libc::write(self.gate, &b as *const u8 as *const libc::c_void, 1) };
+        unsafe { libc::close(self.gate) };
+        self.gate = -1;
+        if r != 1 {
+            return Err(Error::Perf {
+                what: "releasing the start gate".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The exit status if the child has exited (reaps it), without blocking.
+    pub fn try_wait(&mut self) -> Option<i32> {
+        if self.reaped.is_some() {
+            return self.reaped;
+        }
+        let mut status = 0;
+        // SAFETY: waiting on our own child.
+        let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+        if r == self.pid {
+            self.reaped = Some(decode(status));
+        }
+        self.reaped
+    }
+
+    /// Wait for the child to exit; returns its exit code (128 + signal if killed).
+    pub fn wait(&mut self) -> i32 {
+        if let Some(s) = self.reaped {
+            return s;
+        }
+        let mut status = 0;
+        // SAFETY: waiting on our own child.
+        let r = unsafe { libc::waitpid(self.pid, &mut status, 0) };
+        let s = if r == self.pid { decode(status) } else { -1 };
+        self.reaped = Some(s);
+        s
+    }
+
+    /// Send a signal to the child.
+    pub fn signal(&self, sig: libc::c_int) {
+        if self.reaped.is_none() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(self.pid, sig) };
+        }
+    }
+}
+
+fn decode(status: libc::c_int) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        -1
+    }
+}
+
+impl Drop for GatedChild {
+    fn drop(&mut self) {
+        if self.gate >= 0 {
+            // SAFETY: closing our pipe end makes a still-gated child exit (read returns 0).
+            unsafe { libc::close(self.gate) };
+        }
+        if self.reaped.is_none() {
+            self.signal(libc::SIGTERM);
+            self.wait();
+        }
+    }
+}

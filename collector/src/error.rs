@@ -1,0 +1,66 @@
+//! The collector's one error type and its `Result` alias.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while collecting.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// perf_event_open refused for lack of privilege.
+    #[error(
+        "perf_event_open {what}: permission denied (kernel.perf_event_paranoid = {paranoid}); \
+         run as root, give the binary CAP_PERFMON, or lower it with `sysctl kernel.perf_event_paranoid=1` \
+         (-1 for system-wide and kernel samples)"
+    )]
+    Permission { what: String, paranoid: String },
+    /// The event exists by name but this machine cannot count it.
+    #[error("event `{event}` is not supported on this machine: {source}")]
+    Unsupported {
+        event: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An event name perf would not know either.
+    #[error("unknown event `{0}`: expected one of {1}")]
+    UnknownEvent(String, String),
+    /// Any other perf_event_open or ring-buffer failure.
+    #[error("perf_event_open {what}: {source}")]
+    Perf {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The target process does not exist (or exited before we attached).
+    #[error("process {0} does not exist")]
+    NoSuchProcess(i32),
+    /// A file could not be read or written (disk full shows here, naming the file).
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The output directory already holds a recording.
+    #[error("{0}: output exists; pass --force to overwrite it, or choose another -o")]
+    OutputExists(PathBuf),
+    /// A recording is missing parts or has malformed ones.
+    #[error("recording {path}: {msg}")]
+    Recording { path: PathBuf, msg: String },
+    /// Parquet writing or reading failed.
+    #[error("{path}: parquet: {msg}")]
+    Parquet { path: PathBuf, msg: String },
+    /// Bad options.
+    #[error("{0}")]
+    Config(String),
+    /// The forwarder library failed (starting it, or its stats segment).
+    #[error(transparent)]
+    Forwarder(#[from] forwarder::Error),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}

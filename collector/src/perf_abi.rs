@@ -1,0 +1,331 @@
+//! The perf ABI, in one file: opening events with perf_event_open (through perf-event2),
+//! mapping the kernel's errors onto [`Error`]s a user can act on, reading counters, and
+//! draining ring buffers into [`Record`]s. Nothing else in the crate touches perf.
+
+use crate::events::EventId;
+use crate::records::{Mapping, Record, Sample, TaskEvent};
+use crate::{Error, Result};
+use perf_event::data::Record as PerfRecord;
+use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Hardware, Software};
+use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
+
+/// PERF_RECORD_MISC_CPUMODE_MASK and PERF_RECORD_MISC_KERNEL.
+const MISC_CPUMODE_MASK: u16 = 0x7;
+const MISC_KERNEL: u16 = 1;
+/// PERF_RECORD_MISC_COMM_EXEC.
+const MISC_COMM_EXEC: u16 = 1 << 13;
+/// Callchain entries at or above PERF_CONTEXT_MAX (-4095) are context markers.
+const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+/// Which task(s) and CPU an event observes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    /// A thread id, or `None` for every task (system-wide).
+    pub pid: Option<i32>,
+    /// A CPU, or `None` for any CPU the task runs on.
+    pub cpu: Option<usize>,
+    /// Follow threads and processes the observed task creates after the event is opened.
+    pub inherit: bool,
+    /// Stay disabled until the task calls exec (a child started for the recording).
+    pub enable_on_exec: bool,
+    /// Count kernel mode too.
+    pub kernel: bool,
+}
+
+/// How a sampling event is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleSpec {
+    pub event: EventId,
+    /// Samples per second (perf's -F), or...
+    pub freq: Option<u64>,
+    /// ...one sample every `period` events (perf's -c).
+    pub period: Option<u64>,
+    /// Frame-pointer callchains (-g).
+    pub callchain: bool,
+    /// Ring buffer data pages (a power of two).
+    pub ring_pages: usize,
+    /// Deliver MMAP2/COMM/FORK/EXIT records on this event.
+    pub tracking: bool,
+}
+
+/// kernel.perf_event_paranoid as the kernel reports it.
+pub fn paranoid() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn map_err(e: std::io::Error, event: EventId, what: &str, scope: &Scope) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            Error::Permission { what: format!("{what} {event}"), paranoid: paranoid() }
+        }
+        Some(libc::ESRCH) => Error::NoSuchProcess(scope.pid.unwrap_or(-1)),
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
+            Error::Unsupported { event: event.name().into(), source: e }
+        }
+        // Hardware events on a machine without a PMU may also come back EINVAL.
+        Some(libc::EINVAL) if event.kind() != crate::events::EventKind::Software => {
+            Error::Unsupported { event: event.name().into(), source: e }
+        }
+        _ => Error::Perf { what: format!("{what} {event}"), source: e },
+    }
+}
+
+fn builder(event: EventId) -> Builder<'static> {
+    let cache = |which, result| Cache { which, operation: CacheOp::READ, result };
+    match event {
+        EventId::Cycles => Builder::new(Hardware::CPU_CYCLES),
+        EventId::Instructions => Builder::new(Hardware::INSTRUCTIONS),
+        EventId::CacheReferences => Builder::new(Hardware::CACHE_REFERENCES),
+        EventId::CacheMisses => Builder::new(Hardware::CACHE_MISSES),
+        EventId::Branches => Builder::new(Hardware::BRANCH_INSTRUCTIONS),
+        EventId::BranchMisses => Builder::new(Hardware::BRANCH_MISSES),
+        EventId::LlcLoadMisses => Builder::new(cache(CacheId::LL, CacheResult::MISS)),
+        EventId::DtlbLoadMisses => Builder::new(cache(CacheId::DTLB, CacheResult::MISS)),
+        EventId::TaskClock => Builder::new(Software::TASK_CLOCK),
+        EventId::CpuClock => Builder::new(Software::CPU_CLOCK),
+        EventId::PageFaults => Builder::new(Software::PAGE_FAULTS),
+        EventId::ContextSwitches => Builder::new(Software::CONTEXT_SWITCHES),
+    }
+}
+
+fn apply_scope(b: &mut Builder<'static>, s: &Scope) {
+    match s.pid {
+        Some(p) => b.observe_pid(p),
+        None => b.any_pid(),
+    };
+    match s.cpu {
+        Some(c) => b.one_cpu(c),
+        None => b.any_cpu(),
+    };
+    b.inherit(s.inherit).enable_on_exec(s.enable_on_exec).exclude_kernel(!s.kernel).exclude_hv(true);
+    b.enabled(false);
+}
+
+/// A counting event: count with time enabled and running, for multiplexing scale.
+pub struct CountingEvent {
+    pub event: EventId,
+    counter: Counter,
+}
+
+impl CountingEvent {
+    pub fn open(event: EventId, scope: &Scope) -> Result<CountingEvent> {
+        let mut b = builder(event);
+        apply_scope(&mut b, scope);
+        let counter = b.build().map_err(|e| map_err(e, event, "counting", scope))?;
+        Ok(CountingEvent { event, counter })
+    }
+
+    pub fn enable(&mut self) -> Result<()> {
+        self.counter.enable().map_err(|e| Error::Perf { what: format!("enabling {}", self.event), source: e })
+    }
+
+    /// The count scaled by time_enabled / time_running (as perf stat scales multiplexed
+    /// events), and whether the event ran at all.
+    pub fn read_scaled(&mut self) -> Result<(u64, bool)> {
+        let ct = self
+            .counter
+            .read_count_and_time()
+            .map_err(|e| Error::Perf { what: format!("reading {}", self.event), source: e })?;
+        if ct.time_running == 0 {
+            return Ok((0, ct.time_enabled == 0));
+        }
+        let scaled = (ct.count as u128 * ct.time_enabled as u128 / ct.time_running as u128) as u64;
+        Ok((scaled, true))
+    }
+}
+
+/// A sampling event with its ring buffer.
+pub struct SamplingEvent {
+    pub event: EventId,
+    sampler: Sampler,
+}
+
+impl SamplingEvent {
+    pub fn open(spec: &SampleSpec, scope: &Scope) -> Result<SamplingEvent> {
+        let mut b = builder(spec.event);
+        apply_scope(&mut b, scope);
+        let mut flags = SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::PERIOD;
+        if spec.callchain {
+            flags |= SampleFlag::CALLCHAIN;
+        }
+        b.sample(flags).sample_id_all(true).clockid(Clock::MONOTONIC);
+        if spec.tracking {
+            b.mmap(true).mmap2(true).comm(true).comm_exec(true).task(true);
+        }
+        match (spec.period, spec.freq) {
+            (Some(p), _) => b.sample_period(p.max(1)),
+            (None, Some(f)) => b.sample_frequency(f.max(1)),
+            (None, None) => b.sample_frequency(4000),
+        };
+        let counter = b.build().map_err(|e| map_err(e, spec.event, "sampling", scope))?;
+        let pages = spec.ring_pages.max(1).next_power_of_two();
+        let sampler = counter
+            .sampled(pages * page_size())
+            .map_err(|e| Error::Perf { what: format!("mapping the ring buffer of {}", spec.event), source: e })?;
+        Ok(SamplingEvent { event: spec.event, sampler })
+    }
+
+    pub fn enable(&mut self) -> Result<()> {
+        self.sampler
+            .as_counter_mut()
+            .enable()
+            .map_err(|e| Error::Perf { what: format!("enabling {}", self.event), source: e })
+    }
+
+    pub fn disable(&mut self) -> Result<()> {
+        self.sampler
+            .as_counter_mut()
+            .disable()
+            .map_err(|e| Error::Perf { what: format!("disabling {}", self.event), source: e })
+    }
+
+    /// Move up to `max` records out of the ring buffer into `out`. Returns records moved;
+    /// records the parser cannot read are counted in `unparsed`.
+    pub fn drain(&mut self, out: &mut Vec<Record>, max: usize, unparsed: &mut u64) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(rec) = self.sampler.next_record() else { break };
+            n += 1;
+            let misc = rec.misc();
+            match rec.parse_record() {
+                Ok(r) => {
+                    if let Some(c) = convert(r, misc) {
+                        out.push(c);
+                    }
+                }
+                Err(_) => *unparsed += 1,
+            };
+        }
+        n
+    }
+}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn convert(r: PerfRecord<'_>, misc: u16) -> Option<Record> {
+    Some(match r {
+        PerfRecord::Sample(s) => Record::Sample(Sample {
+            time: s.time().unwrap_or(0),
+            pid: s.pid().unwrap_or(0),
+            tid: s.tid().unwrap_or(0),
+            cpu: s.cpu().unwrap_or(0),
+            ip: s.ip().unwrap_or(0),
+            period: s.period().unwrap_or(1),
+            kernel: misc & MISC_CPUMODE_MASK == MISC_KERNEL,
+            callchain: s
+                .callchain()
+                .map(|c| c.iter().copied().filter(|&a| a < PERF_CONTEXT_MAX).collect())
+                .unwrap_or_default(),
+        }),
+        PerfRecord::Mmap2(m) => Record::Mmap(Mapping {
+            time: 0,
+            pid: m.pid,
+            tid: m.tid,
+            start: m.addr,
+            len: m.len,
+            pgoff: m.pgoff,
+            path: m.filename_os().to_string_lossy().into_owned(),
+            build_id: m.build_id().map(hex),
+        }),
+        PerfRecord::Mmap(m) => Record::Mmap(Mapping {
+            time: 0,
+            pid: m.pid,
+            tid: m.tid,
+            start: m.addr,
+            len: m.len,
+            pgoff: m.pgoff,
+            path: m.filename_os().to_string_lossy().into_owned(),
+            build_id: None,
+        }),
+        PerfRecord::Comm(c) => Record::Task(TaskEvent::Comm {
+            time: 0,
+            pid: c.pid,
+            tid: c.tid,
+            comm: c.comm_os().to_string_lossy().into_owned(),
+            exec: misc & MISC_COMM_EXEC != 0,
+        }),
+        PerfRecord::Fork(f) => {
+            Record::Task(TaskEvent::Fork { time: f.time, pid: f.pid, tid: f.tid, ppid: f.ppid, ptid: f.ptid })
+        }
+        PerfRecord::Exit(e) => Record::Task(TaskEvent::Exit { time: e.time, pid: e.pid, tid: e.tid }),
+        PerfRecord::Lost(l) => Record::Lost(l.lost),
+        PerfRecord::LostSamples(l) => Record::Lost(l.lost),
+        PerfRecord::Throttle(_) => Record::Throttle(true),
+        PerfRecord::Unthrottle(_) => Record::Throttle(false),
+        _ => return None,
+    })
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock samples are stamped with).
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Online CPUs (from /sys, falling back to the available parallelism).
+pub fn online_cpus() -> Vec<usize> {
+    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
+        let mut v = Vec::new();
+        for part in s.trim().split(',') {
+            let mut it = part.split('-');
+            let a = it.next().and_then(|x| x.parse::<usize>().ok());
+            let b = it.next().and_then(|x| x.parse::<usize>().ok());
+            match (a, b) {
+                (Some(a), Some(b)) if a <= b => v.extend(a..=b),
+                (Some(a), None) => v.push(a),
+                _ => {}
+            }
+        }
+        if !v.is_empty() {
+            return v;
+        }
+    }
+    (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect()
+}
+
+/// Thread ids of a process, from /proc.
+pub fn threads_of(pid: i32) -> Result<Vec<i32>> {
+    let dir = format!("/proc/{pid}/task");
+    let rd = std::fs::read_dir(&dir).map_err(|_| Error::NoSuchProcess(pid))?;
+    let mut v: Vec<i32> = rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    v.sort_unstable();
+    if v.is_empty() {
+        return Err(Error::NoSuchProcess(pid));
+    }
+    Ok(v)
+}
+
+/// A thread's name (/proc/PID/task/TID/comm).
+pub fn thread_name(pid: i32, tid: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok().map(|s| s.trim().to_string())
+}
+
+/// True while the process exists (and is not a zombie we are about to reap).
+pub fn process_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid, 0) };
+    if r != 0 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Err(_) => false,
+    }
+}

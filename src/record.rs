@@ -1,0 +1,137 @@
+//! `fwdscope record`: sample the bundled forwarder (started as a child), a PID, or the
+//! whole system into a recording directory.
+
+use anyhow::{bail, Context, Result};
+use collector::events::EventId;
+use collector::session::{record, RecordOptions, Target};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct RecordArgs {
+    /// Output directory.
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+    /// Overwrite an existing recording.
+    #[arg(long)]
+    pub force: bool,
+    /// Sampling event by perf's name [default: cycles, or cpu-clock where there is no PMU].
+    #[arg(short = 'e', long)]
+    pub event: Option<String>,
+    /// Samples per second.
+    #[arg(short = 'F', long, default_value_t = 4000, conflicts_with = "count")]
+    pub freq: u64,
+    /// One sample every PERIOD events instead of -F.
+    #[arg(short = 'c', long = "count")]
+    pub count: Option<u64>,
+    /// Record frame-pointer callchains.
+    #[arg(short = 'g')]
+    pub callchain: bool,
+    /// Ring buffer pages per CPU.
+    #[arg(short = 'm', long, default_value_t = 128)]
+    pub mmap_pages: usize,
+    /// Stop after this many seconds [default: when the target exits, or Ctrl-C].
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Milliseconds between Parquet parts (what survives if the recorder is killed).
+    #[arg(long, default_value_t = 1000)]
+    pub chunk_ms: u64,
+    /// Record a running process (all its threads, and threads it starts later).
+    #[arg(short = 'p', long, conflicts_with_all = ["all", "exec"])]
+    pub pid: Option<i32>,
+    /// Record every CPU, kernel included.
+    #[arg(short = 'a', long, conflicts_with = "exec")]
+    pub all: bool,
+    /// Record this program (the words after `--` are its arguments) instead of the forwarder.
+    #[arg(long)]
+    pub exec: Option<PathBuf>,
+    /// The forwarder binary [default: fwdscope-forwarder next to fwdscope].
+    #[arg(long)]
+    pub forwarder: Option<PathBuf>,
+    /// Forwarder flags (or, with --exec, the program's arguments).
+    #[arg(last = true)]
+    pub rest: Vec<String>,
+}
+
+/// The standalone forwarder binary: --forwarder, or next to this executable.
+pub fn forwarder_binary(explicit: &Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.clone());
+    }
+    let exe = std::env::current_exe().context("locating fwdscope's own executable")?;
+    let p = exe.with_file_name("fwdscope-forwarder");
+    if !p.exists() {
+        bail!("{} not found: build it (cargo build --release builds both) or pass --forwarder PATH", p.display());
+    }
+    Ok(p)
+}
+
+/// The target the flags describe; forwarder flags are checked before anything starts.
+pub fn target(
+    pid: Option<i32>,
+    all: bool,
+    exec: &Option<PathBuf>,
+    forwarder: &Option<PathBuf>,
+    rest: &[String],
+) -> Result<Target> {
+    Ok(match (pid, all, exec) {
+        (Some(p), _, _) => Target::Pid(p),
+        (None, true, _) => Target::All,
+        (None, false, Some(prog)) => Target::Command { program: prog.clone(), args: rest.to_vec() },
+        (None, false, None) => {
+            use clap::Parser;
+            #[derive(clap::Parser)]
+            #[command(name = "forwarder flags")]
+            struct Check {
+                #[command(flatten)]
+                _a: forwarder::cli::ForwardArgs,
+            }
+            let mut argv = vec!["forwarder flags".to_string()];
+            argv.extend(rest.iter().cloned());
+            Check::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("forwarder flags after `--`: {e}"))?;
+            Target::Forwarder { program: forwarder_binary(forwarder)?, args: rest.to_vec() }
+        }
+    })
+}
+
+pub fn run(a: &RecordArgs) -> Result<()> {
+    let event = a.event.as_deref().map(EventId::parse).transpose()?;
+    let mut opts = RecordOptions::new(a.output.clone(), target(a.pid, a.all, &a.exec, &a.forwarder, &a.rest)?);
+    opts.force = a.force;
+    opts.event = event;
+    opts.freq = Some(a.freq);
+    opts.period = a.count;
+    opts.callchain = a.callchain;
+    opts.ring_pages = a.mmap_pages;
+    opts.duration = a.duration.map(Duration::from_secs_f64);
+    opts.chunk_interval = Duration::from_millis(a.chunk_ms.max(10));
+    opts.command = std::env::args().collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    ctrlc::set_handler(move || s2.store(true, Ordering::Relaxed))?;
+    eprintln!("fwdscope record: {} -> {}", opts.target.describe(), opts.output.display());
+    let meta = record(&opts, &stop, None, &mut |note| eprintln!("fwdscope record: {note}"))?;
+    let rate = match (meta.sampling.period, meta.sampling.freq) {
+        (Some(p), _) => format!("every {p} events"),
+        (None, Some(f)) => format!("{f} Hz"),
+        _ => String::new(),
+    };
+    let counted: Vec<&str> = meta.counting.iter().filter(|c| c.status == "counted").map(|c| c.event.as_str()).collect();
+    eprintln!(
+        "fwdscope record: {} samples of {} at {rate}{} ({}), {} lost, {} throttled; counted: {}; ended by {}",
+        meta.samples,
+        meta.sampling.used,
+        if meta.sampling.callchain { " with callchains" } else { "" },
+        meta.sampling
+            .fallback
+            .as_deref()
+            .map_or("as requested".to_string(), |_| format!("{} unavailable", meta.sampling.requested)),
+        meta.lost,
+        meta.throttled,
+        if counted.is_empty() { "nothing".to_string() } else { counted.join(", ") },
+        meta.ended_by.as_deref().unwrap_or("?")
+    );
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! `fwdscope record` and `fwdscope stat` as a user runs them: a recorder killed with
+//! SIGKILL leaves every finished chunk readable; stat prints per-worker rows naming the
+//! events it could count; errors a user can act on. Skips where perf is not usable.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fwdscope() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fwdscope"))
+}
+
+fn perf_ok() -> bool {
+    let scope =
+        collector::perf_abi::Scope { pid: Some(0), cpu: None, inherit: false, enable_on_exec: false, kernel: false };
+    match collector::perf_abi::CountingEvent::open(collector::events::EventId::TaskClock, &scope) {
+        Ok(_) => true,
+        Err(e) => {
+            println!("SKIP: perf_event_open is not available here: {e}");
+            false
+        }
+    }
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fwdscope-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn a_killed_recorder_leaves_every_finished_chunk_readable() {
+    if !perf_ok() {
+        return;
+    }
+    let out = tmpdir("kill");
+    let mut child = fwdscope()
+        .args(["record", "-F", "1000", "--chunk-ms", "200", "-o"])
+        .arg(&out)
+        .args(["--", "--duration", "0", "--routes", "3000", "--flows", "2048", "--no-pin"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(30) {
+        let parts = std::fs::read_dir(out.join("samples.parquet")).map(|d| d.count()).unwrap_or(0);
+        if parts >= 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let rec = collector::recording::Recording::open(&out).expect("meta.json readable after SIGKILL");
+    // The orphaned forwarder is ours to stop.
+    if let Some(pid) = rec.meta.target_pid {
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert_eq!(rec.meta.status, "recording", "the writer never finished");
+    let samples = rec.samples().expect("every part readable");
+    let counters = rec.counters().expect("every counter part readable");
+    println!("after SIGKILL: {} samples, {} counter rows", samples.len(), counters.len());
+    assert!(samples.len() > 100);
+    assert!(counters.iter().any(|r| r.name == "tx_packets" && r.value > 0));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn stat_prints_per_worker_rows_and_the_events_used() {
+    if !perf_ok() {
+        return;
+    }
+    let out = fwdscope()
+        .args([
+            "stat",
+            "-I",
+            "300",
+            "--duration",
+            "1.3",
+            "--json",
+            "--",
+            "--duration",
+            "0",
+            "--routes",
+            "3000",
+            "--no-pin",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["type"], "header");
+    let events = lines[0]["events"].as_array().unwrap();
+    let status =
+        |name: &str| events.iter().find(|e| e["event"] == name).map(|e| e["status"].as_str().unwrap_or("").to_string());
+    assert_eq!(status("task-clock").as_deref(), Some("counted"));
+    assert!(status("cycles").is_some(), "cycles is listed, counted or not");
+    let rows: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
+    assert!(rows.len() >= 3, "{} rows", rows.len());
+    for r in &rows {
+        assert_eq!(r["unit"], "worker 0");
+    }
+    let mid = rows[1];
+    assert!(mid["mpps"].as_f64().unwrap() > 0.1, "{mid}");
+    let ns = mid["task_clock_ns_per_packet"].as_f64().unwrap();
+    assert!(ns > 10.0 && ns < 100_000.0, "task-clock ns per packet {ns}");
+    // The forwarder and its segment are gone afterwards.
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+#[test]
+fn stat_csv_has_a_column_per_counted_event() {
+    if !perf_ok() {
+        return;
+    }
+    let out = fwdscope()
+        .args([
+            "stat",
+            "-I",
+            "400",
+            "--duration",
+            "0.9",
+            "-x",
+            ",",
+            "-e",
+            "task-clock,context-switches",
+            "--",
+            "--duration",
+            "0",
+            "--routes",
+            "2000",
+            "--no-pin",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    assert_eq!(lines.next().unwrap(), "time,unit,packets,task-clock,context-switches");
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(row.len(), 5);
+    assert_eq!(row[1], "worker 0");
+    assert!(row[3].parse::<u64>().unwrap() > 1_000_000, "task-clock ns in 0.4 s: {}", row[3]);
+}
+
+#[test]
+fn errors_a_user_can_act_on() {
+    let dir = tmpdir("errs");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("meta.json"), "{}").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["record".into(), "-o".into(), dir.join("x").display().to_string(), "-p".into(), "999999999".into()],
+            "process 999999999 does not exist",
+        ),
+        (
+            vec![
+                "record".into(),
+                "-o".into(),
+                dir.join("y").display().to_string(),
+                "-e".into(),
+                "cycels".into(),
+                "-a".into(),
+            ],
+            "unknown event `cycels`",
+        ),
+        (vec!["record".into(), "-o".into(), dir.display().to_string(), "-a".into()], "output exists"),
+        (
+            vec![
+                "record".into(),
+                "-o".into(),
+                dir.join("z").display().to_string(),
+                "--".into(),
+                "--prefetch".into(),
+                "12".into(),
+            ],
+            "forwarder flags after `--`",
+        ),
+        (vec!["stat".into(), "-p".into(), "999999999".into()], "process 999999999 does not exist"),
+    ];
+    for (args, want) in cases {
+        let out = fwdscope().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
