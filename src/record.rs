@@ -47,7 +47,7 @@ pub struct RecordArgs {
     /// Record this program (the words after `--` are its arguments) instead of the forwarder.
     #[arg(long)]
     pub exec: Option<PathBuf>,
-    /// The forwarder binary [default: fwdscope-forwarder next to fwdscope].
+    /// A forwarder binary to start (e.g. fwdscope-forwarder) [default: `fwdscope forward`].
     #[arg(long)]
     pub forwarder: Option<PathBuf>,
     /// Forwarder flags (or, with --exec, the program's arguments).
@@ -55,17 +55,17 @@ pub struct RecordArgs {
     pub rest: Vec<String>,
 }
 
-/// The standalone forwarder binary: --forwarder, or next to this executable.
-pub fn forwarder_binary(explicit: &Option<PathBuf>) -> Result<PathBuf> {
+/// The forwarder to start: `--forwarder PATH` (e.g. the standalone fwdscope-forwarder), or
+/// by default this very binary running `fwdscope forward`.
+pub fn forwarder_command(explicit: &Option<PathBuf>) -> Result<(PathBuf, Vec<String>)> {
     if let Some(p) = explicit {
-        return Ok(p.clone());
+        if !p.exists() {
+            bail!("--forwarder {}: no such file", p.display());
+        }
+        return Ok((p.clone(), Vec::new()));
     }
     let exe = std::env::current_exe().context("locating fwdscope's own executable")?;
-    let p = exe.with_file_name("fwdscope-forwarder");
-    if !p.exists() {
-        bail!("{} not found: build it (cargo build --release builds both) or pass --forwarder PATH", p.display());
-    }
-    Ok(p)
+    Ok((exe, vec!["forward".to_string()]))
 }
 
 /// The target the flags describe; forwarder flags are checked before anything starts.
@@ -91,7 +91,9 @@ pub fn target(
             let mut argv = vec!["forwarder flags".to_string()];
             argv.extend(rest.iter().cloned());
             Check::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("forwarder flags after `--`: {e}"))?;
-            Target::Forwarder { program: forwarder_binary(forwarder)?, args: rest.to_vec() }
+            let (program, mut args) = forwarder_command(forwarder)?;
+            args.extend(rest.iter().cloned());
+            Target::Forwarder { program, args }
         }
     })
 }

@@ -36,7 +36,7 @@ pub struct StatArgs {
     /// Count this program (the words after `--` are its arguments) instead of the forwarder.
     #[arg(long)]
     pub exec: Option<PathBuf>,
-    /// The forwarder binary [default: fwdscope-forwarder next to fwdscope].
+    /// A forwarder binary to start (e.g. fwdscope-forwarder) [default: `fwdscope forward`].
     #[arg(long)]
     pub forwarder: Option<PathBuf>,
     /// Forwarder flags (or, with --exec, the program's arguments).

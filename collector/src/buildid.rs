@@ -4,10 +4,15 @@
 use crate::records::Mapping;
 use std::collections::HashMap;
 
-/// The GNU build-id of an ELF file, as lowercase hex.
+/// The GNU build-id of an ELF file, as lowercase hex. The file is mapped, not read: only
+/// the pages holding the headers and the note are touched (binaries with debug info run to
+/// hundreds of megabytes).
 pub fn read_build_id(path: &std::path::Path) -> Option<String> {
     use object::Object;
-    let data = std::fs::read(path).ok()?;
+    let f = std::fs::File::open(path).ok()?;
+    // SAFETY: read-only private mapping; a file truncated under us would fault, which for
+    // mapped executables of a live process does not happen.
+    let data = unsafe { memmap2::Mmap::map(&f) }.ok()?;
     let file = object::File::parse(&*data).ok()?;
     let id = file.build_id().ok()??;
     Some(id.iter().map(|b| format!("{b:02x}")).collect())

@@ -7,7 +7,7 @@ use crate::records::{Mapping, Record, Sample, TaskEvent};
 use crate::{Error, Result};
 use perf_event::data::Record as PerfRecord;
 use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Hardware, Software};
-use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
+use perf_event::{Builder, Clock, Counter, Group, ReadFormat, SampleFlag, Sampler};
 
 /// PERF_RECORD_MISC_CPUMODE_MASK and PERF_RECORD_MISC_KERNEL.
 const MISC_CPUMODE_MASK: u16 = 0x7;
@@ -133,6 +133,66 @@ impl CountingEvent {
         }
         let scaled = (ct.count as u128 * ct.time_enabled as u128 / ct.time_running as u128) as u64;
         Ok((scaled, true))
+    }
+}
+
+/// A counting group: events scheduled onto the PMU together (so ratios such as IPC compare
+/// counts of the same instants), read in one system call and scaled by the group's
+/// time_enabled / time_running.
+pub struct CountingGroup {
+    group: Group,
+    /// The leader's event, then each member with its counter.
+    leader: EventId,
+    members: Vec<(EventId, Counter)>,
+}
+
+impl CountingGroup {
+    /// Open `events` as one group on `scope`; every event must be countable here (probe
+    /// with [`CountingEvent::open`] first).
+    pub fn open(events: &[EventId], scope: &Scope) -> Result<CountingGroup> {
+        let (&leader, rest) = events.split_first().ok_or_else(|| Error::Config("an empty counting group".into()))?;
+        let mut b = builder(leader);
+        apply_scope(&mut b, scope);
+        b.read_format(
+            ReadFormat::GROUP | ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING | ReadFormat::ID,
+        );
+        let mut group = b.build_group().map_err(|e| map_err(e, leader, "counting group leader", scope))?;
+        let mut members = Vec::new();
+        for &ev in rest {
+            let mut m = builder(ev);
+            apply_scope(&mut m, scope);
+            // Members follow the leader's enable state.
+            m.enabled(true);
+            m.read_format(
+                ReadFormat::GROUP | ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING | ReadFormat::ID,
+            );
+            let c = m.build_with_group(&mut group).map_err(|e| map_err(e, ev, "counting group member", scope))?;
+            members.push((ev, c));
+        }
+        Ok(CountingGroup { group, leader, members })
+    }
+
+    pub fn enable(&mut self) -> Result<()> {
+        self.group
+            .enable()
+            .map_err(|e| Error::Perf { what: format!("enabling the group of {}", self.leader), source: e })
+    }
+
+    /// Every event's count, scaled by the group's time_enabled / time_running.
+    pub fn read_scaled(&mut self) -> Result<Vec<(EventId, u64)>> {
+        let data = self
+            .group
+            .read()
+            .map_err(|e| Error::Perf { what: format!("reading the group of {}", self.leader), source: e })?;
+        let enabled = data.time_enabled().map_or(0, |d| d.as_nanos());
+        let running = data.time_running().map_or(0, |d| d.as_nanos());
+        let scale = |v: u64| if running == 0 { 0 } else { (v as u128 * enabled / running) as u64 };
+        let mut out = Vec::with_capacity(1 + self.members.len());
+        out.push((self.leader, scale(data.get(self.group.as_counter()).map_or(0, |e| e.value()))));
+        for (ev, c) in &self.members {
+            out.push((*ev, scale(data.get(c).map_or(0, |e| e.value()))));
+        }
+        Ok(out)
     }
 }
 
@@ -327,5 +387,34 @@ pub fn process_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope() -> Scope {
+        Scope { pid: Some(4242), cpu: None, inherit: false, enable_on_exec: false, kernel: false }
+    }
+
+    #[test]
+    fn kernel_errors_become_actionable_messages() {
+        let e = |errno, ev| map_err(std::io::Error::from_raw_os_error(errno), ev, "sampling", &scope());
+        let perm = e(libc::EACCES, EventId::Cycles).to_string();
+        assert!(perm.contains("kernel.perf_event_paranoid") && perm.contains("CAP_PERFMON"), "{perm}");
+        assert!(matches!(e(libc::EPERM, EventId::TaskClock), Error::Permission { .. }));
+        assert_eq!(e(libc::ESRCH, EventId::TaskClock).to_string(), "process 4242 does not exist");
+        assert!(matches!(e(libc::ENOENT, EventId::Cycles), Error::Unsupported { .. }));
+        assert!(matches!(e(libc::EOPNOTSUPP, EventId::LlcLoadMisses), Error::Unsupported { .. }));
+        // EINVAL on a software event is a real error, not "unsupported".
+        assert!(matches!(e(libc::EINVAL, EventId::CpuClock), Error::Perf { .. }));
+    }
+
+    #[test]
+    fn online_cpus_parses_ranges() {
+        let cpus = online_cpus();
+        assert!(!cpus.is_empty());
+        assert!(cpus.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::child::GatedChild;
 use crate::events::EventId;
-use crate::perf_abi::{self, CountingEvent, SampleSpec, SamplingEvent, Scope};
+use crate::perf_abi::{self, CountingEvent, CountingGroup, SampleSpec, SamplingEvent, Scope};
 use crate::recording::{CounterRow, CountingInfo, Machine, Meta, RecordingWriter, SamplingInfo, FORMAT_VERSION};
 use crate::records::Record;
 use crate::stream::{Batch, StreamSender};
@@ -185,20 +185,20 @@ fn open_sampling(
     }
 }
 
-/// Counting events opened, per event, one per scope.
-pub type OpenCounting = Vec<(EventId, Vec<CountingEvent>)>;
+/// Counting groups opened, one per scope.
+pub type OpenCounting = Vec<CountingGroup>;
 
-/// Open each counting event on every scope; events the machine cannot count are reported,
-/// not fatal.
+/// Probe each counting event alone (events the machine cannot count are reported, not
+/// fatal), then open the countable ones as one group per scope.
 pub fn open_counting(events: &[EventId], scopes: &[Scope]) -> Result<(OpenCounting, Vec<CountingInfo>)> {
-    let mut open = Vec::new();
     let mut info = Vec::new();
+    let mut ok = Vec::new();
+    let probe = scopes.first().copied().ok_or_else(|| Error::Config("nothing to count on".into()))?;
     for &ev in events {
-        let r: Result<Vec<CountingEvent>> = scopes.iter().map(|s| CountingEvent::open(ev, s)).collect();
-        match r {
-            Ok(v) => {
+        match CountingEvent::open(ev, &probe) {
+            Ok(_) => {
                 info.push(CountingInfo { event: ev.name().into(), status: "counted".into() });
-                open.push((ev, v));
+                ok.push(ev);
             }
             Err(Error::Unsupported { .. }) => {
                 info.push(CountingInfo { event: ev.name().into(), status: "not supported".into() })
@@ -206,20 +206,25 @@ pub fn open_counting(events: &[EventId], scopes: &[Scope]) -> Result<(OpenCounti
             Err(e) => return Err(e),
         }
     }
-    Ok((open, info))
+    if ok.is_empty() {
+        return Ok((Vec::new(), info));
+    }
+    let groups = scopes.iter().map(|s| CountingGroup::open(&ok, s)).collect::<Result<Vec<_>>>()?;
+    Ok((groups, info))
 }
 
-/// Sum of each counting event over its scopes.
-pub fn read_counting(open: &mut [(EventId, Vec<CountingEvent>)]) -> Result<Vec<(EventId, u64)>> {
-    let mut out = Vec::with_capacity(open.len());
-    for (ev, list) in open.iter_mut() {
-        let mut sum = 0u64;
-        for c in list.iter_mut() {
-            sum += c.read_scaled()?.0;
+/// Each counted event summed over the groups (scopes).
+pub fn read_counting(open: &mut [CountingGroup]) -> Result<Vec<(EventId, u64)>> {
+    let mut sums: Vec<(EventId, u64)> = Vec::new();
+    for g in open.iter_mut() {
+        for (ev, v) in g.read_scaled()? {
+            match sums.iter_mut().find(|(e, _)| *e == ev) {
+                Some(slot) => slot.1 += v,
+                None => sums.push((ev, v)),
+            }
         }
-        out.push((*ev, sum));
     }
-    Ok(out)
+    Ok(sums)
 }
 
 /// Find the stats segment of a forwarder process once it is running.
@@ -288,10 +293,8 @@ pub fn record(
         for s in samplers.iter_mut() {
             s.enable()?;
         }
-        for (_, list) in counting.iter_mut() {
-            for c in list.iter_mut() {
-                c.enable()?;
-            }
+        for g in counting.iter_mut() {
+            g.enable()?;
         }
     }
     let is_forwarder = matches!(opts.target, Target::Forwarder { .. }) || matches!(opts.target, Target::Pid(_));

@@ -8,7 +8,7 @@
 
 use crate::child::GatedChild;
 use crate::events::EventId;
-use crate::perf_abi::{self, CountingEvent, Scope};
+use crate::perf_abi::{self, Scope};
 use crate::recording::CountingInfo;
 use crate::session::Target;
 use crate::{Error, Result};
@@ -61,8 +61,8 @@ pub struct StatHeader {
 struct Unit {
     name: String,
     worker: Option<usize>,
-    /// Open counters per event, summed.
-    counters: Vec<(EventId, Vec<CountingEvent>)>,
+    /// One counting group per scope, summed.
+    counters: crate::session::OpenCounting,
     last: BTreeMap<EventId, u64>,
     last_packets: u64,
 }
@@ -183,10 +183,8 @@ pub fn stat(
         events: info,
     });
     for u in units.iter_mut() {
-        for (_, list) in u.counters.iter_mut() {
-            for c in list.iter_mut() {
-                c.enable()?;
-            }
+        for g in u.counters.iter_mut() {
+            g.enable()?;
         }
     }
     let start = Instant::now();

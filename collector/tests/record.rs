@@ -131,3 +131,187 @@ fn recording_the_forwarder() {
     );
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn callchains_walk_through_frame_pointers() {
+    if !perf_available() {
+        return;
+    }
+    let out = tmpdir("callchain");
+    let prog = example("split_70_30");
+    let mut opts = RecordOptions::new(out.clone(), Target::Command { program: prog.clone(), args: vec!["1".into()] });
+    opts.freq = Some(1000);
+    opts.callchain = true;
+    let meta = record(&opts, &AtomicBool::new(false), None, &mut |_| {}).unwrap();
+    assert!(meta.sampling.callchain);
+    let rec = Recording::open(&out).unwrap();
+    let samples = rec.samples().unwrap();
+    let maps = rec.maps().unwrap();
+    let elf = Elf::load(&prog);
+    // Samples in a burn function have main (the caller) in their callchain.
+    let mut burn = 0;
+    let mut with_main = 0;
+    for s in &samples {
+        if !matches!(symbolize(s, &maps, "split_70_30", &elf), Some("burn_seventy" | "burn_thirty")) {
+            continue;
+        }
+        burn += 1;
+        let callers = s.callchain.iter().skip(1).filter_map(|&ip| {
+            let mut t = s.clone();
+            t.ip = ip - 1; // a return address points after the call
+            symbolize(&t, &maps, "split_70_30", &elf).map(str::to_string)
+        });
+        if callers.into_iter().any(|n| n.contains("split_70_304main")) {
+            with_main += 1;
+        }
+    }
+    println!("{with_main} of {burn} burn samples reach main");
+    assert!(burn > 300);
+    assert!(with_main as f64 > 0.9 * burn as f64, "{with_main} of {burn}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn attaching_to_a_running_forwarder_by_pid() {
+    if !perf_available() {
+        return;
+    }
+    let mut fwd = std::process::Command::new(forwarder_bin())
+        .args(["--duration", "0", "--routes", "3000", "--no-pin"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = fwd.id() as i32;
+    // Wait for its stats segment: the workers are running then.
+    let seg_path = forwarder::stats::default_path(pid as u32);
+    let t0 = std::time::Instant::now();
+    while !seg_path.exists() && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = tmpdir("pid");
+    let mut opts = RecordOptions::new(out.clone(), Target::Pid(pid));
+    opts.freq = Some(1000);
+    opts.duration = Some(Duration::from_secs(1));
+    let meta = record(&opts, &AtomicBool::new(false), None, &mut |_| {}).unwrap();
+    forwarder::stats::Segment::open(&seg_path).unwrap().request_stop();
+    fwd.wait().unwrap();
+    assert_eq!(meta.target_pid, Some(pid));
+    assert!(meta.ended_by.as_deref().unwrap_or("").starts_with("duration"));
+    let rec = Recording::open(&out).unwrap();
+    let samples = rec.samples().unwrap();
+    let tids: std::collections::HashSet<u32> = samples.iter().filter(|s| s.pid == pid as u32).map(|s| s.tid).collect();
+    println!("-p: {} samples over {} threads", samples.len(), tids.len());
+    // Worker and device threads both sampled, about a second of each.
+    assert!(tids.len() >= 2 && samples.len() > 1000, "{} samples, threads {tids:?}", samples.len());
+    assert!(rec.counters().unwrap().iter().any(|r| r.source == "forwarder" && r.name == "rx_packets" && r.value > 0));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn system_wide_includes_the_kernel() {
+    if !perf_available() {
+        return;
+    }
+    let out = tmpdir("all");
+    let mut opts = RecordOptions::new(out.clone(), Target::All);
+    opts.freq = Some(1000);
+    opts.duration = Some(Duration::from_millis(800));
+    // Something to sample in the kernel meanwhile: a busy loop of small reads.
+    let busy = std::thread::spawn(|| {
+        let t0 = std::time::Instant::now();
+        let mut buf = [0u8; 64];
+        let f = std::fs::File::open("/dev/zero").unwrap();
+        use std::io::Read;
+        let mut f = f;
+        while t0.elapsed() < Duration::from_millis(900) {
+            let _ = f.read(&mut buf);
+        }
+    });
+    let meta = record(&opts, &AtomicBool::new(false), None, &mut |_| {}).unwrap();
+    busy.join().unwrap();
+    assert_eq!(meta.target, "system-wide");
+    let rec = Recording::open(&out).unwrap();
+    let samples = rec.samples().unwrap();
+    let kernel = samples.iter().filter(|s| s.kernel).count();
+    let cpus: std::collections::HashSet<u32> = samples.iter().map(|s| s.cpu).collect();
+    println!("-a: {} samples, {kernel} in the kernel, cpus {cpus:?}", samples.len());
+    assert!(kernel > 50, "kernel samples {kernel}");
+    assert_eq!(cpus.len(), collector::perf_abi::online_cpus().len());
+    // Kernel addresses resolve through the kallsyms snapshot.
+    let ks = std::fs::read_to_string(out.join("kallsyms")).unwrap();
+    assert!(ks.lines().any(|l| l.ends_with(" _text") || l.contains(" T _text")));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn the_live_stream_delivers_samples_counters_and_the_end() {
+    if !perf_available() {
+        return;
+    }
+    let out = tmpdir("stream");
+    let args = ["--duration", "1", "--routes", "3000", "--no-pin"].map(String::from).to_vec();
+    let opts = RecordOptions::new(out.clone(), Target::Forwarder { program: forwarder_bin(), args });
+    let (tx, rx) = collector::stream::channel(64);
+    let consumer = std::thread::spawn(move || {
+        let (mut samples, mut counter_batches, mut tx_packets, mut ended) = (0usize, 0usize, 0u64, None);
+        for b in rx {
+            match b {
+                collector::stream::Batch::Samples(v) => samples += v.len(),
+                collector::stream::Batch::Counters { rows, .. } => {
+                    counter_batches += 1;
+                    for r in rows {
+                        if r.name == "tx_packets" {
+                            tx_packets = tx_packets.max(r.value);
+                        }
+                    }
+                }
+                collector::stream::Batch::Ended(why) => ended = Some(why),
+                collector::stream::Batch::Lost(_) => {}
+            }
+        }
+        (samples, counter_batches, tx_packets, ended)
+    });
+    let meta = record(&opts, &AtomicBool::new(false), Some(&tx), &mut |_| {}).unwrap();
+    drop(tx);
+    let (samples, counter_batches, tx_packets, ended) = consumer.join().unwrap();
+    assert_eq!(meta.stream_dropped, 0);
+    assert!(samples > 500 && samples as u64 <= meta.samples, "{samples} of {}", meta.samples);
+    assert!(counter_batches >= 5 && tx_packets > 10_000, "{counter_batches} batches, tx {tx_packets}");
+    assert!(ended.is_some_and(|w| w.contains("exited")));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn a_full_disk_is_an_error_naming_the_file() {
+    if !perf_available() {
+        return;
+    }
+    // A small tmpfs, filled up before recording starts.
+    let mnt = tmpdir("full");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "fwdscope-test", mnt.to_str().unwrap()])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        println!("SKIP: cannot mount a small tmpfs here (needs root)");
+        return;
+    }
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(mnt.join("filler")).unwrap();
+        while f.write_all(&[0u8; 4096]).is_ok() {}
+    }
+    let out = mnt.join("rec");
+    let mut opts =
+        RecordOptions::new(out.clone(), Target::Command { program: example("split_70_30"), args: vec!["0.5".into()] });
+    opts.freq = Some(1000);
+    let err = record(&opts, &AtomicBool::new(false), None, &mut |_| {});
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    let _ = std::fs::remove_dir_all(&mnt);
+    let msg = match err {
+        Ok(m) => format!("no error: {:?}", m.notes),
+        Err(e) => e.to_string(),
+    };
+    assert!(msg.contains("No space left on device") && msg.contains(&out.display().to_string()), "{msg}");
+}
