@@ -38,13 +38,20 @@ pub struct RecordArgs {
     /// Milliseconds between Parquet parts (what survives if the recorder is killed).
     #[arg(long, default_value_t = 1000)]
     pub chunk_ms: u64,
-    /// Record a running process (all its threads, and threads it starts later).
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// What to observe: the forwarder (default), a PID, every CPU, or another program.
+#[derive(clap::Args, Debug)]
+pub struct TargetArgs {
+    /// Observe a running process (all its threads, and threads it starts later).
     #[arg(short = 'p', long, conflicts_with_all = ["all", "exec"])]
     pub pid: Option<i32>,
-    /// Record every CPU, kernel included.
+    /// Observe every CPU, kernel included.
     #[arg(short = 'a', long, conflicts_with = "exec")]
     pub all: bool,
-    /// Record this program (the words after `--` are its arguments) instead of the forwarder.
+    /// Observe this program (the words after `--` are its arguments) instead of the forwarder.
     #[arg(long)]
     pub exec: Option<PathBuf>,
     /// A forwarder binary to start (e.g. fwdscope-forwarder) [default: `fwdscope forward`].
@@ -69,14 +76,9 @@ pub fn forwarder_command(explicit: &Option<PathBuf>) -> Result<(PathBuf, Vec<Str
 }
 
 /// The target the flags describe; forwarder flags are checked before anything starts.
-pub fn target(
-    pid: Option<i32>,
-    all: bool,
-    exec: &Option<PathBuf>,
-    forwarder: &Option<PathBuf>,
-    rest: &[String],
-) -> Result<Target> {
-    Ok(match (pid, all, exec) {
+pub fn target(t: &TargetArgs) -> Result<Target> {
+    let (forwarder, rest) = (&t.forwarder, &t.rest);
+    Ok(match (t.pid, t.all, &t.exec) {
         (Some(p), _, _) => Target::Pid(p),
         (None, true, _) => Target::All,
         (None, false, Some(prog)) => Target::Command { program: prog.clone(), args: rest.to_vec() },
@@ -100,7 +102,7 @@ pub fn target(
 
 pub fn run(a: &RecordArgs) -> Result<()> {
     let event = a.event.as_deref().map(EventId::parse).transpose()?;
-    let mut opts = RecordOptions::new(a.output.clone(), target(a.pid, a.all, &a.exec, &a.forwarder, &a.rest)?);
+    let mut opts = RecordOptions::new(a.output.clone(), target(&a.target)?);
     opts.force = a.force;
     opts.event = event;
     opts.freq = Some(a.freq);

@@ -1,10 +1,9 @@
 //! `fwdscope stat`: interval counting (perf stat -I) with per-packet figures per worker.
 
-use crate::record::target;
+use crate::record::{target, TargetArgs};
 use anyhow::Result;
 use collector::events::EventId;
 use collector::stat::{header_text, row_csv, row_text, stat, StatOptions};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,21 +26,10 @@ pub struct StatArgs {
     /// CSV with this field separator (perf stat -x).
     #[arg(short = 'x', long = "field-separator")]
     pub field_separator: Option<String>,
-    /// Count a running process (per worker if it is a forwarder).
-    #[arg(short = 'p', long, conflicts_with_all = ["all", "exec"])]
-    pub pid: Option<i32>,
-    /// Count every CPU.
-    #[arg(short = 'a', long, conflicts_with = "exec")]
-    pub all: bool,
-    /// Count this program (the words after `--` are its arguments) instead of the forwarder.
-    #[arg(long)]
-    pub exec: Option<PathBuf>,
-    /// A forwarder binary to start (e.g. fwdscope-forwarder) [default: `fwdscope forward`].
-    #[arg(long)]
-    pub forwarder: Option<PathBuf>,
-    /// Forwarder flags (or, with --exec, the program's arguments).
-    #[arg(last = true)]
-    pub rest: Vec<String>,
+    /// The target: the forwarder (default; per worker), `-p PID` (per worker if it is a
+    /// forwarder), `-a` (per CPU) or `--exec PROG`.
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 pub fn run(a: &StatArgs) -> Result<()> {
@@ -53,7 +41,7 @@ pub fn run(a: &StatArgs) -> Result<()> {
         None => EventId::DEFAULT_COUNTING.to_vec(),
     };
     let opts = StatOptions {
-        target: target(a.pid, a.all, &a.exec, &a.forwarder, &a.rest)?,
+        target: target(&a.target)?,
         events,
         interval: Duration::from_millis(a.interval_ms),
         duration: a.duration.map(Duration::from_secs_f64),

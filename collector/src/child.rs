@@ -120,6 +120,26 @@ impl GatedChild {
         s
     }
 
+    /// Stop a child the collector started: ask a forwarder through its stats segment
+    /// (`segment`), otherwise send SIGINT; SIGKILL after `grace`. Returns its exit code.
+    pub fn stop(&mut self, segment: Option<&forwarder::stats::Segment>, grace: std::time::Duration) -> i32 {
+        if let Some(code) = self.try_wait() {
+            return code;
+        }
+        match segment {
+            Some(seg) => seg.request_stop(),
+            None => self.signal(libc::SIGINT),
+        }
+        let t0 = std::time::Instant::now();
+        while self.try_wait().is_none() && t0.elapsed() < grace {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if self.try_wait().is_none() {
+            self.signal(libc::SIGKILL);
+        }
+        self.wait()
+    }
+
     /// Send a signal to the child.
     pub fn signal(&self, sig: libc::c_int) {
         if self.reaped.is_none() {

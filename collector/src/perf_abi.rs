@@ -186,7 +186,7 @@ impl CountingGroup {
             .map_err(|e| Error::Perf { what: format!("reading the group of {}", self.leader), source: e })?;
         let enabled = data.time_enabled().map_or(0, |d| d.as_nanos());
         let running = data.time_running().map_or(0, |d| d.as_nanos());
-        let scale = |v: u64| if running == 0 { 0 } else { (v as u128 * enabled / running) as u64 };
+        let scale = |v: u64| (v as u128 * enabled).checked_div(running).map_or(0, |x| x as u64);
         let mut out = Vec::with_capacity(1 + self.members.len());
         out.push((self.leader, scale(data.get(self.group.as_counter()).map_or(0, |e| e.value()))));
         for (ev, c) in &self.members {

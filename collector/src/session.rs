@@ -410,20 +410,7 @@ pub fn record(
     }
     // Stop a child we started: ask a forwarder through its control block, else SIGINT.
     if let Some(c) = child.as_mut() {
-        if c.try_wait().is_none() {
-            match &segment {
-                Some(seg) => seg.request_stop(),
-                None => c.signal(libc::SIGINT),
-            }
-            let t0 = Instant::now();
-            while c.try_wait().is_none() && t0.elapsed() < Duration::from_secs(5) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if c.try_wait().is_none() {
-                c.signal(libc::SIGKILL);
-                c.wait();
-            }
-        }
+        c.stop(segment.as_ref(), Duration::from_secs(5));
     }
     for s in samplers.iter_mut() {
         let _ = s.disable();

@@ -260,16 +260,7 @@ pub fn stat(
         tick += 1;
     }
     if let Some(c) = child.as_mut() {
-        if c.try_wait().is_none() {
-            match &segment {
-                Some(s) => s.request_stop(),
-                None => c.signal(libc::SIGINT),
-            }
-            let t0 = Instant::now();
-            while c.try_wait().is_none() && t0.elapsed() < Duration::from_secs(5) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
+        c.stop(segment.as_ref(), Duration::from_secs(5));
     }
     Ok(())
 }
