@@ -174,8 +174,15 @@ fn open_sampling(
     match open_all(requested) {
         Ok(v) => Ok((v, info)),
         Err(Error::Unsupported { source, .. }) if opts.event.is_none() => {
-            let why =
-                format!("{requested} is not supported here ({source}): no hardware PMU; sampling cpu-clock instead");
+            let errno = match source.raw_os_error() {
+                Some(libc::ENOENT) => "ENOENT".to_string(),
+                Some(libc::EOPNOTSUPP) => "EOPNOTSUPP".to_string(),
+                Some(libc::ENODEV) => "ENODEV".to_string(),
+                _ => source.to_string(),
+            };
+            let why = format!(
+                "{requested} is not supported on this machine (perf_event_open: {errno}; no hardware PMU): sampling cpu-clock instead"
+            );
             log(&why);
             info.used = EventId::CpuClock.name().into();
             info.fallback = Some(why);
