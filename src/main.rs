@@ -2,6 +2,7 @@
 
 mod forward;
 mod record;
+mod report;
 mod stat;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ enum Cmd {
     Record(record::RecordArgs),
     /// Count events per interval: Mpps, cycles or ns per packet, IPC, misses per packet.
     Stat(stat::StatArgs),
+    /// The stage table and top symbols of a recording.
+    Report(report::ReportArgs),
 }
 
 fn main() {
@@ -29,6 +32,7 @@ fn main() {
         Some(Cmd::Forward(a)) => forward::run(&a),
         Some(Cmd::Record(a)) => record::run(&a),
         Some(Cmd::Stat(a)) => stat::run(&a),
+        Some(Cmd::Report(a)) => report::run(&a),
         None => {
             // The embedded default: a few seconds of the bundled forwarder on its synthetic NIC.
             use clap::FromArgMatches;

@@ -189,3 +189,37 @@ fn errors_a_user_can_act_on() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn report_attributes_a_forwarder_recording_to_its_stages() {
+    if !perf_ok() {
+        return;
+    }
+    let out = tmpdir("report");
+    let rec = fwdscope()
+        .args(["record", "-F", "1000", "-o"])
+        .arg(&out)
+        .args(["--", "--duration", "1.5", "--routes", "5000", "--cache", "nocache", "--fib", "dir24", "--no-pin"])
+        .output()
+        .unwrap();
+    assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
+    let rep = fwdscope().args(["report", "--format", "json", "-i"]).arg(&out).output().unwrap();
+    assert!(rep.status.success(), "{}", String::from_utf8_lossy(&rep.stderr));
+    let t: serde_json::Value = serde_json::from_slice(&rep.stdout).unwrap();
+    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(t["event"], meta["sampling"]["used"], "the report names the event actually used");
+    let stage = |name: &str| {
+        t["stages"].as_array().unwrap().iter().find(|r| r["stage"] == name).map(|r| r["percent"].as_f64().unwrap())
+    };
+    let sum: f64 = t["stages"].as_array().unwrap().iter().map(|r| r["percent"].as_f64().unwrap()).sum();
+    assert!((sum - 100.0).abs() < 0.01);
+    // Worker stages and the device thread's nic stage all show up.
+    for s in ["lookup", "driver", "ip", "nic"] {
+        assert!(stage(s).is_some_and(|p| p > 1.0), "stage {s}: {:?}", t["stages"]);
+    }
+    assert!(t["packets"].as_u64().unwrap() > 100_000);
+    let text = fwdscope().args(["report", "-i"]).arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("fwd_lookup_fib_dir24") && text.contains("ns/packet"), "{text}");
+    std::fs::remove_dir_all(&out).unwrap();
+}

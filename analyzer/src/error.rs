@@ -1,0 +1,24 @@
+//! The analyzer's one error type and its `Result` alias.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while analyzing.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A rules file did not parse or says something impossible.
+    #[error("{path}: {msg}")]
+    Rules { path: String, msg: String },
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recording could not be read.
+    #[error(transparent)]
+    Recording(#[from] collector::Error),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

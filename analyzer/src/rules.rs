@@ -1,0 +1,233 @@
+//! Stage rules as data: which symbols belong to which stage (lookup, gc, slab, driver, ip,
+//! idle, nic), loaded from TOML. Built in: the bundled forwarder's published map
+//! (`forwarder::STAGE_MAP_TOML`) and the Linux kernel's forwarding path
+//! (`rules/linux-forwarding.toml`). Users add their own with `--stages FILE`; rules are
+//! tried in order and the first match wins; a symbol no rule matches is `other`.
+//!
+//! ```toml
+//! [[rule]]
+//! stage = "lookup"
+//! prefix = ["fib_table_lookup", "ip_route_input"]   # or a single string
+//! exact = "check_leaf"
+//! contains = ["_xmit_frame"]
+//! ```
+
+use crate::{Error, Result};
+use serde::Deserialize;
+
+/// The stage of samples no rule matches.
+pub const OTHER: &str = "other";
+
+/// Stages reports list in this order (others after them, alphabetically).
+pub const STAGE_ORDER: [&str; 8] = ["lookup", "gc", "slab", "driver", "ip", "nic", "other", "idle"];
+
+/// The Linux kernel's forwarding path rules.
+pub const LINUX_RULES_TOML: &str = include_str!("../rules/linux-forwarding.toml");
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    stage: String,
+    prefix: Option<OneOrMany>,
+    exact: Option<OneOrMany>,
+    contains: Option<OneOrMany>,
+}
+
+#[derive(Deserialize)]
+struct RawFile {
+    #[serde(default)]
+    rule: Vec<RawRule>,
+    // Descriptive keys allowed in rule files.
+    #[allow(dead_code)]
+    version: Option<u32>,
+    #[allow(dead_code)]
+    name: Option<String>,
+    #[allow(dead_code)]
+    forwarder: Option<String>,
+}
+
+/// One rule: a stage and the symbol patterns that select it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub stage: String,
+    pub prefix: Vec<String>,
+    pub exact: Vec<String>,
+    pub contains: Vec<String>,
+}
+
+impl Rule {
+    fn matches(&self, sym: &str) -> bool {
+        self.exact.iter().any(|e| e == sym)
+            || self.prefix.iter().any(|p| sym.starts_with(p.as_str()))
+            || self.contains.iter().any(|c| sym.contains(c.as_str()))
+    }
+}
+
+/// An ordered rule set.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    pub rules: Vec<Rule>,
+}
+
+impl Rules {
+    /// Parse rules from TOML text; `origin` names the file in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Rules> {
+        let raw: RawFile =
+            toml::from_str(text).map_err(|e| Error::Rules { path: origin.into(), msg: e.to_string() })?;
+        let mut rules = Vec::new();
+        for (i, r) in raw.rule.into_iter().enumerate() {
+            let rule = Rule {
+                stage: r.stage.trim().to_string(),
+                prefix: r.prefix.map(OneOrMany::into_vec).unwrap_or_default(),
+                exact: r.exact.map(OneOrMany::into_vec).unwrap_or_default(),
+                contains: r.contains.map(OneOrMany::into_vec).unwrap_or_default(),
+            };
+            if rule.stage.is_empty() {
+                return Err(Error::Rules { path: origin.into(), msg: format!("rule {}: `stage` is empty", i + 1) });
+            }
+            if rule.prefix.is_empty() && rule.exact.is_empty() && rule.contains.is_empty() {
+                return Err(Error::Rules {
+                    path: origin.into(),
+                    msg: format!(
+                        "rule {} (stage {}): expected at least one of prefix, exact or contains",
+                        i + 1,
+                        rule.stage
+                    ),
+                });
+            }
+            rules.push(rule);
+        }
+        Ok(Rules { rules })
+    }
+
+    /// Load a rules file.
+    pub fn load(path: &std::path::Path) -> Result<Rules> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// The bundled forwarder's rules.
+    pub fn forwarder() -> Rules {
+        // The embedded map is part of this build and covered by a test.
+        Self::parse(forwarder::STAGE_MAP_TOML, "forwarder-under-test/stages.toml").unwrap_or_default()
+    }
+
+    /// The Linux kernel forwarding path's rules.
+    pub fn linux() -> Rules {
+        Self::parse(LINUX_RULES_TOML, "analyzer/rules/linux-forwarding.toml").unwrap_or_default()
+    }
+
+    /// Built-in rules for everything: the forwarder's, then the kernel's.
+    pub fn builtin() -> Rules {
+        let mut r = Self::forwarder();
+        r.rules.extend(Self::linux().rules);
+        r
+    }
+
+    /// `first` rules tried before these.
+    pub fn prepend(mut self, first: Rules) -> Rules {
+        let mut v = first.rules;
+        v.append(&mut self.rules);
+        self.rules = v;
+        self
+    }
+
+    /// The stage of a symbol, or [`OTHER`].
+    pub fn stage_of(&self, sym: &str) -> &str {
+        self.rules.iter().find(|r| r.matches(sym)).map_or(OTHER, |r| r.stage.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_rule_files_parse() {
+        assert!(Rules::parse(forwarder::STAGE_MAP_TOML, "fwd").unwrap().rules.len() >= 6);
+        assert!(Rules::parse(LINUX_RULES_TOML, "linux").unwrap().rules.len() >= 6);
+    }
+
+    #[test]
+    fn forwarder_symbols_map_to_their_stage() {
+        let r = Rules::builtin();
+        for (sym, stage) in [
+            ("fwd_driver_rx_burst", "driver"),
+            ("fwd_ip_input_burst", "ip"),
+            ("fwd_lookup_fib_dir24", "lookup"),
+            ("fwd_lookup_rtcache_input", "lookup"),
+            ("fwd_gc_rt_garbage_collect", "gc"),
+            ("fwd_slab_alloc_bulk", "slab"),
+            ("fwd_nic_generate", "nic"),
+            ("forwarder::traffic::FlowGen::next_slot", "nic"),
+            ("forwarder::nic::synthetic::run_device_thread", "nic"),
+            ("memcpy", "other"),
+        ] {
+            assert_eq!(r.stage_of(sym), stage, "{sym}");
+        }
+    }
+
+    #[test]
+    fn kernel_forwarding_symbols_map_as_the_netdev_profiles_read() {
+        let r = Rules::linux();
+        for (sym, stage) in [
+            ("fib_table_lookup", "lookup"),
+            ("fn_hash_lookup", "lookup"),
+            ("check_leaf", "lookup"),
+            ("ip_route_input_slow", "lookup"),
+            ("ip_route_input_noref", "lookup"),
+            ("rt_intern_hash", "lookup"),
+            ("fib_validate_source", "lookup"),
+            ("rt_garbage_collect", "gc"),
+            ("dst_destroy", "gc"),
+            ("kmem_cache_alloc", "slab"),
+            ("kmem_cache_free", "slab"),
+            ("kfree", "slab"),
+            ("__kmalloc", "slab"),
+            ("alloc_skb", "slab"),
+            ("__alloc_skb", "slab"),
+            ("build_skb", "slab"),
+            ("kfree_skb", "slab"),
+            ("tg3_poll", "driver"),
+            ("e1000_clean_rx_irq", "driver"),
+            ("ixgbe_xmit_frame_ring", "driver"),
+            ("veth_xmit", "driver"),
+            ("virtnet_poll", "driver"),
+            ("ip_rcv", "ip"),
+            ("ip_forward", "ip"),
+            ("ip_finish_output2", "ip"),
+            ("intel_idle", "idle"),
+            ("poll_idle", "idle"),
+            ("tcp_v4_rcv", "other"),
+        ] {
+            assert_eq!(r.stage_of(sym), stage, "{sym}");
+        }
+    }
+
+    #[test]
+    fn user_rules_come_first_and_bad_files_are_located() {
+        let mine = Rules::parse("[[rule]]\nstage = \"lookup\"\nexact = \"memcpy\"\n", "mine.toml").unwrap();
+        let r = Rules::builtin().prepend(mine);
+        assert_eq!(r.stage_of("memcpy"), "lookup");
+        let e = Rules::parse("[[rule]]\nstage = \"x\"\n", "bad.toml").unwrap_err().to_string();
+        assert!(e.starts_with("bad.toml: rule 1 (stage x): expected at least one of"), "{e}");
+        let e = Rules::parse("[[rule]]\nstage = \"x\"\nprefx = \"a\"\n", "typo.toml").unwrap_err().to_string();
+        assert!(e.contains("typo.toml") && e.contains("prefx"), "{e}");
+    }
+}

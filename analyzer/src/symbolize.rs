@@ -1,0 +1,205 @@
+//! Symbolization: instruction pointers to symbol names through the ELF symbol tables of the
+//! mapped binaries (one table per binary, built on first use and reused; build-ids checked
+//! against the recording's maps.json) and, for kernel addresses, the recording's kallsyms
+//! snapshot. A binary without a matching symbol falls back to `DSO+offset`.
+
+use collector::records::{Mapping, Sample};
+use std::collections::HashMap;
+
+/// What an address resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Symbol {
+    pub name: String,
+    /// The file (`[kernel.kallsyms]` for the kernel).
+    pub dso: String,
+}
+
+/// A binary's function symbols and its file-offset -> address map.
+pub struct ElfSymbols {
+    syms: Vec<(u64, u64, String)>,
+    segs: Vec<(u64, u64, u64)>,
+    pub build_id: Option<String>,
+}
+
+impl ElfSymbols {
+    /// Read the symbol table (mapping the file; nothing else is parsed).
+    pub fn load(path: &std::path::Path) -> Option<ElfSymbols> {
+        use object::{Object, ObjectSegment, ObjectSymbol};
+        let f = std::fs::File::open(path).ok()?;
+        // SAFETY: read-only private mapping of a binary.
+        let data = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+        let file = object::File::parse(&*data).ok()?;
+        let mut syms: Vec<(u64, u64, String)> = file
+            .symbols()
+            .chain(file.dynamic_symbols())
+            .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
+            .filter_map(|s| {
+                let raw = s.name().ok()?;
+                Some((s.address(), s.size(), format!("{:#}", rustc_demangle::demangle(raw))))
+            })
+            .collect();
+        syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        syms.dedup_by_key(|s| s.0);
+        let segs = file.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
+        let build_id = file.build_id().ok().flatten().map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
+        Some(ElfSymbols { syms, segs, build_id })
+    }
+
+    /// The function containing file offset `off` (zero-size symbols extend to the next one).
+    pub fn at_offset(&self, off: u64) -> Option<&str> {
+        let &(fo, _, va) = self.segs.iter().find(|(o, sz, _)| off >= *o && off < o + sz)?;
+        let vaddr = off - fo + va;
+        let i = self.syms.partition_point(|s| s.0 <= vaddr).checked_sub(1)?;
+        let (a, sz, name) = &self.syms[i];
+        let end = if *sz > 0 { a + sz } else { self.syms.get(i + 1).map_or(u64::MAX, |n| n.0) };
+        (vaddr < end).then_some(name.as_str())
+    }
+}
+
+/// The kernel's symbols from a kallsyms snapshot (`ADDR TYPE NAME [MODULE]` lines).
+pub struct Kallsyms {
+    syms: Vec<(u64, String)>,
+}
+
+impl Kallsyms {
+    pub fn parse(text: &str) -> Kallsyms {
+        let mut syms: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.split_whitespace();
+                let addr = u64::from_str_radix(it.next()?, 16).ok()?;
+                let ty = it.next()?;
+                let name = it.next()?;
+                (addr != 0 && matches!(ty, "t" | "T" | "w" | "W")).then(|| (addr, name.to_string()))
+            })
+            .collect();
+        syms.sort();
+        Kallsyms { syms }
+    }
+
+    pub fn len(&self) -> usize {
+        self.syms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+
+    pub fn lookup(&self, addr: u64) -> Option<&str> {
+        let i = self.syms.partition_point(|s| s.0 <= addr).checked_sub(1)?;
+        Some(self.syms[i].1.as_str())
+    }
+}
+
+/// Resolves the samples of one recording.
+pub struct Symbolizer {
+    maps: HashMap<u32, Vec<Mapping>>,
+    kallsyms: Option<Kallsyms>,
+    elfs: HashMap<String, Option<ElfSymbols>>,
+}
+
+impl Symbolizer {
+    pub fn new(maps: Vec<Mapping>, kallsyms: Option<Kallsyms>) -> Symbolizer {
+        let mut by_pid: HashMap<u32, Vec<Mapping>> = HashMap::new();
+        for m in maps {
+            by_pid.entry(m.pid).or_default().push(m);
+        }
+        Symbolizer { maps: by_pid, kallsyms, elfs: HashMap::new() }
+    }
+
+    /// Symbolizer for a recording directory (maps.json and the kallsyms snapshot).
+    pub fn for_recording(rec: &collector::recording::Recording) -> crate::Result<Symbolizer> {
+        let maps = rec.maps()?;
+        let ks = std::fs::read_to_string(rec.dir.join("kallsyms"))
+            .ok()
+            .map(|t| Kallsyms::parse(&t))
+            .filter(|k| !k.is_empty());
+        Ok(Symbolizer::new(maps, ks))
+    }
+
+    /// Resolve a sample's IP.
+    pub fn resolve(&mut self, s: &Sample) -> Symbol {
+        self.resolve_ip(s.pid, s.ip, s.kernel)
+    }
+
+    /// Resolve an address in process `pid`.
+    pub fn resolve_ip(&mut self, pid: u32, ip: u64, kernel: bool) -> Symbol {
+        if kernel {
+            let name = self
+                .kallsyms
+                .as_ref()
+                .and_then(|k| k.lookup(ip))
+                .map_or_else(|| format!("[kernel]+{ip:#x}"), str::to_string);
+            return Symbol { name, dso: "[kernel.kallsyms]".into() };
+        }
+        let Some(m) =
+            self.maps.get(&pid).and_then(|v| v.iter().rev().find(|m| ip >= m.start && ip < m.start + m.len)).cloned()
+        else {
+            return Symbol { name: format!("[unknown]+{ip:#x}"), dso: "[unknown]".into() };
+        };
+        let off = ip - m.start + m.pgoff;
+        let dso =
+            std::path::Path::new(&m.path).file_name().map_or(m.path.clone(), |f| f.to_string_lossy().into_owned());
+        let elf = self.elfs.entry(m.path.clone()).or_insert_with(|| ElfSymbols::load(std::path::Path::new(&m.path)));
+        let matched = match (elf.as_ref(), &m.build_id) {
+            (Some(e), Some(want)) => e.build_id.as_deref() == Some(want.as_str()),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let name = match elf.as_ref().filter(|_| matched).and_then(|e| e.at_offset(off)) {
+            Some(n) => n.to_string(),
+            None => format!("{dso}+{off:#x}"),
+        };
+        Symbol { name, dso }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kallsyms_lookup_takes_the_symbol_below() {
+        let k = Kallsyms::parse("ffffffff81000000 T _text\nffffffff81000100 t fib_table_lookup\nffffffff81000200 T ip_rcv\n0000000000000000 A fixed\n");
+        assert_eq!(k.len(), 3);
+        assert_eq!(k.lookup(0xffffffff81000150), Some("fib_table_lookup"));
+        assert_eq!(k.lookup(0xffffffff81000200), Some("ip_rcv"));
+        assert_eq!(k.lookup(0x10), None);
+    }
+
+    #[test]
+    fn own_functions_resolve_through_the_test_binary() {
+        // This test binary's own mapping, as the kernel would report it.
+        let exe = std::env::current_exe().unwrap();
+        let maps_text = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let addr = kallsyms_lookup_takes_the_symbol_below as *const () as usize as u64;
+        let line = maps_text
+            .lines()
+            .find(|l| {
+                let r = l.split_whitespace().next().unwrap();
+                let (a, b) = r.split_once('-').unwrap();
+                let (a, b) = (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap());
+                addr >= a && addr < b
+            })
+            .unwrap();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (a, b) = f[0].split_once('-').unwrap();
+        let start = u64::from_str_radix(a, 16).unwrap();
+        let m = Mapping {
+            time: 0,
+            pid: 7,
+            tid: 7,
+            start,
+            len: u64::from_str_radix(b, 16).unwrap() - start,
+            pgoff: u64::from_str_radix(f[2], 16).unwrap(),
+            path: exe.display().to_string(),
+            build_id: None,
+        };
+        let mut s = Symbolizer::new(vec![m], None);
+        let sym = s.resolve_ip(7, addr, false);
+        assert!(sym.name.ends_with("kallsyms_lookup_takes_the_symbol_below"), "{sym:?}");
+        // An address in no mapping, and a kernel address without kallsyms.
+        assert!(s.resolve_ip(8, addr, false).name.starts_with("[unknown]"));
+        assert_eq!(s.resolve_ip(7, 0xffffffff81000000, true).dso, "[kernel.kallsyms]");
+    }
+}

@@ -1,0 +1,42 @@
+//! `fwdscope report -i IN`: the stage table and top symbols of a recording.
+
+use analyzer::rules::Rules;
+use analyzer::stages::stage_table;
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// Recording directory (from `fwdscope record`).
+    #[arg(short = 'i', long)]
+    pub input: PathBuf,
+    /// Extra stage rules (TOML), tried before the built-in forwarder and kernel rules.
+    #[arg(long)]
+    pub stages: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Symbols listed.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+}
+
+pub fn run(a: &ReportArgs) -> Result<()> {
+    let rec = collector::recording::Recording::open(&a.input)?;
+    let mut rules = Rules::builtin();
+    if let Some(p) = &a.stages {
+        rules = rules.prepend(Rules::load(p)?);
+    }
+    let t = stage_table(&rec, &rules)?;
+    match a.format {
+        Format::Table => print!("{}", t.text(a.top)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&t)?),
+    }
+    Ok(())
+}
