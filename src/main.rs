@@ -45,7 +45,16 @@ fn main() {
         }
     };
     if let Err(e) = res {
-        eprintln!("fwdscope: {e:#}");
+        // Library errors already carry their cause in their message: print each cause of
+        // the chain only if it adds something.
+        let mut msg = e.to_string();
+        for cause in e.chain().skip(1) {
+            let c = cause.to_string();
+            if !msg.contains(&c) {
+                msg = format!("{msg}: {c}");
+            }
+        }
+        eprintln!("fwdscope: {msg}");
         std::process::exit(1);
     }
 }

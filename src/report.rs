@@ -13,7 +13,8 @@ pub enum Format {
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// Recording directory (from `fwdscope record`).
+    /// A recording directory (from `fwdscope record`), or a text profile file (opreport, or
+    /// `perf report --stdio`).
     #[arg(short = 'i', long)]
     pub input: PathBuf,
     /// Extra stage rules (TOML), tried before the built-in forwarder and kernel rules.
@@ -28,12 +29,15 @@ pub struct ReportArgs {
 }
 
 pub fn run(a: &ReportArgs) -> Result<()> {
-    let rec = collector::recording::Recording::open(&a.input)?;
     let mut rules = Rules::builtin();
     if let Some(p) = &a.stages {
         rules = rules.prepend(Rules::load(p)?);
     }
-    let t = stage_table(&rec, &rules)?;
+    let t = if a.input.is_file() {
+        analyzer::stages::profile_table(&analyzer::import::load_text(&a.input)?, &rules)
+    } else {
+        stage_table(&collector::recording::Recording::open(&a.input)?, &rules)?
+    };
     match a.format {
         Format::Table => print!("{}", t.text(a.top)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&t)?),

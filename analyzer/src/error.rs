@@ -8,6 +8,9 @@ pub enum Error {
     /// A rules file did not parse or says something impossible.
     #[error("{path}: {msg}")]
     Rules { path: String, msg: String },
+    /// A text profile line did not parse.
+    #[error("{path}:{line}: {msg}")]
+    Import { path: String, line: usize, msg: String },
     /// A file could not be read.
     #[error("{path}: {source}")]
     Io {

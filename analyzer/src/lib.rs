@@ -4,6 +4,7 @@
 //! recording's kallsyms snapshot; [`stages`] builds the stage table of a recording.
 
 mod error;
+pub mod import;
 pub mod rules;
 pub mod stages;
 pub mod symbolize;

@@ -70,24 +70,60 @@ fn packets(rec: &Recording) -> Result<Option<u64>> {
 pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
     let samples = rec.samples()?;
     let mut sym = Symbolizer::for_recording(rec)?;
-    let mut by_stage: HashMap<String, (u64, u64)> = HashMap::new();
-    let mut by_symbol: HashMap<(String, String), u64> = HashMap::new();
+    let mut by_symbol: HashMap<(String, String), (u64, u64)> = HashMap::new();
     for s in &samples {
         let r = sym.resolve(s);
-        let stage = rules.stage_of(&r.name).to_string();
-        let e = by_stage.entry(stage).or_default();
+        let e = by_symbol.entry((r.name, r.dso)).or_default();
         e.0 += 1;
         e.1 += s.period;
-        *by_symbol.entry((r.name, r.dso)).or_default() += 1;
     }
-    let total = samples.len() as u64;
-    let pct = |n: u64| if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 };
+    let m = &rec.meta.sampling;
+    let unit = if m.used == "cpu-clock" || m.used == "task-clock" { "ns".to_string() } else { m.used.clone() };
     let packets = packets(rec)?.filter(|&p| p > 0);
+    let head =
+        Head { event: m.used.clone(), requested: m.requested.clone(), fallback: m.fallback.clone(), unit, packets };
+    Ok(build(head, by_symbol.into_iter().map(|((s, d), (n, p))| (s, d, n, p)).collect(), rules))
+}
+
+/// The stage table of a text profile (opreport, perf report): samples and shares, no
+/// per-packet figures.
+pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTable {
+    let head = Head {
+        event: p.event.clone(),
+        requested: p.event.clone(),
+        fallback: None,
+        unit: "samples".into(),
+        packets: None,
+    };
+    build(head, p.rows.iter().map(|r| (r.symbol.clone(), r.dso.clone(), r.samples, r.samples)).collect(), rules)
+}
+
+struct Head {
+    event: String,
+    requested: String,
+    fallback: Option<String>,
+    unit: String,
+    packets: Option<u64>,
+}
+
+/// Aggregate (symbol, dso, samples, period) items into the table.
+fn build(head: Head, items: Vec<(String, String, u64, u64)>, rules: &Rules) -> StageTable {
+    let total: u64 = items.iter().map(|i| i.2).sum();
+    let pct = |n: u64| if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 };
+    let mut by_stage: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut symbols = Vec::with_capacity(items.len());
+    for (symbol, dso, n, period) in items {
+        let stage = rules.stage_of(&symbol).to_string();
+        let e = by_stage.entry(stage.clone()).or_default();
+        e.0 += n;
+        e.1 += period;
+        symbols.push(SymbolRow { samples: n, percent: pct(n), stage, symbol, dso });
+    }
     let mut stages: Vec<StageRow> = by_stage
         .into_iter()
         .map(|(stage, (n, period))| StageRow {
             percent: pct(n),
-            per_packet: packets.map(|p| period as f64 / p as f64),
+            per_packet: head.packets.map(|p| period as f64 / p as f64),
             stage,
             samples: n,
             period,
@@ -95,32 +131,20 @@ pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
         .collect();
     let rank = |s: &str| STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(STAGE_ORDER.len());
     stages.sort_by(|a, b| rank(&a.stage).cmp(&rank(&b.stage)).then(a.stage.cmp(&b.stage)));
-    let mut symbols: Vec<SymbolRow> = by_symbol
-        .into_iter()
-        .map(|((symbol, dso), n)| SymbolRow {
-            samples: n,
-            percent: pct(n),
-            stage: rules.stage_of(&symbol).to_string(),
-            symbol,
-            dso,
-        })
-        .collect();
     symbols.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.symbol.cmp(&b.symbol)));
     let unmatched =
         symbols.iter().filter(|s| s.stage == OTHER).take(10).map(|s| (s.symbol.clone(), s.samples)).collect();
-    let m = &rec.meta.sampling;
-    let unit = if m.used == "cpu-clock" || m.used == "task-clock" { "ns".to_string() } else { m.used.clone() };
-    Ok(StageTable {
-        event: m.used.clone(),
-        requested: m.requested.clone(),
-        fallback: m.fallback.clone(),
-        unit,
+    StageTable {
+        event: head.event,
+        requested: head.requested,
+        fallback: head.fallback,
+        unit: head.unit,
         samples: total,
-        packets,
+        packets: head.packets,
         stages,
         symbols,
         unmatched,
-    })
+    }
 }
 
 impl StageTable {
@@ -140,16 +164,18 @@ impl StageTable {
             let _ = writeln!(s, "# packets forwarded: {p}");
         }
         let per = format!("{}/packet", self.unit);
-        let _ = writeln!(s, "{:<8} {:>10} {:>8} {:>12}", "stage", "samples", "%", per);
+        let with_packets = self.packets.is_some();
+        let _ = writeln!(
+            s,
+            "{:<8} {:>10} {:>8} {:>12}",
+            "stage",
+            "samples",
+            "%",
+            if with_packets { per.as_str() } else { "" }
+        );
         for r in &self.stages {
-            let _ = writeln!(
-                s,
-                "{:<8} {:>10} {:>7.2}% {:>12}",
-                r.stage,
-                r.samples,
-                r.percent,
-                r.per_packet.map_or("-".to_string(), |v| format!("{v:.1}"))
-            );
+            let pp = r.per_packet.filter(|_| with_packets).map_or(String::new(), |v| format!("{v:.1}"));
+            let _ = writeln!(s, "{:<8} {:>10} {:>7.2}% {:>12}", r.stage, r.samples, r.percent, pp);
         }
         let _ = writeln!(s, "\n{:>10} {:>8}  {:<40} {:<8} dso", "samples", "%", "symbol", "stage");
         for r in self.symbols.iter().take(top) {
