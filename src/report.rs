@@ -13,8 +13,8 @@ pub enum Format {
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// A recording directory (from `fwdscope record`), or a text profile file (opreport, or
-    /// `perf report --stdio`).
+    /// A recording directory (from `fwdscope record`), a perf.data file, or a text profile
+    /// (opreport, or `perf report --stdio`).
     #[arg(short = 'i', long)]
     pub input: PathBuf,
     /// Extra stage rules (TOML), tried before the built-in forwarder and kernel rules.
@@ -34,7 +34,17 @@ pub fn run(a: &ReportArgs) -> Result<()> {
         rules = rules.prepend(Rules::load(p)?);
     }
     let t = if a.input.is_file() {
-        analyzer::stages::profile_table(&analyzer::import::load_text(&a.input)?, &rules)
+        let mut magic = [0u8; 8];
+        let is_perf_data =
+            std::fs::File::open(&a.input).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
+                && &magic == b"PERFILE2";
+        if is_perf_data {
+            // perf.data carries no kallsyms: kernel symbols come from this machine.
+            let ks = std::fs::read_to_string("/proc/kallsyms").ok().map(|t| analyzer::symbolize::Kallsyms::parse(&t));
+            analyzer::stages::perfdata_table(&analyzer::perfdata::read_perf_data(&a.input)?, ks, &rules)
+        } else {
+            analyzer::stages::profile_table(&analyzer::import::load_text(&a.input)?, &rules)
+        }
     } else {
         stage_table(&collector::recording::Recording::open(&a.input)?, &rules)?
     };

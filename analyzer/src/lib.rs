@@ -5,6 +5,7 @@
 
 mod error;
 pub mod import;
+pub mod perfdata;
 pub mod rules;
 pub mod stages;
 pub mod symbolize;

@@ -188,3 +188,22 @@ impl StageTable {
         s
     }
 }
+
+/// The stage table of a perf.data file; kernel addresses resolve through `kallsyms`.
+pub fn perfdata_table(
+    pd: &crate::perfdata::PerfData,
+    kallsyms: Option<crate::symbolize::Kallsyms>,
+    rules: &Rules,
+) -> StageTable {
+    let mut sym = Symbolizer::new(pd.maps.clone(), kallsyms);
+    let mut by_symbol: HashMap<(String, String), (u64, u64)> = HashMap::new();
+    for s in &pd.samples {
+        let r = sym.resolve(s);
+        let e = by_symbol.entry((r.name, r.dso)).or_default();
+        e.0 += 1;
+        e.1 += s.period;
+    }
+    let unit = if pd.event == "cpu-clock" || pd.event == "task-clock" { "ns".to_string() } else { pd.event.clone() };
+    let head = Head { event: pd.event.clone(), requested: pd.event.clone(), fallback: None, unit, packets: None };
+    build(head, by_symbol.into_iter().map(|((s, d), (n, p))| (s, d, n, p)).collect(), rules)
+}
