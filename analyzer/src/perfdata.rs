@@ -22,6 +22,20 @@ fn bad(path: &std::path::Path, msg: impl std::fmt::Display) -> Error {
     Error::Import { path: path.display().to_string(), line: 0, msg: format!("perf.data: {msg}") }
 }
 
+/// A file mapping from the fields MMAP and MMAP2 records share.
+fn mapping(pid: i32, tid: i32, start: u64, len: u64, pgoff: u64, path: &[u8], build_id: Option<String>) -> Mapping {
+    Mapping {
+        time: 0,
+        pid: pid as u32,
+        tid: tid as u32,
+        start,
+        len,
+        pgoff,
+        path: String::from_utf8_lossy(path).into_owned(),
+        build_id,
+    }
+}
+
 /// Read a perf.data file.
 pub fn read_perf_data(path: &std::path::Path) -> Result<PerfData> {
     let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
@@ -50,29 +64,16 @@ pub fn read_perf_data(path: &std::path::Path) -> Result<PerfData> {
                 kernel: matches!(s.cpu_mode, CpuMode::Kernel | CpuMode::GuestKernel),
                 callchain: Vec::new(),
             }),
-            EventRecord::Mmap(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => out.maps.push(Mapping {
-                time: 0,
-                pid: m.pid as u32,
-                tid: m.tid as u32,
-                start: m.address,
-                len: m.length,
-                pgoff: m.page_offset,
-                path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-                build_id: None,
-            }),
-            EventRecord::Mmap2(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => out.maps.push(Mapping {
-                time: 0,
-                pid: m.pid as u32,
-                tid: m.tid as u32,
-                start: m.address,
-                len: m.length,
-                pgoff: m.page_offset,
-                path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-                build_id: match &m.file_id {
+            EventRecord::Mmap(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => {
+                out.maps.push(mapping(m.pid, m.tid, m.address, m.length, m.page_offset, &m.path.as_slice(), None))
+            }
+            EventRecord::Mmap2(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => {
+                let build_id = match &m.file_id {
                     Mmap2FileId::BuildId(b) => Some(b.iter().map(|x| format!("{x:02x}")).collect()),
                     _ => None,
-                },
-            }),
+                };
+                out.maps.push(mapping(m.pid, m.tid, m.address, m.length, m.page_offset, &m.path.as_slice(), build_id))
+            }
             EventRecord::Lost(l) => out.lost += l.count,
             _ => {}
         }
