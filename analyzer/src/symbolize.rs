@@ -2,6 +2,11 @@
 //! mapped binaries (one table per binary, built on first use and reused; build-ids checked
 //! against the recording's maps.json) and, for kernel addresses, the recording's kallsyms
 //! snapshot. A binary without a matching symbol falls back to `DSO+offset`.
+//!
+//! Source lines and inline frames come from DWARF through addr2line: one
+//! `addr2line::Loader` per binary, created on the first request for lines and reused (the
+//! stage table needs only function symbols and never parses DWARF). A binary without
+//! debug info yields its symbol-table name with no file or line.
 
 use collector::records::{Mapping, Sample};
 use std::collections::HashMap;
@@ -14,11 +19,23 @@ pub struct Symbol {
     pub dso: String,
 }
 
-/// A binary's function symbols and its file-offset -> address map.
+/// One frame of an address: the function (an inlined one first, then the functions it
+/// was inlined into, the real function last) and its source position when DWARF has it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Frame {
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// A binary's function symbols, its file-offset -> address map, and (built on first use)
+/// its DWARF context.
 pub struct ElfSymbols {
+    path: std::path::PathBuf,
     syms: Vec<(u64, u64, String)>,
     segs: Vec<(u64, u64, u64)>,
     pub build_id: Option<String>,
+    dwarf: std::cell::OnceCell<Option<addr2line::Loader>>,
 }
 
 impl ElfSymbols {
@@ -42,17 +59,64 @@ impl ElfSymbols {
         syms.dedup_by_key(|s| s.0);
         let segs = file.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
         let build_id = file.build_id().ok().flatten().map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
-        Some(ElfSymbols { syms, segs, build_id })
+        Some(ElfSymbols { path: path.to_path_buf(), syms, segs, build_id, dwarf: std::cell::OnceCell::new() })
     }
 
-    /// The function containing file offset `off` (zero-size symbols extend to the next one).
-    pub fn at_offset(&self, off: u64) -> Option<&str> {
+    /// The virtual address (as in the ELF file) of file offset `off`.
+    pub fn vaddr_of(&self, off: u64) -> Option<u64> {
         let &(fo, _, va) = self.segs.iter().find(|(o, sz, _)| off >= *o && off < o + sz)?;
-        let vaddr = off - fo + va;
+        Some(off - fo + va)
+    }
+
+    /// The function containing virtual address `vaddr` (zero-size symbols extend to the next one).
+    pub fn at_vaddr(&self, vaddr: u64) -> Option<&str> {
         let i = self.syms.partition_point(|s| s.0 <= vaddr).checked_sub(1)?;
         let (a, sz, name) = &self.syms[i];
         let end = if *sz > 0 { a + sz } else { self.syms.get(i + 1).map_or(u64::MAX, |n| n.0) };
         (vaddr < end).then_some(name.as_str())
+    }
+
+    /// Whether DWARF could be loaded for this binary (loads it on first call).
+    pub fn has_dwarf(&self) -> bool {
+        self.loader().is_some()
+    }
+
+    fn loader(&self) -> Option<&addr2line::Loader> {
+        self.dwarf.get_or_init(|| addr2line::Loader::new(&self.path).ok()).as_ref()
+    }
+
+    /// The frames at virtual address `vaddr`, innermost (inlined) first, from DWARF; the
+    /// symbol table's name alone when DWARF has nothing there; empty when neither knows it.
+    pub fn frames_at_vaddr(&self, vaddr: u64) -> Vec<Frame> {
+        let mut out = Vec::new();
+        if let Some(l) = self.loader() {
+            if let Ok(mut it) = l.find_frames(vaddr) {
+                while let Ok(Some(f)) = it.next() {
+                    let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(|n| n.into_owned());
+                    let (file, line) = f.location.map_or((None, None), |l| (l.file.map(str::to_string), l.line));
+                    match function {
+                        Some(function) => out.push(Frame { function, file, line }),
+                        // A location without a function DIE: keep the symbol-table name.
+                        None => out.push(Frame {
+                            function: self.at_vaddr(vaddr).map_or_else(|| format!("{vaddr:#x}"), str::to_string),
+                            file,
+                            line,
+                        }),
+                    }
+                }
+            }
+        }
+        if out.is_empty() {
+            if let Some(name) = self.at_vaddr(vaddr) {
+                out.push(Frame { function: name.to_string(), file: None, line: None });
+            }
+        }
+        out
+    }
+
+    /// The function containing file offset `off` (zero-size symbols extend to the next one).
+    pub fn at_offset(&self, off: u64) -> Option<&str> {
+        self.at_vaddr(self.vaddr_of(off)?)
     }
 }
 
@@ -122,35 +186,61 @@ impl Symbolizer {
         self.resolve_ip(s.pid, s.ip, s.kernel)
     }
 
-    /// Resolve an address in process `pid`.
-    pub fn resolve_ip(&mut self, pid: u32, ip: u64, kernel: bool) -> Symbol {
-        if kernel {
-            let name = self
-                .kallsyms
-                .as_ref()
-                .and_then(|k| k.lookup(ip))
-                .map_or_else(|| format!("[kernel]+{ip:#x}"), str::to_string);
-            return Symbol { name, dso: "[kernel.kallsyms]".into() };
-        }
-        let Some(m) =
-            self.maps.get(&pid).and_then(|v| v.iter().rev().find(|m| ip >= m.start && ip < m.start + m.len)).cloned()
-        else {
-            return Symbol { name: format!("[unknown]+{ip:#x}"), dso: "[unknown]".into() };
-        };
+    /// The mapping of `ip` in process `pid`, its file offset and the DSO's short name.
+    fn locate(&self, pid: u32, ip: u64) -> Option<(Mapping, u64, String)> {
+        let m = self.maps.get(&pid)?.iter().rev().find(|m| ip >= m.start && ip < m.start + m.len)?.clone();
         let off = ip - m.start + m.pgoff;
         let dso =
             std::path::Path::new(&m.path).file_name().map_or(m.path.clone(), |f| f.to_string_lossy().into_owned());
+        Some((m, off, dso))
+    }
+
+    /// The binary of mapping `m`, loaded once; None when unreadable or its build-id differs
+    /// from the one recorded.
+    fn elf(&mut self, m: &Mapping) -> Option<&ElfSymbols> {
         let elf = self.elfs.entry(m.path.clone()).or_insert_with(|| ElfSymbols::load(std::path::Path::new(&m.path)));
-        let matched = match (elf.as_ref(), &m.build_id) {
-            (Some(e), Some(want)) => e.build_id.as_deref() == Some(want.as_str()),
-            (Some(_), None) => true,
-            (None, _) => false,
+        let e = elf.as_ref()?;
+        match &m.build_id {
+            Some(want) if e.build_id.as_deref() != Some(want.as_str()) => None,
+            _ => Some(e),
+        }
+    }
+
+    /// Resolve an address in process `pid`.
+    pub fn resolve_ip(&mut self, pid: u32, ip: u64, kernel: bool) -> Symbol {
+        if kernel {
+            return Symbol { name: self.kernel_name(ip), dso: "[kernel.kallsyms]".into() };
+        }
+        let Some((m, off, dso)) = self.locate(pid, ip) else {
+            return Symbol { name: format!("[unknown]+{ip:#x}"), dso: "[unknown]".into() };
         };
-        let name = match elf.as_ref().filter(|_| matched).and_then(|e| e.at_offset(off)) {
+        let name = match self.elf(&m).and_then(|e| e.at_offset(off)) {
             Some(n) => n.to_string(),
             None => format!("{dso}+{off:#x}"),
         };
         Symbol { name, dso }
+    }
+
+    fn kernel_name(&self, ip: u64) -> String {
+        self.kallsyms.as_ref().and_then(|k| k.lookup(ip)).map_or_else(|| format!("[kernel]+{ip:#x}"), str::to_string)
+    }
+
+    /// The frames of an address, innermost inlined function first, with DWARF file and line
+    /// where the binary has them; kernel addresses give their kallsyms name only.
+    pub fn frames_ip(&mut self, pid: u32, ip: u64, kernel: bool) -> Vec<Frame> {
+        let name_only = |function: String| vec![Frame { function, file: None, line: None }];
+        if kernel {
+            return name_only(self.kernel_name(ip));
+        }
+        let Some((m, off, dso)) = self.locate(pid, ip) else {
+            return name_only(format!("[unknown]+{ip:#x}"));
+        };
+        let frames = self.elf(&m).and_then(|e| Some(e.frames_at_vaddr(e.vaddr_of(off)?))).unwrap_or_default();
+        if frames.is_empty() {
+            name_only(format!("{dso}+{off:#x}"))
+        } else {
+            frames
+        }
     }
 }
 
