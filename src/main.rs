@@ -1,5 +1,7 @@
 //! `fwdscope`: the command-line front end. Thin: parse flags, call the libraries.
 
+mod diff;
+mod export;
 mod forward;
 mod record;
 mod report;
@@ -24,6 +26,10 @@ enum Cmd {
     Stat(stat::StatArgs),
     /// The stage table and top symbols of a recording.
     Report(report::ReportArgs),
+    /// Compare stage tables and symbols of several inputs, the first as baseline.
+    Diff(diff::DiffArgs),
+    /// Write a recording's stacks as folded, SVG flame graph, pprof, speedscope, CSV, JSON or Parquet.
+    Export(export::ExportArgs),
 }
 
 fn main() {
@@ -33,6 +39,8 @@ fn main() {
         Some(Cmd::Record(a)) => record::run(&a),
         Some(Cmd::Stat(a)) => stat::run(&a),
         Some(Cmd::Report(a)) => report::run(&a),
+        Some(Cmd::Diff(a)) => diff::run(&a),
+        Some(Cmd::Export(a)) => export::run(&a),
         None => {
             // The embedded default: a few seconds of the bundled forwarder on its synthetic NIC.
             use clap::FromArgMatches;

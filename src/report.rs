@@ -1,7 +1,7 @@
 //! `fwdscope report -i IN`: the stage table and top symbols of a recording.
 
 use analyzer::rules::Rules;
-use analyzer::stages::stage_table;
+use analyzer::stages::{stage_table, SortKey, StageTable};
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -9,6 +9,16 @@ use std::path::PathBuf;
 pub enum Format {
     Table,
     Json,
+    Csv,
+}
+
+/// Orders of the symbol table.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sort {
+    Samples,
+    Symbol,
+    Stage,
+    Dso,
 }
 
 #[derive(clap::Args, Debug)]
@@ -26,31 +36,64 @@ pub struct ReportArgs {
     /// Symbols listed.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
+    /// Order of the symbol table.
+    #[arg(long, value_enum, default_value_t = Sort::Samples)]
+    pub sort: Sort,
+    /// Also print a stage table per thread (forwarder workers get per-packet figures).
+    #[arg(long)]
+    pub per_worker: bool,
 }
 
-pub fn run(a: &ReportArgs) -> Result<()> {
+/// The built-in rules with the user's `--stages FILE` tried first.
+pub fn rules(stages: Option<&std::path::Path>) -> Result<Rules> {
     let mut rules = Rules::builtin();
-    if let Some(p) = &a.stages {
+    if let Some(p) = stages {
         rules = rules.prepend(Rules::load(p)?);
     }
-    let t = if a.input.is_file() {
+    Ok(rules)
+}
+
+/// The stage table of a recording directory, a perf.data file or a text profile.
+pub fn load_table(input: &std::path::Path, rules: &Rules) -> Result<StageTable> {
+    Ok(if input.is_file() {
         let mut magic = [0u8; 8];
         let is_perf_data =
-            std::fs::File::open(&a.input).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
+            std::fs::File::open(input).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
                 && &magic == b"PERFILE2";
         if is_perf_data {
             // perf.data carries no kallsyms: kernel symbols come from this machine.
             let ks = std::fs::read_to_string("/proc/kallsyms").ok().map(|t| analyzer::symbolize::Kallsyms::parse(&t));
-            analyzer::stages::perfdata_table(&analyzer::perfdata::read_perf_data(&a.input)?, ks, &rules)
+            analyzer::stages::perfdata_table(&analyzer::perfdata::read_perf_data(input)?, ks, rules)?
         } else {
-            analyzer::stages::profile_table(&analyzer::import::load_text(&a.input)?, &rules)
+            analyzer::stages::profile_table(&analyzer::import::load_text(input)?, rules)
         }
     } else {
-        stage_table(&collector::recording::Recording::open(&a.input)?, &rules)?
-    };
+        stage_table(&collector::recording::Recording::open(input)?, rules)?
+    })
+}
+
+pub fn run(a: &ReportArgs) -> Result<()> {
+    let rules = rules(a.stages.as_deref())?;
+    let mut t = load_table(&a.input, &rules)?;
+    t.sort_symbols(match a.sort {
+        Sort::Samples => SortKey::Samples,
+        Sort::Symbol => SortKey::Symbol,
+        Sort::Stage => SortKey::Stage,
+        Sort::Dso => SortKey::Dso,
+    });
+    if !a.per_worker {
+        t.workers.clear();
+    }
     match a.format {
-        Format::Table => print!("{}", t.text(a.top)),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&t)?),
+        Format::Table => {
+            print!("{}", t.text(a.top));
+            print!("{}", t.workers_text());
+        }
+        Format::Json => {
+            t.symbols.truncate(a.top);
+            println!("{}", serde_json::to_string_pretty(&t)?)
+        }
+        Format::Csv => print!("{}", t.csv(a.top)),
     }
     Ok(())
 }

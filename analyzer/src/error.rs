@@ -18,6 +18,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Aggregation (polars) failed.
+    #[error("aggregating samples: {0}")]
+    Aggregate(String),
+    /// An export could not be produced.
+    #[error("export: {0}")]
+    Export(String),
     /// The recording could not be read.
     #[error(transparent)]
     Recording(#[from] collector::Error),

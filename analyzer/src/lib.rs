@@ -1,11 +1,17 @@
 //! fwdscope's analyzer: turns samples into answers: which stage and which symbol cost how
 //! much per packet. [`rules`] holds the stage rules (TOML data); [`symbolize`] resolves
 //! addresses through ELF symbol tables (one lazily built table per binary) and the
-//! recording's kallsyms snapshot; [`stages`] builds the stage table of a recording.
+//! recording's kallsyms snapshot, and DWARF lines and inline frames (one lazily built
+//! addr2line context per binary); [`aggregate`] groups samples in polars; [`stages`] builds
+//! the stage table of a recording, a perf.data file or a text profile.
 
+pub mod aggregate;
+pub mod diff;
 mod error;
+pub mod export;
 pub mod import;
 pub mod perfdata;
+pub mod pprof;
 pub mod rules;
 pub mod stages;
 pub mod symbolize;

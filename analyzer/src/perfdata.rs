@@ -15,8 +15,14 @@ pub struct PerfData {
     pub event: String,
     pub samples: Vec<Sample>,
     pub maps: Vec<Mapping>,
+    /// COMM records (thread names).
+    pub tasks: Vec<collector::records::TaskEvent>,
     pub lost: u64,
 }
+
+/// perf's callchain context markers (PERF_CONTEXT_KERNEL, _USER, ...) are the top 4095
+/// values of u64.
+const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;
 
 fn bad(path: &std::path::Path, msg: impl std::fmt::Display) -> Error {
     Error::Import { path: path.display().to_string(), line: 0, msg: format!("perf.data: {msg}") }
@@ -62,7 +68,17 @@ pub fn read_perf_data(path: &std::path::Path) -> Result<PerfData> {
                 ip: s.ip.unwrap_or(0),
                 period: s.period.unwrap_or(1),
                 kernel: matches!(s.cpu_mode, CpuMode::Kernel | CpuMode::GuestKernel),
-                callchain: Vec::new(),
+                callchain: s
+                    .callchain
+                    .map(|c| (0..c.len()).filter_map(|i| c.get(i)).filter(|&a| a < PERF_CONTEXT_MAX).collect())
+                    .unwrap_or_default(),
+            }),
+            EventRecord::Comm(c) => out.tasks.push(collector::records::TaskEvent::Comm {
+                time: 0,
+                pid: c.pid as u32,
+                tid: c.tid as u32,
+                comm: String::from_utf8_lossy(&c.name.as_slice()).into_owned(),
+                exec: c.is_execve,
             }),
             EventRecord::Mmap(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => {
                 out.maps.push(mapping(m.pid, m.tid, m.address, m.length, m.page_offset, &m.path.as_slice(), None))

@@ -4,7 +4,7 @@
 //! symbols no rule matched, so the rules can be fixed.
 
 use crate::rules::{Rules, OTHER, STAGE_ORDER};
-use crate::symbolize::Symbolizer;
+use crate::symbolize::{Symbol, Symbolizer};
 use crate::Result;
 use collector::recording::Recording;
 use serde::Serialize;
@@ -27,6 +27,7 @@ pub struct StageRow {
 pub struct SymbolRow {
     pub samples: u64,
     pub percent: f64,
+    pub period: u64,
     pub symbol: String,
     pub stage: String,
     pub dso: String,
@@ -42,16 +43,41 @@ pub struct StageTable {
     /// `ns` for clock events, else the event's name.
     pub unit: String,
     pub samples: u64,
+    /// Samples whose own symbol matched no rule, charged through their callchain to the
+    /// nearest caller with a stage.
+    pub charged: u64,
     /// Forwarded packets during the recording (forwarder targets).
     pub packets: Option<u64>,
     pub stages: Vec<StageRow>,
+    /// One row per (symbol, DSO, charged stage).
     pub symbols: Vec<SymbolRow>,
     /// Symbols that matched no rule, most samples first.
     pub unmatched: Vec<(String, u64)>,
+    /// Per-thread stage tables (recordings and perf.data), most samples first.
+    pub workers: Vec<WorkerTable>,
 }
 
-fn packets(rec: &Recording) -> Result<Option<u64>> {
-    // tx_packets per worker: last value minus first value, summed.
+/// One thread's stage table; per-packet figures for forwarder workers (`fwd-worker-N`).
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerTable {
+    pub thread: String,
+    pub samples: u64,
+    pub packets: Option<u64>,
+    pub stages: Vec<StageRow>,
+}
+
+/// Orders of the symbol table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// Most samples first (the default).
+    Samples,
+    Symbol,
+    Stage,
+    Dso,
+}
+
+/// Forwarded packets per worker during the recording: last `tx_packets` minus first.
+fn packets_per_worker(rec: &Recording) -> Result<HashMap<i32, u64>> {
     let mut first: HashMap<i32, u64> = HashMap::new();
     let mut last: HashMap<i32, u64> = HashMap::new();
     for r in rec.counters()? {
@@ -60,29 +86,114 @@ fn packets(rec: &Recording) -> Result<Option<u64>> {
             last.insert(r.worker, r.value);
         }
     }
-    if last.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(last.iter().map(|(w, v)| v.saturating_sub(first.get(w).copied().unwrap_or(0))).sum()))
+    Ok(last.iter().map(|(w, v)| (*w, v.saturating_sub(first.get(w).copied().unwrap_or(0)))).collect())
 }
 
-/// Build the stage table of a recording with `rules`.
-pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
-    let samples = rec.samples()?;
-    let mut sym = Symbolizer::for_recording(rec)?;
-    let mut by_symbol: HashMap<(String, String), (u64, u64)> = HashMap::new();
-    for s in &samples {
-        let r = sym.resolve(s);
-        let e = by_symbol.entry((r.name, r.dso)).or_default();
-        e.0 += 1;
-        e.1 += s.period;
+/// Thread names by tid from COMM records (the last name wins).
+pub(crate) fn thread_names(tasks: &[collector::records::TaskEvent]) -> HashMap<u32, String> {
+    let mut names = HashMap::new();
+    for t in tasks {
+        if let collector::records::TaskEvent::Comm { tid, comm, .. } = t {
+            names.insert(*tid, comm.clone());
+        }
     }
+    names
+}
+
+/// The worker index of a forwarder thread name (`fwd-worker-N`).
+fn worker_index(name: &str) -> Option<i32> {
+    name.strip_prefix("fwd-worker-")?.parse().ok()
+}
+
+fn unit_of(event: &str) -> String {
+    if event == "cpu-clock" || event == "task-clock" {
+        "ns".to_string()
+    } else {
+        event.to_string()
+    }
+}
+
+/// Build the stage table of a recording with `rules`: samples are grouped in polars, each
+/// distinct stack is symbolized once.
+pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
+    let groups = crate::aggregate::group(rec.samples_df()?)?;
+    let mut sym = Symbolizer::for_recording(rec)?;
+    let names = thread_names(&rec.tasks()?);
+    let per_worker = packets_per_worker(rec)?;
     let m = &rec.meta.sampling;
-    let unit = if m.used == "cpu-clock" || m.used == "task-clock" { "ns".to_string() } else { m.used.clone() };
-    let packets = packets(rec)?.filter(|&p| p > 0);
-    let head =
-        Head { event: m.used.clone(), requested: m.requested.clone(), fallback: m.fallback.clone(), unit, packets };
-    Ok(build(head, by_symbol.into_iter().map(|((s, d), (n, p))| (s, d, n, p)).collect(), rules))
+    let total: u64 = per_worker.values().sum();
+    let head = Head {
+        event: m.used.clone(),
+        requested: m.requested.clone(),
+        fallback: m.fallback.clone(),
+        unit: unit_of(&m.used),
+        packets: (!per_worker.is_empty() && total > 0).then_some(total),
+    };
+    let items = attribute(&groups, &mut sym, rules, &names);
+    let mut t = build(head, items, rules);
+    for w in &mut t.workers {
+        w.packets = worker_index(&w.thread).and_then(|i| per_worker.get(&i).copied()).filter(|&p| p > 0);
+        for r in &mut w.stages {
+            r.per_packet = w.packets.map(|p| r.period as f64 / p as f64);
+        }
+    }
+    Ok(t)
+}
+
+/// x86-64 kernel addresses live in the upper half.
+pub(crate) fn is_kernel_address(a: u64) -> bool {
+    a >= 0xffff_8000_0000_0000
+}
+
+/// Symbolize and attribute grouped samples. A sample whose own symbol matches no rule is
+/// charged, when it has a callchain, to the nearest caller that does (a shared helper such
+/// as memcpy or a lock counts toward the stage that called it).
+fn attribute(
+    groups: &[crate::aggregate::Group],
+    sym: &mut Symbolizer,
+    rules: &Rules,
+    names: &HashMap<u32, String>,
+) -> Vec<Item> {
+    let mut cache: HashMap<(u32, u64, bool), (Symbol, String)> = HashMap::new();
+    let mut resolve = |pid: u32, ip: u64, kernel: bool| -> (Symbol, String) {
+        cache
+            .entry((pid, ip, kernel))
+            .or_insert_with(|| {
+                let s = sym.resolve_ip(pid, ip, kernel);
+                let st = rules.stage_of(&s.name).to_string();
+                (s, st)
+            })
+            .clone()
+    };
+    let mut items = Vec::with_capacity(groups.len());
+    for g in groups {
+        let (s, own) = resolve(g.pid, g.ip, g.kernel);
+        let mut stage = own;
+        let mut charged = false;
+        if stage == OTHER {
+            let callers = g.callchain.iter().skip(usize::from(g.callchain.first() == Some(&g.ip)));
+            for &ret in callers {
+                // A return address points after the call: look up the call itself.
+                let (_, st) = resolve(g.pid, ret.saturating_sub(1), is_kernel_address(ret));
+                if st != OTHER {
+                    stage = st;
+                    charged = true;
+                    break;
+                }
+            }
+        }
+        let thread = names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid));
+        items.push(Item {
+            symbol: s.name,
+            dso: s.dso,
+            stage,
+            charged,
+            thread: Some(thread),
+            samples: g.samples,
+            period: g.period,
+        });
+    }
+    items
 }
 
 /// The stage table of a text profile (opreport, perf report): samples and shares, no
@@ -95,7 +206,20 @@ pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTabl
         unit: "samples".into(),
         packets: None,
     };
-    build(head, p.rows.iter().map(|r| (r.symbol.clone(), r.dso.clone(), r.samples, r.samples)).collect(), rules)
+    let items = p
+        .rows
+        .iter()
+        .map(|r| Item {
+            stage: rules.stage_of(&r.symbol).to_string(),
+            symbol: r.symbol.clone(),
+            dso: r.dso.clone(),
+            charged: false,
+            thread: None,
+            samples: r.samples,
+            period: r.samples,
+        })
+        .collect();
+    build(head, items, rules)
 }
 
 struct Head {
@@ -106,24 +230,26 @@ struct Head {
     packets: Option<u64>,
 }
 
-/// Aggregate (symbol, dso, samples, period) items into the table.
-fn build(head: Head, items: Vec<(String, String, u64, u64)>, rules: &Rules) -> StageTable {
-    let total: u64 = items.iter().map(|i| i.2).sum();
+/// Attributed samples of one symbol in one thread.
+struct Item {
+    symbol: String,
+    dso: String,
+    /// The stage charged (the symbol's own, or its nearest staged caller's).
+    stage: String,
+    /// Whether `stage` came from a caller.
+    charged: bool,
+    thread: Option<String>,
+    samples: u64,
+    period: u64,
+}
+
+fn stage_rows(by_stage: HashMap<String, (u64, u64)>, total: u64, packets: Option<u64>) -> Vec<StageRow> {
     let pct = |n: u64| if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 };
-    let mut by_stage: HashMap<String, (u64, u64)> = HashMap::new();
-    let mut symbols = Vec::with_capacity(items.len());
-    for (symbol, dso, n, period) in items {
-        let stage = rules.stage_of(&symbol).to_string();
-        let e = by_stage.entry(stage.clone()).or_default();
-        e.0 += n;
-        e.1 += period;
-        symbols.push(SymbolRow { samples: n, percent: pct(n), stage, symbol, dso });
-    }
     let mut stages: Vec<StageRow> = by_stage
         .into_iter()
         .map(|(stage, (n, period))| StageRow {
             percent: pct(n),
-            per_packet: head.packets.map(|p| period as f64 / p as f64),
+            per_packet: packets.map(|p| period as f64 / p as f64),
             stage,
             samples: n,
             period,
@@ -131,19 +257,75 @@ fn build(head: Head, items: Vec<(String, String, u64, u64)>, rules: &Rules) -> S
         .collect();
     let rank = |s: &str| STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(STAGE_ORDER.len());
     stages.sort_by(|a, b| rank(&a.stage).cmp(&rank(&b.stage)).then(a.stage.cmp(&b.stage)));
+    stages
+}
+
+/// Aggregate attributed items into the table.
+fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
+    let total: u64 = items.iter().map(|i| i.samples).sum();
+    let pct = |n: u64| if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 };
+    let mut by_stage: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut by_symbol: HashMap<(String, String, String), (u64, u64)> = HashMap::new();
+    let mut by_thread: HashMap<String, HashMap<String, (u64, u64)>> = HashMap::new();
+    let mut charged = 0;
+    for it in items {
+        let e = by_stage.entry(it.stage.clone()).or_default();
+        e.0 += it.samples;
+        e.1 += it.period;
+        if it.charged {
+            charged += it.samples;
+        }
+        if let Some(t) = it.thread {
+            let e = by_thread.entry(t).or_default().entry(it.stage.clone()).or_default();
+            e.0 += it.samples;
+            e.1 += it.period;
+        }
+        let e = by_symbol.entry((it.symbol, it.dso, it.stage)).or_default();
+        e.0 += it.samples;
+        e.1 += it.period;
+    }
+    let mut symbols: Vec<SymbolRow> = by_symbol
+        .into_iter()
+        .map(|((symbol, dso, stage), (n, period))| SymbolRow {
+            samples: n,
+            percent: pct(n),
+            period,
+            symbol,
+            stage,
+            dso,
+        })
+        .collect();
     symbols.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.symbol.cmp(&b.symbol)));
-    let unmatched =
-        symbols.iter().filter(|s| s.stage == OTHER).take(10).map(|s| (s.symbol.clone(), s.samples)).collect();
+    // Unmatched: symbols whose own name no rule matches, charged or not.
+    let mut unmatched: Vec<(String, u64)> = Vec::new();
+    for s in symbols.iter().filter(|s| rules.stage_of(&s.symbol) == OTHER) {
+        match unmatched.iter_mut().find(|u| u.0 == s.symbol) {
+            Some(u) => u.1 += s.samples,
+            None => unmatched.push((s.symbol.clone(), s.samples)),
+        }
+    }
+    unmatched.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    unmatched.truncate(10);
+    let mut workers: Vec<WorkerTable> = by_thread
+        .into_iter()
+        .map(|(thread, st)| {
+            let samples = st.values().map(|v| v.0).sum();
+            WorkerTable { thread, samples, packets: None, stages: stage_rows(st, samples, None) }
+        })
+        .collect();
+    workers.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.thread.cmp(&b.thread)));
     StageTable {
         event: head.event,
         requested: head.requested,
         fallback: head.fallback,
         unit: head.unit,
         samples: total,
+        charged,
         packets: head.packets,
-        stages,
+        stages: stage_rows(by_stage, total, head.packets),
         symbols,
         unmatched,
+        workers,
     }
 }
 
@@ -162,6 +344,13 @@ impl StageTable {
         );
         if let Some(p) = self.packets {
             let _ = writeln!(s, "# packets forwarded: {p}");
+        }
+        if self.charged > 0 {
+            let _ = writeln!(
+                s,
+                "# {} samples in unmatched helpers charged to the nearest stage frame of their callchain",
+                self.charged
+            );
         }
         let per = format!("{}/packet", self.unit);
         let with_packets = self.packets.is_some();
@@ -183,7 +372,97 @@ impl StageTable {
         }
         if !self.unmatched.is_empty() {
             let list: Vec<String> = self.unmatched.iter().take(5).map(|(n, c)| format!("{n} ({c})")).collect();
-            let _ = writeln!(s, "\n# top symbols in `other` (add rules with --stages FILE): {}", list.join(", "));
+            let _ = writeln!(s, "\n# top symbols in no rule (add rules with --stages FILE): {}", list.join(", "));
+        }
+        s
+    }
+
+    /// Per-thread stage tables as text.
+    pub fn workers_text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        for w in &self.workers {
+            let _ = writeln!(
+                s,
+                "\n# thread {} ({} samples{})",
+                w.thread,
+                w.samples,
+                w.packets.map_or(String::new(), |p| format!(", {p} packets forwarded"))
+            );
+            for r in &w.stages {
+                let pp = r.per_packet.map_or(String::new(), |v| format!("{v:.1} {}/packet", self.unit));
+                let _ = writeln!(s, "{:<8} {:>10} {:>7.2}% {:>16}", r.stage, r.samples, r.percent, pp);
+            }
+        }
+        s
+    }
+
+    /// Reorder the symbol table.
+    pub fn sort_symbols(&mut self, key: SortKey) {
+        let rank = |s: &str| STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(STAGE_ORDER.len());
+        self.symbols.sort_by(|a, b| {
+            let by_samples = b.samples.cmp(&a.samples).then(a.symbol.cmp(&b.symbol));
+            match key {
+                SortKey::Samples => by_samples,
+                SortKey::Symbol => a.symbol.cmp(&b.symbol).then(by_samples),
+                SortKey::Stage => rank(&a.stage).cmp(&rank(&b.stage)).then(a.stage.cmp(&b.stage)).then(by_samples),
+                SortKey::Dso => a.dso.cmp(&b.dso).then(by_samples),
+            }
+        });
+    }
+
+    /// The table as CSV, one row per stage (`section` = `stage`), per thread and stage
+    /// (`thread`) and per symbol (`symbol`), all with the same columns.
+    pub fn csv(&self, top: usize) -> String {
+        use std::fmt::Write;
+        fn q(v: &str) -> String {
+            if v.contains([',', '"', '\n']) {
+                format!("\"{}\"", v.replace('"', "\"\""))
+            } else {
+                v.to_string()
+            }
+        }
+        let mut s = String::from("section,thread,stage,symbol,dso,samples,percent,period,per_packet,event\n");
+        let pp = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
+        for r in &self.stages {
+            let _ = writeln!(
+                s,
+                "stage,,{},,,{},{:.4},{},{},{}",
+                q(&r.stage),
+                r.samples,
+                r.percent,
+                r.period,
+                pp(r.per_packet),
+                q(&self.event)
+            );
+        }
+        for w in &self.workers {
+            for r in &w.stages {
+                let _ = writeln!(
+                    s,
+                    "thread,{},{},,,{},{:.4},{},{},{}",
+                    q(&w.thread),
+                    q(&r.stage),
+                    r.samples,
+                    r.percent,
+                    r.period,
+                    pp(r.per_packet),
+                    q(&self.event)
+                );
+            }
+        }
+        for r in self.symbols.iter().take(top) {
+            let _ = writeln!(
+                s,
+                "symbol,,{},{},{},{},{:.4},{},,{}",
+                q(&r.stage),
+                q(&r.symbol),
+                q(&r.dso),
+                r.samples,
+                r.percent,
+                r.period,
+                q(&self.event)
+            );
         }
         s
     }
@@ -194,16 +473,18 @@ pub fn perfdata_table(
     pd: &crate::perfdata::PerfData,
     kallsyms: Option<crate::symbolize::Kallsyms>,
     rules: &Rules,
-) -> StageTable {
+) -> Result<StageTable> {
+    let df = collector::recording::samples_frame(&pd.samples)
+        .map_err(|e| crate::Error::Aggregate(format!("samples frame: {e}")))?;
+    let groups = crate::aggregate::group(df)?;
     let mut sym = Symbolizer::new(pd.maps.clone(), kallsyms);
-    let mut by_symbol: HashMap<(String, String), (u64, u64)> = HashMap::new();
-    for s in &pd.samples {
-        let r = sym.resolve(s);
-        let e = by_symbol.entry((r.name, r.dso)).or_default();
-        e.0 += 1;
-        e.1 += s.period;
-    }
-    let unit = if pd.event == "cpu-clock" || pd.event == "task-clock" { "ns".to_string() } else { pd.event.clone() };
-    let head = Head { event: pd.event.clone(), requested: pd.event.clone(), fallback: None, unit, packets: None };
-    build(head, by_symbol.into_iter().map(|((s, d), (n, p))| (s, d, n, p)).collect(), rules)
+    let names = thread_names(&pd.tasks);
+    let head = Head {
+        event: pd.event.clone(),
+        requested: pd.event.clone(),
+        fallback: None,
+        unit: unit_of(&pd.event),
+        packets: None,
+    };
+    Ok(build(head, attribute(&groups, &mut sym, rules, &names), rules))
 }

@@ -47,7 +47,7 @@ fn perf_data_and_native_recording_give_the_same_split() {
     let pd = read_perf_data(&data).unwrap();
     assert_eq!(pd.event, "cpu-clock");
     assert!(pd.samples.len() > 1000, "{} samples", pd.samples.len());
-    let from_perf = perfdata_table(&pd, None, &rules);
+    let from_perf = perfdata_table(&pd, None, &rules).unwrap();
     let p70 = share(&from_perf, "seventy");
     println!("perf.data: {} samples, burn_seventy share {:.3}", pd.samples.len(), p70);
     assert!((0.65..=0.75).contains(&p70), "perf.data share {p70}");

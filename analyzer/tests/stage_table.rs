@@ -5,30 +5,10 @@
 use analyzer::rules::Rules;
 use analyzer::stages::stage_table;
 use collector::recording::{CounterRow, Meta, Recording, RecordingWriter, SamplingInfo, FORMAT_VERSION};
-use collector::records::{Mapping, Sample};
+use collector::records::Sample;
 
-/// The executable mapping of this test binary that holds `addr`.
-fn own_mapping(addr: u64, pid: u32) -> Mapping {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    for l in maps.lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let (a, b) = f[0].split_once('-').unwrap();
-        let (a, b) = (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap());
-        if addr >= a && addr < b {
-            return Mapping {
-                time: 0,
-                pid,
-                tid: pid,
-                start: a,
-                len: b - a,
-                pgoff: u64::from_str_radix(f[2], 16).unwrap(),
-                path: f[5].to_string(),
-                build_id: None,
-            };
-        }
-    }
-    panic!("no mapping for {addr:#x}");
-}
+mod common;
+use common::own_mapping;
 
 #[test]
 fn hand_made_recording_gives_the_hand_computed_table() {
@@ -122,5 +102,102 @@ fn hand_made_recording_gives_the_hand_computed_table() {
     let text = t.text(10);
     assert!(text.starts_with("# event: cpu-clock (11 samples); no PMU"), "{text}");
     assert!(text.contains("fib_table_lookup") && text.contains("[kernel.kallsyms]"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Samples in a helper no rule matches, with a callchain through a lookup function, are
+/// charged to lookup; without a callchain they stay in `other`. Per-thread tables take
+/// thread names from COMM records and per-packet figures from each worker's counters.
+#[test]
+fn callchains_charge_helpers_and_workers_get_their_own_tables() {
+    use collector::records::TaskEvent;
+    let dir = std::env::temp_dir().join(format!("fwdscope-chains-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let lookup = forwarder::fib::dir24::fwd_lookup_fib_dir24 as *const () as usize as u64;
+    let slab = forwarder::slab::fwd_slab_alloc as *const () as usize as u64;
+    let helper = forwarder::packet::checksum as *const () as usize as u64; // no rule
+    let pid = 4343;
+    let mut w = RecordingWriter::create(&dir, true).unwrap();
+    let sample = |tid: u32, ip: u64, callchain: Vec<u64>| Sample {
+        time: 0,
+        pid,
+        tid,
+        cpu: 0,
+        ip,
+        period: 1000,
+        kernel: false,
+        callchain,
+    };
+    for _ in 0..4 {
+        // perf's chain starts with the IP itself, then return addresses.
+        w.push_sample(sample(pid, helper + 1, vec![helper + 1, lookup + 9]));
+    }
+    for _ in 0..2 {
+        w.push_sample(sample(pid, helper + 1, vec![]));
+    }
+    w.push_sample(sample(pid + 1, slab + 1, vec![slab + 1]));
+    for (worker, a, b) in [(0, 100u64, 300u64), (1, 0, 100)] {
+        for (t, v) in [(1u64, a), (2, b)] {
+            w.push_counter(CounterRow {
+                time: t,
+                source: "forwarder".into(),
+                worker,
+                name: "tx_packets".into(),
+                value: v,
+            });
+        }
+    }
+    for a in [lookup, slab, helper] {
+        let m = own_mapping(a, pid);
+        if !w.maps.contains(&m) {
+            w.maps.push(m);
+        }
+    }
+    for (tid, comm) in [(pid, "fwd-worker-0"), (pid + 1, "fwd-worker-1")] {
+        w.tasks.push(TaskEvent::Comm { time: 0, pid, tid, comm: comm.into(), exec: false });
+    }
+    w.flush().unwrap();
+    w.write_maps_and_tasks().unwrap();
+    let meta = Meta {
+        format: "fwdscope-recording".into(),
+        version: FORMAT_VERSION,
+        sampling: SamplingInfo { requested: "cpu-clock".into(), used: "cpu-clock".into(), ..Default::default() },
+        status: "complete".into(),
+        ..Default::default()
+    };
+    w.write_meta(&meta).unwrap();
+
+    let t = stage_table(&Recording::open(&dir).unwrap(), &Rules::builtin()).unwrap();
+    let rows = |r: &[analyzer::stages::StageRow]| -> Vec<(String, u64, Option<String>)> {
+        r.iter().map(|r| (r.stage.clone(), r.samples, r.per_packet.map(|v| format!("{v:.1}")))).collect()
+    };
+    assert_eq!(t.samples, 7);
+    assert_eq!(t.charged, 4);
+    assert_eq!(t.packets, Some(300));
+    assert_eq!(
+        rows(&t.stages),
+        vec![
+            ("lookup".into(), 4, Some("13.3".into())),
+            ("slab".into(), 1, Some("3.3".into())),
+            ("other".into(), 2, Some("6.7".into())),
+        ]
+    );
+    // The helper shows twice: charged to lookup, and alone in other.
+    let helper_rows: Vec<(&str, u64)> =
+        t.symbols.iter().filter(|s| s.symbol.ends_with("checksum")).map(|s| (s.stage.as_str(), s.samples)).collect();
+    assert_eq!(helper_rows, vec![("lookup", 4), ("other", 2)]);
+    assert!(t.unmatched[0].0.ends_with("checksum") && t.unmatched[0].1 == 6, "{:?}", t.unmatched);
+    let workers: Vec<(&str, u64, Option<u64>)> =
+        t.workers.iter().map(|w| (w.thread.as_str(), w.samples, w.packets)).collect();
+    assert_eq!(workers, vec![("fwd-worker-0", 6, Some(200)), ("fwd-worker-1", 1, Some(100))]);
+    assert_eq!(
+        rows(&t.workers[0].stages),
+        vec![("lookup".into(), 4, Some("20.0".into())), ("other".into(), 2, Some("10.0".into()))]
+    );
+    assert_eq!(rows(&t.workers[1].stages), vec![("slab".into(), 1, Some("10.0".into()))]);
+    let csv = t.csv(10);
+    assert!(csv.starts_with("section,thread,stage,symbol,dso,samples,percent,period,per_packet,event\n"), "{csv}");
+    assert!(csv.contains("\nstage,,lookup,,,4,57.1429,4000,13.333,cpu-clock\n"), "{csv}");
+    assert!(csv.contains("\nthread,fwd-worker-1,slab,,,1,100.0000,1000,10.000,cpu-clock\n"), "{csv}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

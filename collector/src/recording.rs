@@ -255,7 +255,8 @@ impl RecordingWriter {
     }
 }
 
-fn samples_frame(s: &[Sample]) -> PolarsResult<DataFrame> {
+/// Samples as a DataFrame with the columns of `samples.parquet`.
+pub fn samples_frame(s: &[Sample]) -> PolarsResult<DataFrame> {
     let mut chains = ListPrimitiveChunkedBuilder::<UInt64Type>::new(
         "callchain".into(),
         s.len(),
@@ -381,6 +382,41 @@ impl Recording {
             }
         }
         Ok(out)
+    }
+
+    /// Every sample part concatenated into one DataFrame (the columns of `samples.parquet`);
+    /// no per-sample conversion, for aggregation in polars.
+    pub fn samples_df(&self) -> Result<DataFrame> {
+        let mut out: Option<DataFrame> = None;
+        for path in parts(&self.dir.join("samples.parquet"))? {
+            let df = read_part(&path)?;
+            for name in ["time", "pid", "tid", "cpu", "ip", "period", "kernel", "callchain"] {
+                col(&df, &path, name)?;
+            }
+            match &mut out {
+                None => out = Some(df),
+                Some(o) => {
+                    o.vstack_mut(&df).map_err(|e| Error::Recording {
+                        path: path.clone(),
+                        msg: format!("columns differ from the first part: {e}"),
+                    })?;
+                }
+            }
+        }
+        match out {
+            Some(df) => Ok(df),
+            None => samples_frame(&[]).map_err(|e| pq_err(&self.dir, e)),
+        }
+    }
+
+    /// tasks.json (empty if the writer died before writing it).
+    pub fn tasks(&self) -> Result<Vec<TaskEvent>> {
+        let p = self.dir.join("tasks.json");
+        if !p.exists() {
+            return Ok(Vec::new());
+        }
+        let text = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        serde_json::from_slice(&text).map_err(|e| Error::Recording { path: p, msg: format!("line {}: {e}", e.line()) })
     }
 
     /// Every counter row, in part order.

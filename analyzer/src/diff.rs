@@ -1,0 +1,196 @@
+//! `fwdscope diff A B [C ...]`: stage tables side by side, like `perf diff`: the first
+//! input is the baseline; every other input gets its value, the delta from the baseline
+//! and the ratio to it, per stage and per symbol.
+//!
+//! The compared figure is the cost per forwarded packet when every input has packet counts
+//! in the same unit (ns or events per packet: what a prefetch or cache-mode change is
+//! about); otherwise each stage's and symbol's share of samples in percent.
+
+use crate::stages::StageTable;
+use serde::Serialize;
+
+/// One compared line: a stage or a symbol, and its figure in each input (None: absent).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DiffRow {
+    pub key: String,
+    /// The symbol's stage (for symbol rows), as the baseline or first input having it says.
+    pub stage: Option<String>,
+    pub values: Vec<Option<f64>>,
+}
+
+impl DiffRow {
+    /// `values[i] - values[0]` (absent counts as 0).
+    pub fn delta(&self, i: usize) -> f64 {
+        self.values[i].unwrap_or(0.0) - self.values[0].unwrap_or(0.0)
+    }
+
+    /// `values[i] / values[0]`, when the baseline is non-zero.
+    pub fn ratio(&self, i: usize) -> Option<f64> {
+        let b = self.values[0].unwrap_or(0.0);
+        (b != 0.0).then(|| self.values[i].unwrap_or(0.0) / b)
+    }
+}
+
+/// The comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diff {
+    /// Input names, baseline first.
+    pub names: Vec<String>,
+    /// Events used by each input.
+    pub events: Vec<String>,
+    /// `ns/packet`, `<event>/packet` or `%`.
+    pub metric: String,
+    pub stages: Vec<DiffRow>,
+    pub symbols: Vec<DiffRow>,
+}
+
+/// Compare `tables` (baseline first); symbols limited to the `top` with the largest figure
+/// in any input.
+pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
+    let per_packet = !tables.is_empty()
+        && tables.iter().all(|t| t.packets.is_some_and(|p| p > 0))
+        && tables.iter().all(|t| t.unit == tables[0].unit);
+    let metric = if per_packet { format!("{}/packet", tables[0].unit) } else { "%".to_string() };
+    let mut stages: Vec<DiffRow> = Vec::new();
+    let mut symbols: Vec<DiffRow> = Vec::new();
+    let n = tables.len();
+    fn row<'a>(rows: &'a mut Vec<DiffRow>, key: &str, stage: Option<&str>, n: usize) -> &'a mut DiffRow {
+        let i = match rows.iter().position(|r| r.key == key) {
+            Some(i) => i,
+            None => {
+                rows.push(DiffRow { key: key.to_string(), stage: stage.map(str::to_string), values: vec![None; n] });
+                rows.len() - 1
+            }
+        };
+        &mut rows[i]
+    }
+    for (i, t) in tables.iter().enumerate() {
+        let packets = t.packets.unwrap_or(0) as f64;
+        let value = |period: u64, percent: f64| if per_packet { period as f64 / packets } else { percent };
+        for s in &t.stages {
+            let r = row(&mut stages, &s.stage, None, n);
+            r.values[i] = Some(r.values[i].unwrap_or(0.0) + value(s.period, s.percent));
+        }
+        for s in &t.symbols {
+            // Symbols charged to several stages add up to one line per symbol.
+            let r = row(&mut symbols, &s.symbol, Some(&s.stage), n);
+            r.values[i] = Some(r.values[i].unwrap_or(0.0) + value(s.period, s.percent));
+        }
+    }
+    let rank = |s: &str| crate::rules::STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(usize::MAX);
+    stages.sort_by(|a, b| rank(&a.key).cmp(&rank(&b.key)).then(a.key.cmp(&b.key)));
+    let peak = |r: &DiffRow| r.values.iter().map(|v| v.unwrap_or(0.0)).fold(0.0, f64::max);
+    symbols.sort_by(|a, b| peak(b).total_cmp(&peak(a)).then(a.key.cmp(&b.key)));
+    symbols.truncate(top);
+    Diff { names, events: tables.iter().map(|t| t.event.clone()).collect(), metric, stages, symbols }
+}
+
+impl Diff {
+    /// The comparison as text: per input `value`, then `delta` and `ratio` for non-baselines.
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        for (i, (n, e)) in self.names.iter().zip(&self.events).enumerate() {
+            let _ = writeln!(s, "# [{i}] {n} (event: {e}){}", if i == 0 { " baseline" } else { "" });
+        }
+        let _ = writeln!(s, "# figures: {}", self.metric);
+        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let section = |s: &mut String, title: &str, rows: &[DiffRow]| {
+            let mut head = format!("\n{title:<40} {:>10}", "[0]");
+            for i in 1..self.names.len() {
+                head.push_str(&format!(" {:>10} {:>10} {:>7}", format!("[{i}]"), "delta", "ratio"));
+            }
+            let _ = writeln!(s, "{head}");
+            for r in rows {
+                let key = match &r.stage {
+                    Some(st) => format!("{} ({st})", r.key),
+                    None => r.key.clone(),
+                };
+                let key: String =
+                    if key.chars().count() > 40 { key.chars().take(39).chain(['…']).collect() } else { key };
+                let mut line = format!("{key:<40} {:>10}", fmt(r.values[0]));
+                for i in 1..self.names.len() {
+                    let ratio = r.ratio(i).map_or("-".to_string(), |x| format!("{x:.2}x"));
+                    line.push_str(&format!(" {:>10} {:>+10.2} {:>7}", fmt(r.values[i]), r.delta(i), ratio));
+                }
+                let _ = writeln!(s, "{line}");
+            }
+        };
+        section(&mut s, "stage", &self.stages);
+        section(&mut s, "symbol (stage)", &self.symbols);
+        s
+    }
+
+    /// One CSV row per (section, key, input): value, delta and ratio to the baseline.
+    pub fn csv(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::from("section,key,stage,input,value,delta,ratio,metric\n");
+        let q =
+            |v: &str| if v.contains([',', '"']) { format!("\"{}\"", v.replace('"', "\"\"")) } else { v.to_string() };
+        for (section, rows) in [("stage", &self.stages), ("symbol", &self.symbols)] {
+            for r in rows {
+                for (i, name) in self.names.iter().enumerate() {
+                    let _ = writeln!(
+                        s,
+                        "{section},{},{},{},{},{:.4},{},{}",
+                        q(&r.key),
+                        q(r.stage.as_deref().unwrap_or("")),
+                        q(name),
+                        r.values[i].map_or(String::new(), |v| format!("{v:.4}")),
+                        r.delta(i),
+                        r.ratio(i).map_or(String::new(), |v| format!("{v:.4}")),
+                        q(&self.metric)
+                    );
+                }
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::{ProfileRow, TextProfile};
+    use crate::rules::Rules;
+
+    fn table(rows: &[(&str, u64)]) -> StageTable {
+        let p = TextProfile {
+            format: "opreport".into(),
+            event: "CPU_CLK_UNHALTED".into(),
+            rows: rows
+                .iter()
+                .map(|(s, n)| ProfileRow { symbol: s.to_string(), dso: "vmlinux".into(), samples: *n })
+                .collect(),
+        };
+        crate::stages::profile_table(&p, &Rules::builtin())
+    }
+
+    #[test]
+    fn shares_delta_and_ratio_by_hand() {
+        // A: lookup 60 of 100, slab 40. B: lookup 30 of 100, slab 50, driver 20.
+        let a = table(&[("fib_table_lookup", 60), ("kmem_cache_alloc", 40)]);
+        let b = table(&[("fib_table_lookup", 30), ("kmem_cache_alloc", 50), ("e1000_clean_rx_irq", 20)]);
+        let d = diff(vec!["a".into(), "b".into()], &[a, b], 10);
+        assert_eq!(d.metric, "%");
+        type Line<'a> = (&'a str, Vec<Option<f64>>, f64, Option<f64>);
+        let got: Vec<Line> =
+            d.stages.iter().map(|r| (r.key.as_str(), r.values.clone(), r.delta(1), r.ratio(1))).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("lookup", vec![Some(60.0), Some(30.0)], -30.0, Some(0.5)),
+                ("slab", vec![Some(40.0), Some(50.0)], 10.0, Some(1.25)),
+                ("driver", vec![None, Some(20.0)], 20.0, None),
+            ]
+        );
+        assert_eq!(d.symbols[0].key, "fib_table_lookup");
+        assert_eq!(d.symbols[0].stage.as_deref(), Some("lookup"));
+        let text = d.text();
+        assert!(text.contains("# [0] a (event: CPU_CLK_UNHALTED) baseline"), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("lookup ") && l.contains("-30.00") && l.contains("0.50x")),
+            "{text}"
+        );
+    }
+}

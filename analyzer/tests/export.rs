@@ -1,0 +1,163 @@
+//! Exports of a hand-made recording (samples at real forwarder functions linked into this
+//! test binary, one with a callchain) against hand-written expectations: folded stacks
+//! exactly, and the same stacks and counts read back from pprof (decoded, and through
+//! `go tool pprof` where Go is installed), speedscope JSON, Parquet, CSV and the SVG.
+
+mod common;
+
+use analyzer::export::recording_profile;
+use analyzer::rules::Rules;
+use analyzer::symbolize::Symbolizer;
+use collector::recording::{Meta, Recording, RecordingWriter, SamplingInfo, FORMAT_VERSION};
+use collector::records::{Sample, TaskEvent};
+use common::own_mapping;
+use std::io::Read;
+
+fn recording(dir: &std::path::Path) -> Recording {
+    let _ = std::fs::remove_dir_all(dir);
+    let lookup = forwarder::fib::dir24::fwd_lookup_fib_dir24 as *const () as usize as u64;
+    let slab = forwarder::slab::fwd_slab_alloc as *const () as usize as u64;
+    let helper = forwarder::packet::checksum as *const () as usize as u64;
+    let pid = 5151;
+    let mut w = RecordingWriter::create(dir, true).unwrap();
+    let sample = |tid: u32, ip: u64, callchain: Vec<u64>| Sample {
+        time: 0,
+        pid,
+        tid,
+        cpu: 0,
+        ip,
+        period: 250_000,
+        kernel: false,
+        callchain,
+    };
+    // Entry + 1 (the prologue) has no inlined frames; the caller's return address is its
+    // entry + 1, so the call site looked up is the entry itself.
+    for _ in 0..4 {
+        w.push_sample(sample(pid, helper + 1, vec![helper + 1, lookup + 1]));
+    }
+    for _ in 0..2 {
+        w.push_sample(sample(pid, helper + 1, vec![helper + 1]));
+    }
+    w.push_sample(sample(pid + 1, slab + 1, vec![slab + 1]));
+    for a in [lookup, slab, helper] {
+        let m = own_mapping(a, pid);
+        if !w.maps.contains(&m) {
+            w.maps.push(m);
+        }
+    }
+    for (tid, comm) in [(pid, "fwd-worker-0"), (pid + 1, "fwd-worker-1")] {
+        w.tasks.push(TaskEvent::Comm { time: 0, pid, tid, comm: comm.into(), exec: false });
+    }
+    w.flush().unwrap();
+    w.write_maps_and_tasks().unwrap();
+    let sampling = SamplingInfo { requested: "cycles".into(), used: "cpu-clock".into(), ..Default::default() };
+    let meta = Meta {
+        format: "fwdscope-recording".into(),
+        version: FORMAT_VERSION,
+        sampling,
+        status: "complete".into(),
+        ..Default::default()
+    };
+    w.write_meta(&meta).unwrap();
+    Recording::open(dir).unwrap()
+}
+
+const FOLDED: &str = "\
+fwd-worker-0;forwarder::packet::checksum 2
+fwd-worker-0;fwd_lookup_fib_dir24;forwarder::packet::checksum 4
+fwd-worker-1;fwd_slab_alloc 1
+";
+
+#[test]
+fn exports_carry_the_hand_written_stacks() {
+    let dir = std::env::temp_dir().join(format!("fwdscope-export-{}", std::process::id()));
+    let rec = recording(&dir);
+    let p = recording_profile(&rec, &Rules::builtin()).unwrap();
+    assert_eq!(p.event, "cpu-clock");
+    assert_eq!(p.folded(), FOLDED);
+    // Charged stages: the helper under lookup is lookup; alone it is other.
+    let stages: Vec<(&str, u64)> = p.stacks.iter().map(|s| (s.stage.as_str(), s.samples)).collect();
+    assert_eq!(stages, vec![("lookup", 4), ("other", 2), ("slab", 1)]);
+
+    // CSV.
+    let csv = p.csv();
+    assert!(csv.starts_with("thread,stage,leaf,dso,stack,samples,period\n"), "{csv}");
+    assert!(csv.contains("fwd-worker-0,lookup,forwarder::packet::checksum,"), "{csv}");
+    assert!(csv.contains(",fwd_lookup_fib_dir24;forwarder::packet::checksum,4,1000000\n"), "{csv}");
+
+    // speedscope: one profile per thread, frames shared, weights in samples.
+    let ss: serde_json::Value = serde_json::from_str(&p.speedscope("t").unwrap()).unwrap();
+    let profiles = ss["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 2);
+    assert_eq!(profiles[0]["name"], "fwd-worker-0");
+    assert_eq!(profiles[0]["endValue"], 6);
+    let frames = ss["shared"]["frames"].as_array().unwrap();
+    let names: Vec<&str> = frames.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    let first = profiles[0]["samples"][0].as_array().unwrap();
+    let stack: Vec<&str> = first.iter().map(|i| names[i.as_u64().unwrap() as usize]).collect();
+    assert_eq!(stack, vec!["fwd_lookup_fib_dir24", "forwarder::packet::checksum"]);
+
+    // Parquet, read back with polars.
+    let mut pq = Vec::new();
+    p.parquet(&mut pq).unwrap();
+    let df = polars::prelude::ParquetReader::new(std::io::Cursor::new(pq)).finish().unwrap();
+    use polars::prelude::SerReader;
+    assert_eq!(df.height(), 3);
+    let samples: u64 = df.column("samples").unwrap().u64().unwrap().iter().flatten().sum();
+    assert_eq!(samples, 7);
+
+    // SVG: every function drawn.
+    let svg = String::from_utf8(p.svg("test").unwrap()).unwrap();
+    for f in ["fwd_lookup_fib_dir24", "fwd_slab_alloc", "checksum"] {
+        assert!(svg.contains(f), "{f} missing from the flame graph");
+    }
+
+    // pprof: decode and check values, labels and that the lookup frame has a source file.
+    let mut sym = Symbolizer::for_recording(&rec).unwrap();
+    let gz = p.pprof(&mut sym).unwrap();
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
+    let pp: analyzer::pprof::PProfile = prost::Message::decode(&raw[..]).unwrap();
+    let s = |i: i64| pp.string_table[i as usize].as_str();
+    assert_eq!(s(pp.sample_type[0].r#type), "samples");
+    assert_eq!((s(pp.sample_type[1].r#type), s(pp.sample_type[1].unit)), ("cpu-clock", "nanoseconds"));
+    let total: i64 = pp.sample.iter().map(|x| x.value[0]).sum();
+    let period: i64 = pp.sample.iter().map(|x| x.value[1]).sum();
+    assert_eq!((total, period), (7, 1_750_000));
+    let lookup_sample = pp.sample.iter().find(|x| x.value[0] == 4).unwrap();
+    assert_eq!(lookup_sample.location_id.len(), 2);
+    let stage = lookup_sample.label.iter().find(|l| s(l.key) == "stage").unwrap();
+    assert_eq!(s(stage.str), "lookup");
+    let caller = &pp.location[(lookup_sample.location_id[1] - 1) as usize];
+    let f = &pp.function[(caller.line[0].function_id - 1) as usize];
+    assert_eq!(s(f.name), "fwd_lookup_fib_dir24");
+    assert!(s(f.filename).ends_with("dir24.rs"), "{}", s(f.filename));
+    assert!(caller.line[0].line > 0);
+    let m = &pp.mapping[(caller.mapping_id - 1) as usize];
+    assert_eq!(s(m.filename), std::env::current_exe().unwrap().display().to_string());
+
+    match std::process::Command::new("go").arg("version").output() {
+        Err(_) => println!("SKIP: go is not installed; `go tool pprof` check not run"),
+        Ok(_) => {
+            let f = dir.join("profile.pb.gz");
+            std::fs::write(&f, &gz).unwrap();
+            let out = std::process::Command::new("go")
+                .args(["tool", "pprof", "-top", "-sample_index=samples"])
+                .arg(&f)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "go tool pprof failed: {}", String::from_utf8_lossy(&out.stderr));
+            // flat samples: checksum 6, fwd_slab_alloc 1.
+            let flat = |name: &str| -> Option<String> {
+                text.lines()
+                    .find(|l| l.trim_end().ends_with(name))
+                    .map(|l| l.split_whitespace().next().unwrap().to_string())
+            };
+            assert_eq!(flat("forwarder::packet::checksum").as_deref(), Some("6"), "{text}");
+            assert_eq!(flat("fwd_slab_alloc").as_deref(), Some("1"), "{text}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

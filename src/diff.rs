@@ -1,0 +1,37 @@
+//! `fwdscope diff A B [C ...]`: stage tables of several recordings (or perf.data files, or
+//! text profiles) side by side, the first as baseline.
+
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct DiffArgs {
+    /// Inputs, baseline first: recording directories, perf.data files or text profiles.
+    #[arg(required = true, num_args = 2..)]
+    pub inputs: Vec<PathBuf>,
+    /// Extra stage rules (TOML), tried before the built-in ones.
+    #[arg(long)]
+    pub stages: Option<PathBuf>,
+    /// Symbols compared.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = crate::report::Format::Table)]
+    pub format: crate::report::Format,
+}
+
+pub fn run(a: &DiffArgs) -> Result<()> {
+    let rules = crate::report::rules(a.stages.as_deref())?;
+    let mut tables = Vec::new();
+    for p in &a.inputs {
+        tables.push(crate::report::load_table(p, &rules)?);
+    }
+    let names = a.inputs.iter().map(|p| p.display().to_string()).collect();
+    let d = analyzer::diff::diff(names, &tables, a.top);
+    match a.format {
+        crate::report::Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
+        crate::report::Format::Csv => print!("{}", d.csv()),
+        crate::report::Format::Table => print!("{}", d.text()),
+    }
+    Ok(())
+}
