@@ -11,6 +11,12 @@ pub enum Error {
     /// A text profile line did not parse.
     #[error("{path}:{line}: {msg}")]
     Import { path: String, line: usize, msg: String },
+    /// A perf.data file is malformed (the message names the offset or record).
+    #[error("{path}: perf.data: {msg}")]
+    PerfData { path: String, msg: String },
+    /// A kallsyms file holds no usable symbols.
+    #[error("{path}: {msg}")]
+    Kallsyms { path: String, msg: String },
     /// A file could not be read.
     #[error("{path}: {source}")]
     Io {

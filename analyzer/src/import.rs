@@ -109,6 +109,9 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
                 // "10K of event 'cpu-clock:pppH'"
                 let mut it = rest.split_whitespace();
                 total = it.next().and_then(parse_count);
+                if total.is_some_and(|t| !(0.0..=1e15).contains(&t)) {
+                    return Err(bad(origin, n, "`# Samples:` count out of range: expected at most 10^15"));
+                }
                 if let Some(q) = rest.split('\'').nth(1) {
                     event = q.split(':').next().unwrap_or(q).to_string();
                 }
@@ -121,6 +124,9 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
             .and_then(|p| p.strip_suffix('%'))
             .and_then(|p| p.parse().ok())
             .ok_or_else(|| bad(origin, n, format!("expected `OVERHEAD%  [DSO]  [k|.] SYMBOL`, found `{t}`")))?;
+        if !(0.0..=100.0).contains(&pct) {
+            return Err(bad(origin, n, format!("overhead {pct}%: expected a percentage between 0 and 100")));
+        }
         let marker = toks.iter().position(|x| *x == "[k]" || *x == "[.]" || *x == "[g]" || *x == "[u]");
         let (dso, symbol) = match marker {
             Some(m) => {
@@ -154,11 +160,17 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
 /// Read a text profile, telling the format by its content.
 pub fn load_text(path: &std::path::Path) -> Result<TextProfile> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
-    let origin = path.display().to_string();
+    parse_text(&text, &path.display().to_string())
+}
+
+/// Parse a text profile, telling opreport from `perf report` by its content; errors name
+/// `origin` and the line.
+pub fn parse_text(text: &str, origin: &str) -> Result<TextProfile> {
+    let origin = origin.to_string();
     if text.lines().any(|l| l.trim_start().starts_with("# Overhead") || l.contains(" of event '")) {
-        parse_perf_report(&text, &origin)
+        parse_perf_report(text, &origin)
     } else {
-        parse_opreport(&text, &origin)
+        parse_opreport(text, &origin)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::{Error, Result};
 use collector::records::{Mapping, Sample};
-use linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId};
+use linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId, RecordType};
 use linux_perf_data::{PerfFileReader, PerfFileRecord};
 
 /// What a perf.data file held.
@@ -25,7 +25,7 @@ pub struct PerfData {
 const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;
 
 fn bad(path: &std::path::Path, msg: impl std::fmt::Display) -> Error {
-    Error::Import { path: path.display().to_string(), line: 0, msg: format!("perf.data: {msg}") }
+    Error::PerfData { path: path.display().to_string(), msg: msg.to_string() }
 }
 
 /// A file mapping from the fields MMAP and MMAP2 records share.
@@ -45,8 +45,190 @@ fn mapping(pid: i32, tid: i32, start: u64, len: u64, pgoff: u64, path: &[u8], bu
 /// Read a perf.data file.
 pub fn read_perf_data(path: &std::path::Path) -> Result<PerfData> {
     let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    parse_perf_data(std::io::BufReader::new(f), path)
+}
+
+/// Check the file header and the feature section table against the file's length before
+/// the parser allocates by them: a corrupt size must be an error naming its offset, not an
+/// allocation of whatever the bytes say.
+fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::Path) -> Result<()> {
+    use std::io::SeekFrom;
+    let io = |e| Error::Io { path: path.into(), source: e };
+    let len = r.seek(SeekFrom::End(0)).map_err(io)?;
+    r.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut h = [0u8; 104];
+    r.read_exact(&mut h).map_err(|_| bad(path, format!("file of {len} bytes is shorter than the 104-byte header")))?;
+    let at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap_or([0; 8]));
+    if &h[0..8] != b"PERFILE2" {
+        return Err(bad(path, "offset 0: expected magic PERFILE2 (little-endian perf.data version 2)"));
+    }
+    if at(8) != 104 {
+        return Err(bad(path, format!("offset 8: header size {}: expected 104", at(8))));
+    }
+    let attr_size = at(16);
+    if !(80..=4096).contains(&attr_size) {
+        return Err(bad(path, format!("offset 16: attr size {attr_size}: expected 80..4096")));
+    }
+    for (name, off) in [("attrs", 24usize), ("data", 40), ("event types", 56)] {
+        let (o, sz) = (at(off), at(off + 8));
+        if o.checked_add(sz).is_none_or(|end| end > len) {
+            return Err(bad(
+                path,
+                format!("offset {off}: {name} section {o}+{sz} runs past the end of the file ({len} bytes)"),
+            ));
+        }
+    }
+    // Each attrs entry (attr_size bytes) is an attr followed by the (offset, size) of its
+    // id list.
+    let (attrs_off, attrs_size) = (at(24), at(32));
+    for k in 0..attrs_size / attr_size {
+        let ids_at = attrs_off + k * attr_size + attr_size - 16;
+        let (o, sz) = read_section(r, ids_at).map_err(io)?;
+        if o.checked_add(sz).is_none_or(|end| end > len) {
+            return Err(bad(
+                path,
+                format!("offset {ids_at}: id list {o}+{sz} of attr {k} runs past the end ({len} bytes)"),
+            ));
+        }
+    }
+    check_records(r, at(40), at(48)).map_err(|m| bad(path, m))?;
+    // The feature sections' table follows the data section: one (offset, size) per set bit,
+    // in bit order.
+    let table = at(40) + at(48);
+    let mut slot = 0u64;
+    for bit in 0..256usize {
+        if h[72 + bit / 8] & (1 << (bit % 8)) == 0 {
+            continue;
+        }
+        let entry_at = table + 16 * slot;
+        slot += 1;
+        if entry_at + 16 > len {
+            return Err(bad(
+                path,
+                format!("offset {entry_at}: feature table entry for bit {bit} past the end ({len} bytes)"),
+            ));
+        }
+        let (o, sz) = read_section(r, entry_at).map_err(io)?;
+        if o.checked_add(sz).is_none_or(|end| end > len) {
+            return Err(bad(
+                path,
+                format!("offset {entry_at}: feature {bit} section {o}+{sz} runs past the end ({len} bytes)"),
+            ));
+        }
+        if bit == HEADER_EVENT_DESC {
+            check_event_desc(r, o, sz).map_err(|m| bad(path, format!("offset {o}: event description section: {m}")))?;
+        }
+    }
+    r.seek(SeekFrom::Start(0)).map_err(io)?;
+    Ok(())
+}
+
+/// PERF_RECORD_MISC_MMAP_BUILD_ID: an MMAP2 record carries a build-id instead of inode data.
+const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+
+/// Feature bit of HEADER_EVENT_DESC (event names; parsed eagerly by linux-perf-data).
+const HEADER_EVENT_DESC: usize = 12;
+
+/// The little-endian (offset, size) pair at `at`.
+fn read_section<R: std::io::Read + std::io::Seek>(r: &mut R, at: u64) -> std::io::Result<(u64, u64)> {
+    let mut e = [0u8; 16];
+    r.seek(std::io::SeekFrom::Start(at))?;
+    r.read_exact(&mut e)?;
+    let (a, b) = e.split_at(8);
+    Ok((u64::from_le_bytes(a.try_into().unwrap_or([0; 8])), u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))))
+}
+
+/// Walk an EVENT_DESC section (nr, attr_size, then per event: attr, nr_ids, a
+/// length-prefixed name, ids) and check every count and length stays inside it.
+fn check_event_desc<R: std::io::Read + std::io::Seek>(
+    r: &mut R,
+    off: u64,
+    size: u64,
+) -> std::result::Result<(), String> {
+    let mut buf = vec![0u8; usize::try_from(size).map_err(|_| "too large".to_string())?];
+    r.seek(std::io::SeekFrom::Start(off)).map_err(|e| e.to_string())?;
+    r.read_exact(&mut buf).map_err(|e| e.to_string())?;
+    let u32_at = |p: u64| -> std::result::Result<u64, String> {
+        let p = usize::try_from(p).map_err(|_| "offset overflow".to_string())?;
+        buf.get(p..p + 4)
+            .and_then(|b| b.try_into().ok())
+            .map(|b| u32::from_le_bytes(b) as u64)
+            .ok_or_else(|| format!("ends at byte {p} inside a count"))
+    };
+    let (nr, attr_size) = (u32_at(0)?, u32_at(4)?);
+    if !(64..=4096).contains(&attr_size) {
+        return Err(format!("attr size {attr_size}: expected 64..4096"));
+    }
+    let mut p = 8u64;
+    for i in 0..nr {
+        // The attr's own size field must agree, or the parser's cursor and ours part ways.
+        let own = u32_at(p + 4)?;
+        if own != attr_size {
+            return Err(format!("event {i}: attr size field {own} differs from the section's {attr_size}"));
+        }
+        p += attr_size;
+        let nr_ids = u32_at(p)?;
+        let name_len = u32_at(p + 4)?;
+        p += 8 + name_len + 8 * nr_ids;
+        if p > size {
+            return Err(format!("event {i} of {nr} runs past the section's {size} bytes"));
+        }
+    }
+    Ok(())
+}
+
+/// Run a step of the third-party perf.data parser, turning a panic on malformed input (it
+/// asserts and multiplies unchecked in places) into an error naming the file and where.
+fn guard<T>(path: &std::path::Path, at: &str, f: impl FnOnce() -> T) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|_| bad(path, format!("{at}: malformed (the perf.data parser rejected it by panicking)")))
+}
+
+/// PERF_RECORD_AUXTRACE: its body announces a u64 size of trace data that follows it.
+const PERF_RECORD_AUXTRACE: u32 = 71;
+
+/// Walk the data section's record headers: every record at least 8 bytes and inside the
+/// section, AUXTRACE payloads too (the parser resizes a buffer to whatever they claim).
+fn check_records<R: std::io::Read + std::io::Seek>(r: &mut R, off: u64, size: u64) -> std::result::Result<(), String> {
+    use std::io::Read;
+    r.seek(std::io::SeekFrom::Start(off)).map_err(|e| e.to_string())?;
+    let mut rd = std::io::BufReader::with_capacity(1 << 16, r.take(size));
+    let mut pos = 0u64;
+    let mut head = [0u8; 16];
+    while pos < size {
+        let at = off + pos;
+        if size - pos < 8 {
+            return Err(format!("offset {at}: {} stray bytes at the end of the data section", size - pos));
+        }
+        rd.read_exact(&mut head[..8]).map_err(|e| format!("offset {at}: {e}"))?;
+        let ty = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let len = u16::from_le_bytes([head[6], head[7]]) as u64;
+        if len < 8 || len > size - pos {
+            return Err(format!(
+                "offset {at}: record of type {ty} with size {len}: expected 8 up to the section's end"
+            ));
+        }
+        let mut body = len - 8;
+        let mut extra = 0u64;
+        if ty == PERF_RECORD_AUXTRACE && body >= 8 {
+            rd.read_exact(&mut head[8..16]).map_err(|e| format!("offset {at}: {e}"))?;
+            extra = u64::from_le_bytes(head[8..16].try_into().unwrap_or([0; 8]));
+            body -= 8;
+            if extra > size - pos - len {
+                return Err(format!("offset {at}: AUXTRACE record announces {extra} bytes past the section's end"));
+            }
+        }
+        std::io::copy(&mut (&mut rd).take(body + extra), &mut std::io::sink()).map_err(|e| e.to_string())?;
+        pos += len + extra;
+    }
+    Ok(())
+}
+
+/// Parse perf.data from a reader; errors name `path` and the offset or record number.
+pub fn parse_perf_data<R: std::io::Read + std::io::Seek>(mut reader: R, path: &std::path::Path) -> Result<PerfData> {
+    check_header(&mut reader, path)?;
     let PerfFileReader { mut perf_file, mut record_iter } =
-        PerfFileReader::parse_file(std::io::BufReader::new(f)).map_err(|e| bad(path, e))?;
+        guard(path, "header", || PerfFileReader::parse_file(reader))?.map_err(|e| bad(path, e))?;
     let event = perf_file
         .event_attributes()
         .first()
@@ -55,10 +237,21 @@ pub fn read_perf_data(path: &std::path::Path) -> Result<PerfData> {
         .unwrap_or_else(|| "unknown".into());
     let mut out = PerfData { event, ..Default::default() };
     let mut n = 0u64;
-    while let Some(rec) = record_iter.next_record(&mut perf_file).map_err(|e| bad(path, format!("record {n}: {e}")))? {
+    while let Some(rec) = guard(path, &format!("record {n}"), || record_iter.next_record(&mut perf_file))?
+        .map_err(|e| bad(path, format!("record {n}: {e}")))?
+    {
         n += 1;
         let PerfFileRecord::EventRecord { record, .. } = rec else { continue };
-        let parsed = record.parse().map_err(|e| bad(path, format!("record {n}: {e}")))?;
+        // linux-perf-event-reader asserts (panics) on an MMAP2 build-id longer than 20
+        // bytes: refuse such a record first.
+        if record.record_type == RecordType::MMAP2 && record.misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+            let len = record.data.get(32..33).map(|b| b.as_slice()[0]);
+            if len.is_none_or(|l| l > 20) {
+                return Err(bad(path, format!("record {n}: MMAP2 build-id length {len:?}: expected at most 20")));
+            }
+        }
+        let parsed = guard(path, &format!("record {n}"), || record.parse())?
+            .map_err(|e| bad(path, format!("record {n}: {e}")))?;
         match parsed {
             EventRecord::Sample(s) => out.samples.push(Sample {
                 time: s.timestamp.unwrap_or(0),

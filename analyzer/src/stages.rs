@@ -262,27 +262,26 @@ fn stage_rows(by_stage: HashMap<String, (u64, u64)>, total: u64, packets: Option
 
 /// Aggregate attributed items into the table.
 fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
-    let total: u64 = items.iter().map(|i| i.samples).sum();
+    // Saturating sums: a text profile may claim any counts.
+    let total: u64 = items.iter().fold(0u64, |a, i| a.saturating_add(i.samples));
     let pct = |n: u64| if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 };
     let mut by_stage: HashMap<String, (u64, u64)> = HashMap::new();
     let mut by_symbol: HashMap<(String, String, String), (u64, u64)> = HashMap::new();
     let mut by_thread: HashMap<String, HashMap<String, (u64, u64)>> = HashMap::new();
-    let mut charged = 0;
+    let mut charged: u64 = 0;
     for it in items {
-        let e = by_stage.entry(it.stage.clone()).or_default();
-        e.0 += it.samples;
-        e.1 += it.period;
+        let add = |e: &mut (u64, u64)| {
+            e.0 = e.0.saturating_add(it.samples);
+            e.1 = e.1.saturating_add(it.period);
+        };
+        add(by_stage.entry(it.stage.clone()).or_default());
         if it.charged {
-            charged += it.samples;
+            charged = charged.saturating_add(it.samples);
         }
-        if let Some(t) = it.thread {
-            let e = by_thread.entry(t).or_default().entry(it.stage.clone()).or_default();
-            e.0 += it.samples;
-            e.1 += it.period;
+        if let Some(t) = &it.thread {
+            add(by_thread.entry(t.clone()).or_default().entry(it.stage.clone()).or_default());
         }
-        let e = by_symbol.entry((it.symbol, it.dso, it.stage)).or_default();
-        e.0 += it.samples;
-        e.1 += it.period;
+        add(by_symbol.entry((it.symbol.clone(), it.dso.clone(), it.stage.clone())).or_default());
     }
     let mut symbols: Vec<SymbolRow> = by_symbol
         .into_iter()
@@ -300,7 +299,7 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     let mut unmatched: Vec<(String, u64)> = Vec::new();
     for s in symbols.iter().filter(|s| rules.stage_of(&s.symbol) == OTHER) {
         match unmatched.iter_mut().find(|u| u.0 == s.symbol) {
-            Some(u) => u.1 += s.samples,
+            Some(u) => u.1 = u.1.saturating_add(s.samples),
             None => unmatched.push((s.symbol.clone(), s.samples)),
         }
     }
@@ -309,7 +308,7 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     let mut workers: Vec<WorkerTable> = by_thread
         .into_iter()
         .map(|(thread, st)| {
-            let samples = st.values().map(|v| v.0).sum();
+            let samples = st.values().fold(0u64, |a, v| a.saturating_add(v.0));
             WorkerTable { thread, samples, packets: None, stages: stage_rows(st, samples, None) }
         })
         .collect();
