@@ -12,6 +12,9 @@ pub struct DiffArgs {
     /// Extra stage rules (TOML), tried before the built-in ones.
     #[arg(long)]
     pub stages: Option<PathBuf>,
+    /// Kernel symbols for perf.data inputs (default: this machine's /proc/kallsyms).
+    #[arg(long)]
+    pub kallsyms: Option<PathBuf>,
     /// Symbols compared.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
@@ -24,7 +27,7 @@ pub fn run(a: &DiffArgs) -> Result<()> {
     let rules = crate::report::rules(a.stages.as_deref())?;
     let mut tables = Vec::new();
     for p in &a.inputs {
-        tables.push(crate::report::load_table(p, &rules)?);
+        tables.push(crate::report::load_table(p, &rules, a.kallsyms.as_deref())?);
     }
     let names = a.inputs.iter().map(|p| p.display().to_string()).collect();
     let d = analyzer::diff::diff(names, &tables, a.top);

@@ -2,7 +2,7 @@
 //! folded stacks, a flame graph SVG, pprof, speedscope JSON, CSV, JSON or Parquet.
 
 use analyzer::export::Profile;
-use analyzer::symbolize::{Kallsyms, Symbolizer};
+use analyzer::symbolize::Symbolizer;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -32,6 +32,9 @@ pub struct ExportArgs {
     /// Output file (default: standard output; binary formats need a file).
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
+    /// Kernel symbols for a perf.data input (default: this machine's /proc/kallsyms).
+    #[arg(long)]
+    pub kallsyms: Option<PathBuf>,
     /// Extra stage rules (TOML), tried before the built-in ones.
     #[arg(long)]
     pub stages: Option<PathBuf>,
@@ -44,8 +47,8 @@ pub fn run(a: &ExportArgs) -> Result<()> {
         (analyzer::export::recording_profile(&rec, &rules)?, Symbolizer::for_recording(&rec)?)
     } else {
         let pd = analyzer::perfdata::read_perf_data(&a.input)?;
-        let ks = || std::fs::read_to_string("/proc/kallsyms").ok().map(|t| Kallsyms::parse(&t));
-        (analyzer::export::perfdata_profile(&pd, ks(), &rules)?, Symbolizer::new(pd.maps.clone(), ks()))
+        let ks = || crate::report::kallsyms(a.kallsyms.as_deref());
+        (analyzer::export::perfdata_profile(&pd, ks()?, &rules)?, Symbolizer::new(pd.maps.clone(), ks()?))
     };
     let title = format!("fwdscope: {} ({})", a.input.display(), profile.event);
     let bytes: Vec<u8> = match a.format {

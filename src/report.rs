@@ -39,6 +39,10 @@ pub struct ReportArgs {
     /// Order of the symbol table.
     #[arg(long, value_enum, default_value_t = Sort::Samples)]
     pub sort: Sort,
+    /// Kernel symbols for a perf.data file recorded on another boot or machine (a copy of
+    /// its /proc/kallsyms, plain or gzipped; default: this machine's).
+    #[arg(long)]
+    pub kallsyms: Option<PathBuf>,
     /// Also print a stage table per thread (forwarder workers get per-packet figures).
     #[arg(long)]
     pub per_worker: bool,
@@ -53,16 +57,28 @@ pub fn rules(stages: Option<&std::path::Path>) -> Result<Rules> {
     Ok(rules)
 }
 
+/// Kernel symbols for a perf.data file: the file given, else this machine's /proc/kallsyms.
+pub fn kallsyms(file: Option<&std::path::Path>) -> Result<Option<analyzer::symbolize::Kallsyms>> {
+    Ok(match file {
+        Some(p) => Some(analyzer::symbolize::Kallsyms::load(p)?),
+        None => analyzer::symbolize::Kallsyms::current(),
+    })
+}
+
 /// The stage table of a recording directory, a perf.data file or a text profile.
-pub fn load_table(input: &std::path::Path, rules: &Rules) -> Result<StageTable> {
+pub fn load_table(
+    input: &std::path::Path,
+    rules: &Rules,
+    kallsyms_file: Option<&std::path::Path>,
+) -> Result<StageTable> {
     Ok(if input.is_file() {
         let mut magic = [0u8; 8];
         let is_perf_data =
             std::fs::File::open(input).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
                 && &magic == b"PERFILE2";
         if is_perf_data {
-            // perf.data carries no kallsyms: kernel symbols come from this machine.
-            let ks = std::fs::read_to_string("/proc/kallsyms").ok().map(|t| analyzer::symbolize::Kallsyms::parse(&t));
+            // perf.data carries no kallsyms: --kallsyms FILE, else this machine's.
+            let ks = kallsyms(kallsyms_file)?;
             analyzer::stages::perfdata_table(&analyzer::perfdata::read_perf_data(input)?, ks, rules)?
         } else {
             analyzer::stages::profile_table(&analyzer::import::load_text(input)?, rules)
@@ -74,7 +90,7 @@ pub fn load_table(input: &std::path::Path, rules: &Rules) -> Result<StageTable> 
 
 pub fn run(a: &ReportArgs) -> Result<()> {
     let rules = rules(a.stages.as_deref())?;
-    let mut t = load_table(&a.input, &rules)?;
+    let mut t = load_table(&a.input, &rules, a.kallsyms.as_deref())?;
     t.sort_symbols(match a.sort {
         Sort::Samples => SortKey::Samples,
         Sort::Symbol => SortKey::Symbol,

@@ -142,3 +142,65 @@ fn two_workers_share_the_flows_by_rss() {
     assert_eq!(s["info"]["gen_mode"], "inline");
     assert_eq!(s["rx_packets"].as_u64().unwrap(), s["tx_packets"].as_u64().unwrap() + s["dropped"].as_u64().unwrap());
 }
+
+/// `diff`, `export` and `report --format csv` through the CLI on the golden inputs, and
+/// clear errors (file and offset or line, never a panic) for corrupt analyzer inputs.
+#[test]
+fn analyzer_commands_on_golden_inputs_and_bad_files() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/analyzer/tests/data");
+    let op = format!("{data}/opreport-2003-forwarding.txt");
+    let pr = format!("{data}/perf-report-veth-forwarding.txt");
+    let out = fwdscope(&["diff", &op, &pr]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("baseline") && text.contains("# figures: %"), "{text}");
+    // The veth profile's lookup share (39.00%) against the 2003 one, from their golden tables.
+    let lookup = text.lines().find(|l| l.starts_with("lookup ")).expect("lookup row");
+    assert!(lookup.contains("39.00"), "{lookup}");
+
+    let pd = format!("{data}/kernel-forwarding.perf.data");
+    let ks = format!("{data}/kernel-forwarding.kallsyms.gz");
+    let out = fwdscope(&["export", "-i", &pd, "--kallsyms", &ks, "-f", "folded"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let folded = String::from_utf8_lossy(&out.stdout);
+    assert!(folded.lines().any(|l| l.contains(";fib_table_lookup")), "no kernel lookup stack in the folded output");
+    let total: u64 = folded.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+    let out = fwdscope(&["report", "-i", &pd, "--kallsyms", &ks, "--format", "csv"]);
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let stage_sum: u64 = csv
+        .lines()
+        .filter(|l| l.starts_with("stage,"))
+        .map(|l| l.split(',').nth(5).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(stage_sum, total, "folded and report disagree on the sample count");
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty());
+
+    let dir = std::env::temp_dir().join(format!("fwdscope-cli-an-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let whole = std::fs::read(&pd).unwrap();
+    let trunc = dir.join("truncated.data");
+    std::fs::write(&trunc, &whole[..whole.len() / 2]).unwrap();
+    let bad_text = dir.join("bad-opreport.txt");
+    std::fs::write(&bad_text, "vma samples % symbol name\nc02c0ea0 many 9.07 fn_hash_lookup\n").unwrap();
+    let bad_rec = dir.join("rec");
+    std::fs::create_dir_all(bad_rec.join("samples.parquet")).unwrap();
+    std::fs::write(bad_rec.join("meta.json"), "{\"format\": \"fwdscope-recording\",").unwrap();
+    let t = trunc.display().to_string();
+    let b = bad_text.display().to_string();
+    let r = bad_rec.display().to_string();
+    for (args, want) in [
+        (vec!["report", "-i", &t, "--kallsyms", &ks], "truncated.data: perf.data"),
+        (vec!["report", "-i", &b], "bad-opreport.txt:2"),
+        (vec!["report", "-i", &r], "meta.json"),
+        (vec!["report", "-i", &pd, "--kallsyms", &b], "bad-opreport.txt: no text symbols"),
+        (vec!["diff", &op], "required"),
+        (vec!["export", "-i", &pd, "-f", "pprof"], "-o"),
+    ] {
+        let out = fwdscope(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: stderr was {err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

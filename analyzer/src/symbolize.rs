@@ -52,7 +52,8 @@ impl ElfSymbols {
             .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
             .filter_map(|s| {
                 let raw = s.name().ok()?;
-                Some((s.address(), s.size(), format!("{:#}", rustc_demangle::demangle(raw))))
+                // Rust (legacy and v0) and C++ (Itanium) names demangled; others kept.
+                Some((s.address(), s.size(), addr2line::demangle_auto(raw.into(), None).into_owned()))
             })
             .collect();
         syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
@@ -139,6 +140,35 @@ impl Kallsyms {
             .collect();
         syms.sort();
         Kallsyms { syms }
+    }
+
+    /// Read a kallsyms file (plain or gzipped); an empty or address-less file is an error,
+    /// since it would leave every kernel sample unresolved.
+    pub fn load(path: &std::path::Path) -> crate::Result<Kallsyms> {
+        let io = |e| crate::Error::Io { path: path.into(), source: e };
+        let bytes = std::fs::read(path).map_err(io)?;
+        let text = if bytes.starts_with(&[0x1f, 0x8b]) {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut s).map_err(io)?;
+            s
+        } else {
+            String::from_utf8_lossy(&bytes).into_owned()
+        };
+        let k = Kallsyms::parse(&text);
+        if k.is_empty() {
+            return Err(crate::Error::Kallsyms {
+                path: path.display().to_string(),
+                msg: "no text symbols with addresses: expected `ADDRESS TYPE NAME` lines as in /proc/kallsyms \
+                      read by root"
+                    .into(),
+            });
+        }
+        Ok(k)
+    }
+
+    /// This machine's /proc/kallsyms, if readable with addresses.
+    pub fn current() -> Option<Kallsyms> {
+        Kallsyms::load(std::path::Path::new("/proc/kallsyms")).ok()
     }
 
     pub fn len(&self) -> usize {
