@@ -1,0 +1,154 @@
+//! Analyzer throughput, measured as ratios inside one run (`cargo bench -p analyzer --bench
+//! analyze`):
+//!
+//! 1. Native recordings: a recording of 5,000,000 samples over 4,000 distinct addresses in
+//!    real forwarder functions, 4 threads, aggregated into the stage table. Goal: 5M
+//!    samples/s.
+//! 2. perf.data import + symbolize + attribute (`perfdata_table`) against
+//!    `perf report --stdio --sort sym -g none` on the same file of 500k+ samples recorded
+//!    here system-wide (skipped, saying why, without perf or root). Goal: 2x faster.
+
+use analyzer::rules::Rules;
+use collector::recording::{Meta, Recording, RecordingWriter, SamplingInfo, FORMAT_VERSION};
+use collector::records::{Mapping, Sample};
+use std::process::Command;
+use std::time::Instant;
+
+fn perf_vs_ours() {
+    let dir = std::env::temp_dir().join(format!("fwdscope-bench-perf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("perf.data");
+    // Every CPU sampled every 20 us of cpu-clock while kept busy in user and kernel mode.
+    let rec = Command::new("perf")
+        .args(["record", "-q", "-a", "-e", "cpu-clock", "-c", "20000", "-o"])
+        .arg(&file)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "yes > /dev/null & dd if=/dev/zero of=/dev/null bs=64 count=6000000 2>/dev/null; kill $!",
+        ])
+        .output();
+    match rec {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            println!("SKIP perf.data benchmark: perf record failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+            return;
+        }
+        Err(e) => {
+            println!("SKIP perf.data benchmark: perf is not installed ({e})");
+            return;
+        }
+    }
+    let rules = Rules::builtin();
+    let t0 = Instant::now();
+    let pd = analyzer::perfdata::read_perf_data(&file).unwrap();
+    let ks = analyzer::symbolize::Kallsyms::current();
+    let t = analyzer::stages::perfdata_table(&pd, ks, &rules).unwrap();
+    let ours = t0.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    let out = Command::new("perf")
+        .args(["report", "--stdio", "--sort", "sym", "-g", "none", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let theirs = t0.elapsed().as_secs_f64();
+    assert!(out.status.success());
+    println!(
+        "perf.data of {} samples: fwdscope import+symbolize+attribute {:.3} s, perf report {:.3} s: {:.2}x faster (goal 2x)",
+        t.samples,
+        ours,
+        theirs,
+        theirs / ours
+    );
+    if t.samples < 500_000 {
+        println!("NOTE: fewer than 500k samples were recorded ({})", t.samples);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The executable mapping of this binary that holds `addr`.
+fn own_mapping(addr: u64, pid: u32) -> Mapping {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    for l in maps.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (a, b) = f[0].split_once('-').unwrap();
+        let (a, b) = (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap());
+        if addr >= a && addr < b {
+            let pgoff = u64::from_str_radix(f[2], 16).unwrap();
+            return Mapping { time: 0, pid, tid: pid, start: a, len: b - a, pgoff, path: f[5].into(), build_id: None };
+        }
+    }
+    panic!("no mapping for {addr:#x}");
+}
+
+fn native_aggregation() {
+    let dir = std::env::temp_dir().join(format!("fwdscope-bench-native-{}", std::process::id()));
+    let funcs = [
+        forwarder::fib::dir24::fwd_lookup_fib_dir24 as *const () as usize as u64,
+        forwarder::slab::fwd_slab_alloc as *const () as usize as u64,
+        forwarder::stages::driver_tx::fwd_driver_tx_doorbell as *const () as usize as u64,
+        forwarder::packet::checksum as *const () as usize as u64,
+    ];
+    let pid = 777;
+    let n = 5_000_000u64;
+    let mut w = RecordingWriter::create(&dir, true).unwrap();
+    let mut x = 0x2545F4914F6CDD1Du64;
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let f = funcs[(x % 4) as usize];
+        w.push_sample(Sample {
+            time: i,
+            pid,
+            tid: pid + ((x >> 8) % 4) as u32,
+            cpu: 0,
+            ip: f + (x >> 16) % 1000,
+            period: 250_000,
+            kernel: false,
+            callchain: vec![],
+        });
+    }
+    for f in funcs {
+        let m = own_mapping(f, pid);
+        if !w.maps.contains(&m) {
+            w.maps.push(m);
+        }
+    }
+    w.flush().unwrap();
+    w.write_maps_and_tasks().unwrap();
+    let sampling = SamplingInfo { requested: "cpu-clock".into(), used: "cpu-clock".into(), ..Default::default() };
+    let meta = Meta {
+        format: "fwdscope-recording".into(),
+        version: FORMAT_VERSION,
+        sampling,
+        status: "complete".into(),
+        ..Default::default()
+    };
+    w.write_meta(&meta).unwrap();
+    let rec = Recording::open(&dir).unwrap();
+    let rules = Rules::builtin();
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        let t = analyzer::stages::stage_table(&rec, &rules).unwrap();
+        best = best.min(t0.elapsed().as_secs_f64());
+        assert_eq!(t.samples, n);
+    }
+    println!(
+        "native recording of {n} samples: stage table in {best:.3} s = {:.1} M samples/s (goal 5)",
+        n as f64 / best / 1e6
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn main() {
+    // `cargo test --benches` runs this without --bench: stay quick there.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("analyze bench: run with `cargo bench -p analyzer --bench analyze`");
+        return;
+    }
+    native_aggregation();
+    perf_vs_ours();
+}
