@@ -38,6 +38,10 @@ pub struct RecordArgs {
     /// Milliseconds between Parquet parts (what survives if the recorder is killed).
     #[arg(long, default_value_t = 1000)]
     pub chunk_ms: u64,
+    /// Also save the function symbols of every mapped binary (symbols/BUILDID.map), so the
+    /// recording analyzes the same after a rebuild or on another machine.
+    #[arg(long)]
+    pub keep_symbols: bool,
     #[command(flatten)]
     pub target: TargetArgs,
 }
@@ -137,5 +141,10 @@ pub fn run(a: &RecordArgs) -> Result<()> {
         if counted.is_empty() { "nothing".to_string() } else { counted.join(", ") },
         meta.ended_by.as_deref().unwrap_or("?")
     );
+    if a.keep_symbols {
+        let rec = collector::recording::Recording::open(&a.output)?;
+        let n = analyzer::symbolize::write_symbol_maps(&a.output, &rec.maps()?)?;
+        eprintln!("fwdscope record: symbol maps of {n} binaries in {}", a.output.join("symbols").display());
+    }
     Ok(())
 }

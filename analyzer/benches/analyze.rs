@@ -26,7 +26,7 @@ fn perf_vs_ours() {
             "--",
             "sh",
             "-c",
-            "yes > /dev/null & dd if=/dev/zero of=/dev/null bs=64 count=6000000 2>/dev/null; kill $!",
+            "yes > /dev/null & dd if=/dev/zero of=/dev/null bs=64 count=20000000 2>/dev/null; kill $!",
         ])
         .output();
     match rec {
@@ -43,9 +43,15 @@ fn perf_vs_ours() {
     let rules = Rules::builtin();
     let t0 = Instant::now();
     let pd = analyzer::perfdata::read_perf_data(&file).unwrap();
+    let t_read = t0.elapsed().as_secs_f64();
     let ks = analyzer::symbolize::Kallsyms::current();
+    let t_ks = t0.elapsed().as_secs_f64() - t_read;
     let t = analyzer::stages::perfdata_table(&pd, ks, &rules).unwrap();
     let ours = t0.elapsed().as_secs_f64();
+    println!(
+        "  fwdscope: read {t_read:.3} s, kallsyms {t_ks:.3} s, aggregate+symbolize+attribute {:.3} s",
+        ours - t_read - t_ks
+    );
     let t0 = Instant::now();
     let out = Command::new("perf")
         .args(["report", "--stdio", "--sort", "sym", "-g", "none", "-i"])

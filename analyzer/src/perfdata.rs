@@ -5,7 +5,10 @@
 
 use crate::{Error, Result};
 use collector::records::{Mapping, Sample};
-use linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId, RecordType};
+use linux_perf_data::linux_perf_event_reader::{
+    CpuMode, Endianness, EventRecord, Mmap2FileId, PerfEventType, RawData, RawEventRecord, RecordParseInfo, RecordType,
+    SamplingPolicy, SoftwareCounterType,
+};
 use linux_perf_data::{PerfFileReader, PerfFileRecord};
 
 /// What a perf.data file held.
@@ -51,7 +54,8 @@ pub fn read_perf_data(path: &std::path::Path) -> Result<PerfData> {
 /// Check the file header and the feature section table against the file's length before
 /// the parser allocates by them: a corrupt size must be an error naming its offset, not an
 /// allocation of whatever the bytes say.
-fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::Path) -> Result<()> {
+/// Returns the data section's offset and size.
+fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::Path) -> Result<(u64, u64)> {
     use std::io::SeekFrom;
     let io = |e| Error::Io { path: path.into(), source: e };
     let len = r.seek(SeekFrom::End(0)).map_err(io)?;
@@ -91,7 +95,6 @@ fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::P
             ));
         }
     }
-    check_records(r, at(40), at(48)).map_err(|m| bad(path, m))?;
     // The feature sections' table follows the data section: one (offset, size) per set bit,
     // in bit order.
     let table = at(40) + at(48);
@@ -120,7 +123,7 @@ fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::P
         }
     }
     r.seek(SeekFrom::Start(0)).map_err(io)?;
-    Ok(())
+    Ok((at(40), at(48)))
 }
 
 /// PERF_RECORD_MISC_MMAP_BUILD_ID: an MMAP2 record carries a build-id instead of inode data.
@@ -189,103 +192,270 @@ const PERF_RECORD_AUXTRACE: u32 = 71;
 
 /// Walk the data section's record headers: every record at least 8 bytes and inside the
 /// section, AUXTRACE payloads too (the parser resizes a buffer to whatever they claim).
-fn check_records<R: std::io::Read + std::io::Seek>(r: &mut R, off: u64, size: u64) -> std::result::Result<(), String> {
-    use std::io::Read;
-    r.seek(std::io::SeekFrom::Start(off)).map_err(|e| e.to_string())?;
-    let mut rd = std::io::BufReader::with_capacity(1 << 16, r.take(size));
+fn check_records(data: &[u8], off: u64) -> std::result::Result<(), String> {
+    let size = data.len() as u64;
     let mut pos = 0u64;
-    let mut head = [0u8; 16];
     while pos < size {
         let at = off + pos;
-        if size - pos < 8 {
-            return Err(format!("offset {at}: {} stray bytes at the end of the data section", size - pos));
+        let h = &data[pos as usize..];
+        if h.len() < 8 {
+            return Err(format!("offset {at}: {} stray bytes at the end of the data section", h.len()));
         }
-        rd.read_exact(&mut head[..8]).map_err(|e| format!("offset {at}: {e}"))?;
-        let ty = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let len = u16::from_le_bytes([head[6], head[7]]) as u64;
+        let ty = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        let len = u16::from_le_bytes([h[6], h[7]]) as u64;
         if len < 8 || len > size - pos {
             return Err(format!(
                 "offset {at}: record of type {ty} with size {len}: expected 8 up to the section's end"
             ));
         }
-        let mut body = len - 8;
         let mut extra = 0u64;
-        if ty == PERF_RECORD_AUXTRACE && body >= 8 {
-            rd.read_exact(&mut head[8..16]).map_err(|e| format!("offset {at}: {e}"))?;
-            extra = u64::from_le_bytes(head[8..16].try_into().unwrap_or([0; 8]));
-            body -= 8;
+        if ty == PERF_RECORD_AUXTRACE && len >= 16 {
+            extra = u64::from_le_bytes(h[8..16].try_into().unwrap_or([0; 8]));
             if extra > size - pos - len {
                 return Err(format!("offset {at}: AUXTRACE record announces {extra} bytes past the section's end"));
             }
         }
-        std::io::copy(&mut (&mut rd).take(body + extra), &mut std::io::sink()).map_err(|e| e.to_string())?;
         pos += len + extra;
     }
     Ok(())
 }
 
+/// PERF_RECORD_SAMPLE.
+const PERF_RECORD_SAMPLE: u32 = 9;
+
+/// Sample layout bits (perf_event.h `PERF_SAMPLE_*`).
+mod sample_bits {
+    pub const IP: u64 = 1 << 0;
+    pub const TID: u64 = 1 << 1;
+    pub const TIME: u64 = 1 << 2;
+    pub const ADDR: u64 = 1 << 3;
+    pub const READ: u64 = 1 << 4;
+    pub const CALLCHAIN: u64 = 1 << 5;
+    pub const ID: u64 = 1 << 6;
+    pub const CPU: u64 = 1 << 7;
+    pub const PERIOD: u64 = 1 << 8;
+    pub const STREAM_ID: u64 = 1 << 9;
+    pub const IDENTIFIER: u64 = 1 << 16;
+}
+
+/// Decode a SAMPLE body with layout `st` (up to the callchain; READ is not supported
+/// here). None when the body is too short for what the layout says.
+fn decode_sample(body: &[u8], st: u64, misc: u16, default_period: u64) -> Option<Sample> {
+    use sample_bits::*;
+    let mut p = 0usize;
+    let mut u64_ = || -> Option<u64> {
+        let v = u64::from_le_bytes(body.get(p..p + 8)?.try_into().ok()?);
+        p += 8;
+        Some(v)
+    };
+    if st & IDENTIFIER != 0 {
+        u64_()?;
+    }
+    let ip = if st & IP != 0 { u64_()? } else { 0 };
+    let (pid, tid) = if st & TID != 0 {
+        let v = u64_()?;
+        (v as u32, (v >> 32) as u32)
+    } else {
+        (0, 0)
+    };
+    let time = if st & TIME != 0 { u64_()? } else { 0 };
+    if st & ADDR != 0 {
+        u64_()?;
+    }
+    if st & ID != 0 {
+        u64_()?;
+    }
+    if st & STREAM_ID != 0 {
+        u64_()?;
+    }
+    let cpu = if st & CPU != 0 { u64_()? as u32 } else { 0 };
+    let period = if st & PERIOD != 0 { u64_()? } else { default_period };
+    let mut callchain = Vec::new();
+    if st & CALLCHAIN != 0 {
+        let nr = u64_()?;
+        if nr > (body.len() / 8) as u64 {
+            return None;
+        }
+        callchain.reserve(nr as usize);
+        for _ in 0..nr {
+            let a = u64_()?;
+            if a < PERF_CONTEXT_MAX {
+                callchain.push(a);
+            }
+        }
+    }
+    // cpumode: PERF_RECORD_MISC_KERNEL (1) or GUEST_KERNEL (4).
+    let kernel = matches!(misc & 7, 1 | 4);
+    Some(Sample { time, pid, tid, cpu, ip, period, kernel, callchain })
+}
+
+/// Fold one parsed non-sample record into `out`.
+fn absorb(out: &mut PerfData, parsed: EventRecord) {
+    match parsed {
+        EventRecord::Sample(s) => out.samples.push(Sample {
+            time: s.timestamp.unwrap_or(0),
+            pid: s.pid.unwrap_or(0) as u32,
+            tid: s.tid.unwrap_or(0) as u32,
+            cpu: s.cpu.unwrap_or(0),
+            ip: s.ip.unwrap_or(0),
+            period: s.period.unwrap_or(1),
+            kernel: matches!(s.cpu_mode, CpuMode::Kernel | CpuMode::GuestKernel),
+            callchain: s
+                .callchain
+                .map(|c| (0..c.len()).filter_map(|i| c.get(i)).filter(|&a| a < PERF_CONTEXT_MAX).collect())
+                .unwrap_or_default(),
+        }),
+        EventRecord::Comm(c) => out.tasks.push(collector::records::TaskEvent::Comm {
+            time: 0,
+            pid: c.pid as u32,
+            tid: c.tid as u32,
+            comm: String::from_utf8_lossy(&c.name.as_slice()).into_owned(),
+            exec: c.is_execve,
+        }),
+        EventRecord::Mmap(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => {
+            out.maps.push(mapping(m.pid, m.tid, m.address, m.length, m.page_offset, &m.path.as_slice(), None))
+        }
+        EventRecord::Mmap2(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => {
+            let build_id = match &m.file_id {
+                Mmap2FileId::BuildId(b) => Some(b.iter().map(|x| format!("{x:02x}")).collect()),
+                _ => None,
+            };
+            out.maps.push(mapping(m.pid, m.tid, m.address, m.length, m.page_offset, &m.path.as_slice(), build_id))
+        }
+        EventRecord::Lost(l) => out.lost += l.count,
+        _ => {}
+    }
+}
+
+/// linux-perf-event-reader asserts (panics) on an MMAP2 build-id longer than 20 bytes:
+/// refuse such a record first.
+fn check_mmap2(path: &std::path::Path, n: u64, ty: RecordType, misc: u16, body: Option<u8>) -> Result<()> {
+    if ty == RecordType::MMAP2 && misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 && body.is_none_or(|l| l > 20) {
+        return Err(bad(path, format!("record {n}: MMAP2 build-id length {body:?}: expected at most 20")));
+    }
+    Ok(())
+}
+
 /// Parse perf.data from a reader; errors name `path` and the offset or record number.
-pub fn parse_perf_data<R: std::io::Read + std::io::Seek>(mut reader: R, path: &std::path::Path) -> Result<PerfData> {
-    check_header(&mut reader, path)?;
+///
+/// Files with one event and a sample layout without READ (what `perf record` writes
+/// unless asked for groups) are decoded straight from the data section, in file order;
+/// others go through linux-perf-data's time-sorted iterator. Order does not matter here:
+/// every mapping applies to every sample of its process.
+pub fn parse_perf_data<R: std::io::Read + std::io::Seek>(reader: R, path: &std::path::Path) -> Result<PerfData> {
+    parse_with(reader, path, true)
+}
+
+fn parse_with<R: std::io::Read + std::io::Seek>(
+    mut reader: R,
+    path: &std::path::Path,
+    allow_fast: bool,
+) -> Result<PerfData> {
+    let (data_off, data_size) = check_header(&mut reader, path)?;
+    let mut data = vec![0u8; usize::try_from(data_size).map_err(|_| bad(path, "data section too large"))?];
+    reader.seek(std::io::SeekFrom::Start(data_off)).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    reader.read_exact(&mut data).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    check_records(&data, data_off).map_err(|m| bad(path, m))?;
+    reader.seek(std::io::SeekFrom::Start(0)).map_err(|e| Error::Io { path: path.into(), source: e })?;
     let PerfFileReader { mut perf_file, mut record_iter } =
         guard(path, "header", || PerfFileReader::parse_file(reader))?.map_err(|e| bad(path, e))?;
-    let event = perf_file
-        .event_attributes()
-        .first()
+    let attrs = perf_file.event_attributes();
+    let event = attrs
+        .iter()
+        .find(|a| !matches!(a.attributes().type_, PerfEventType::Software(SoftwareCounterType::Dummy)))
         .and_then(|a| a.name())
         .map(|n| n.split(':').next().unwrap_or(n).to_string())
         .unwrap_or_else(|| "unknown".into());
     let mut out = PerfData { event, ..Default::default() };
+    // The direct decoder needs one sample layout: every event with the same sample_type
+    // and at most one that samples (perf adds a non-sampling dummy event for side-band
+    // records when recording system-wide).
+    let is_dummy = |a: &linux_perf_data::AttributeDescription| {
+        matches!(a.attributes().type_, PerfEventType::Software(SoftwareCounterType::Dummy))
+    };
+    let sampling: Vec<_> = attrs.iter().filter(|a| !is_dummy(a)).collect();
+    let same_layout = attrs.windows(2).all(|w| w[0].attributes().sample_format == w[1].attributes().sample_format);
+    let fast = match sampling[..] {
+        [one] if allow_fast && same_layout && perf_file.endian() == Endianness::LittleEndian => {
+            let a = one.attributes();
+            let st = a.sample_format.bits();
+            (st & sample_bits::READ == 0).then(|| {
+                let period = match a.sampling_policy {
+                    SamplingPolicy::Period(p) => p.get(),
+                    _ => 1,
+                };
+                (st, period, RecordParseInfo::new(a, Endianness::LittleEndian))
+            })
+        }
+        _ => None,
+    };
+    if let Some((st, default_period, info)) = fast {
+        let mut pos = 0usize;
+        let mut n = 0u64;
+        while pos < data.len() {
+            let h = &data[pos..];
+            let ty = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+            let misc = u16::from_le_bytes([h[4], h[5]]);
+            let len = u16::from_le_bytes([h[6], h[7]]) as usize;
+            let body = &h[8..len];
+            let mut step = len;
+            if ty == PERF_RECORD_AUXTRACE && len >= 16 {
+                step += u64::from_le_bytes(h[8..16].try_into().unwrap_or([0; 8])) as usize;
+            }
+            if ty == PERF_RECORD_SAMPLE {
+                let s = decode_sample(body, st, misc, default_period).ok_or_else(|| {
+                    bad(path, format!("record {n} at offset {}: sample shorter than its layout", data_off + pos as u64))
+                })?;
+                out.samples.push(s);
+            } else if ty < 64 {
+                // Kernel record types; perf's own (>= 64: rounds, build-ids, ...) carry no samples.
+                let rt = RecordType(ty);
+                check_mmap2(path, n, rt, misc, body.get(32).copied())?;
+                let raw = RawEventRecord::new(rt, misc, RawData::Single(body), info);
+                let parsed = guard(path, &format!("record {n}"), || raw.parse())?
+                    .map_err(|e| bad(path, format!("record {n} at offset {}: {e}", data_off + pos as u64)))?;
+                absorb(&mut out, parsed);
+            }
+            pos += step;
+            n += 1;
+        }
+        return Ok(out);
+    }
     let mut n = 0u64;
     while let Some(rec) = guard(path, &format!("record {n}"), || record_iter.next_record(&mut perf_file))?
         .map_err(|e| bad(path, format!("record {n}: {e}")))?
     {
         n += 1;
         let PerfFileRecord::EventRecord { record, .. } = rec else { continue };
-        // linux-perf-event-reader asserts (panics) on an MMAP2 build-id longer than 20
-        // bytes: refuse such a record first.
-        if record.record_type == RecordType::MMAP2 && record.misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
-            let len = record.data.get(32..33).map(|b| b.as_slice()[0]);
-            if len.is_none_or(|l| l > 20) {
-                return Err(bad(path, format!("record {n}: MMAP2 build-id length {len:?}: expected at most 20")));
-            }
-        }
+        check_mmap2(path, n, record.record_type, record.misc, record.data.get(32..33).map(|b| b.as_slice()[0]))?;
         let parsed = guard(path, &format!("record {n}"), || record.parse())?
             .map_err(|e| bad(path, format!("record {n}: {e}")))?;
-        match parsed {
-            EventRecord::Sample(s) => out.samples.push(Sample {
-                time: s.timestamp.unwrap_or(0),
-                pid: s.pid.unwrap_or(0) as u32,
-                tid: s.tid.unwrap_or(0) as u32,
-                cpu: s.cpu.unwrap_or(0),
-                ip: s.ip.unwrap_or(0),
-                period: s.period.unwrap_or(1),
-                kernel: matches!(s.cpu_mode, CpuMode::Kernel | CpuMode::GuestKernel),
-                callchain: s
-                    .callchain
-                    .map(|c| (0..c.len()).filter_map(|i| c.get(i)).filter(|&a| a < PERF_CONTEXT_MAX).collect())
-                    .unwrap_or_default(),
-            }),
-            EventRecord::Comm(c) => out.tasks.push(collector::records::TaskEvent::Comm {
-                time: 0,
-                pid: c.pid as u32,
-                tid: c.tid as u32,
-                comm: String::from_utf8_lossy(&c.name.as_slice()).into_owned(),
-                exec: c.is_execve,
-            }),
-            EventRecord::Mmap(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => {
-                out.maps.push(mapping(m.pid, m.tid, m.address, m.length, m.page_offset, &m.path.as_slice(), None))
-            }
-            EventRecord::Mmap2(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => {
-                let build_id = match &m.file_id {
-                    Mmap2FileId::BuildId(b) => Some(b.iter().map(|x| format!("{x:02x}")).collect()),
-                    _ => None,
-                };
-                out.maps.push(mapping(m.pid, m.tid, m.address, m.length, m.page_offset, &m.path.as_slice(), build_id))
-            }
-            EventRecord::Lost(l) => out.lost += l.count,
-            _ => {}
-        }
+        absorb(&mut out, parsed);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The direct decoder and linux-perf-data's sorted iterator read the same samples,
+    /// mappings and thread names from the golden kernel-forwarding file.
+    #[test]
+    fn direct_decoding_matches_the_library_path() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kernel-forwarding.perf.data");
+        let read = |fast| parse_with(std::io::BufReader::new(std::fs::File::open(&p).unwrap()), &p, fast).unwrap();
+        let (mut a, mut b) = (read(true), read(false));
+        assert!(a.samples.len() > 1000);
+        assert!(a.samples.iter().any(|s| !s.callchain.is_empty()));
+        let key = |s: &Sample| (s.time, s.cpu, s.ip);
+        a.samples.sort_by_key(key);
+        b.samples.sort_by_key(key);
+        assert_eq!(a.samples, b.samples);
+        a.maps.sort_by_key(|m| (m.pid, m.start));
+        b.maps.sort_by_key(|m| (m.pid, m.start));
+        assert_eq!(a.maps, b.maps);
+        assert_eq!(a.tasks.len(), b.tasks.len());
+        assert_eq!((a.event.as_str(), a.lost), (b.event.as_str(), b.lost));
+    }
 }

@@ -3,6 +3,11 @@
 //! against the recording's maps.json) and, for kernel addresses, the recording's kallsyms
 //! snapshot. A binary without a matching symbol falls back to `DSO+offset`.
 //!
+//! A recording made with `record --keep-symbols` also carries `symbols/BUILDID.map` (one
+//! `FILE_OFFSET SIZE NAME` line per function, hex offsets and sizes, demangled names),
+//! used when the binary itself is missing or was rebuilt: the recording then analyzes the
+//! same on any machine.
+//!
 //! Source lines and inline frames come from DWARF through addr2line: one
 //! `addr2line::Loader` per binary, created on the first request for lines and reused (the
 //! stage table needs only function symbols and never parses DWARF). A binary without
@@ -63,6 +68,47 @@ impl ElfSymbols {
         Some(ElfSymbols { path: path.to_path_buf(), syms, segs, build_id, dwarf: std::cell::OnceCell::new() })
     }
 
+    /// Symbols from a symbol map (`FILE_OFFSET SIZE NAME` lines, hex): offsets stand in
+    /// for addresses, so lookups by file offset work without the binary.
+    pub fn from_symbol_map(text: &str, origin: &std::path::Path, build_id: &str) -> crate::Result<ElfSymbols> {
+        let mut syms = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let bad = |what: &str| crate::Error::Import {
+                path: origin.display().to_string(),
+                line: i + 1,
+                msg: format!("{what}: expected `FILE_OFFSET SIZE NAME` with hexadecimal offset and size"),
+            };
+            if line.trim().is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut it = line.splitn(3, ' ');
+            let off = it.next().and_then(|x| u64::from_str_radix(x, 16).ok()).ok_or_else(|| bad("offset"))?;
+            let size = it.next().and_then(|x| u64::from_str_radix(x, 16).ok()).ok_or_else(|| bad("size"))?;
+            let name = it.next().filter(|n| !n.is_empty()).ok_or_else(|| bad("name"))?;
+            syms.push((off, size, name.to_string()));
+        }
+        syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        syms.dedup_by_key(|s| s.0);
+        Ok(ElfSymbols {
+            path: origin.to_path_buf(),
+            syms,
+            segs: vec![(0, u64::MAX, 0)],
+            build_id: Some(build_id.to_string()),
+            dwarf: std::cell::OnceCell::from(None),
+        })
+    }
+
+    /// This binary's functions as a symbol map (see [`ElfSymbols::from_symbol_map`]):
+    /// only functions inside a file-backed segment, by file offset.
+    pub fn symbol_map(&self) -> String {
+        let mut out = String::new();
+        for (va, size, name) in &self.syms {
+            let Some(&(fo, _, sva)) = self.segs.iter().find(|(_, sz, v)| *va >= *v && *va < v + sz) else { continue };
+            out.push_str(&format!("{:x} {:x} {}\n", va - sva + fo, size, name.replace('\n', " ")));
+        }
+        out
+    }
+
     /// The virtual address (as in the ELF file) of file offset `off`.
     pub fn vaddr_of(&self, off: u64) -> Option<u64> {
         let &(fo, _, va) = self.segs.iter().find(|(o, sz, _)| off >= *o && off < o + sz)?;
@@ -121,25 +167,64 @@ impl ElfSymbols {
     }
 }
 
+/// Write `DIR/symbols/BUILDID.map` for every mapped binary of `maps` that has a build-id
+/// and can be read here; returns how many were written.
+pub fn write_symbol_maps(dir: &std::path::Path, maps: &[Mapping]) -> crate::Result<usize> {
+    let out = dir.join("symbols");
+    let mut done = std::collections::HashSet::new();
+    let mut written = 0;
+    for m in maps {
+        let Some(id) = &m.build_id else { continue };
+        if !done.insert(id.clone()) {
+            continue;
+        }
+        let Some(e) = ElfSymbols::load(std::path::Path::new(&m.path)) else { continue };
+        if e.build_id.as_deref() != Some(id.as_str()) {
+            continue;
+        }
+        std::fs::create_dir_all(&out).map_err(|e| crate::Error::Io { path: out.clone(), source: e })?;
+        let p = out.join(format!("{id}.map"));
+        std::fs::write(&p, e.symbol_map()).map_err(|e| crate::Error::Io { path: p.clone(), source: e })?;
+        written += 1;
+    }
+    Ok(written)
+}
+
 /// The kernel's symbols from a kallsyms snapshot (`ADDR TYPE NAME [MODULE]` lines).
 pub struct Kallsyms {
-    syms: Vec<(u64, String)>,
+    /// The file's text; names are slices of it.
+    text: String,
+    /// (address, name start, name length), sorted by address.
+    syms: Vec<(u64, u32, u32)>,
 }
 
 impl Kallsyms {
     pub fn parse(text: &str) -> Kallsyms {
-        let mut syms: Vec<(u64, String)> = text
-            .lines()
-            .filter_map(|l| {
-                let mut it = l.split_whitespace();
-                let addr = u64::from_str_radix(it.next()?, 16).ok()?;
-                let ty = it.next()?;
-                let name = it.next()?;
-                (addr != 0 && matches!(ty, "t" | "T" | "w" | "W")).then(|| (addr, name.to_string()))
-            })
-            .collect();
-        syms.sort();
-        Kallsyms { syms }
+        Kallsyms::from_text(text.to_string())
+    }
+
+    fn from_text(text: String) -> Kallsyms {
+        let mut syms = Vec::with_capacity(text.len() / 40);
+        let mut off = 0usize;
+        for line in text.split_inclusive('\n') {
+            let start = off;
+            off += line.len();
+            let b = line.as_bytes();
+            // `ADDR TYPE NAME[\t[MODULE]]`
+            let Some(sp) = b.iter().position(|&c| c == b' ') else { continue };
+            if b.len() < sp + 4 || b[sp + 2] != b' ' || !matches!(b[sp + 1], b't' | b'T' | b'w' | b'W') {
+                continue;
+            }
+            let Ok(addr) = u64::from_str_radix(&line[..sp], 16) else { continue };
+            let name = &line[sp + 3..];
+            let len = name.find(['\t', ' ', '\n', '\r']).unwrap_or(name.len());
+            if addr == 0 || len == 0 {
+                continue;
+            }
+            syms.push((addr, (start + sp + 3) as u32, len as u32));
+        }
+        syms.sort_unstable_by_key(|s| s.0);
+        Kallsyms { text, syms }
     }
 
     /// Read a kallsyms file (plain or gzipped); an empty or address-less file is an error,
@@ -154,7 +239,7 @@ impl Kallsyms {
         } else {
             String::from_utf8_lossy(&bytes).into_owned()
         };
-        let k = Kallsyms::parse(&text);
+        let k = Kallsyms::from_text(text);
         if k.is_empty() {
             return Err(crate::Error::Kallsyms {
                 path: path.display().to_string(),
@@ -181,7 +266,8 @@ impl Kallsyms {
 
     pub fn lookup(&self, addr: u64) -> Option<&str> {
         let i = self.syms.partition_point(|s| s.0 <= addr).checked_sub(1)?;
-        Some(self.syms[i].1.as_str())
+        let (_, start, len) = self.syms[i];
+        self.text.get(start as usize..(start + len) as usize)
     }
 }
 
@@ -190,6 +276,8 @@ pub struct Symbolizer {
     maps: HashMap<u32, Vec<Mapping>>,
     kallsyms: Option<Kallsyms>,
     elfs: HashMap<String, Option<ElfSymbols>>,
+    /// Symbol maps shipped with a recording, by build-id.
+    shipped: HashMap<String, ElfSymbols>,
 }
 
 impl Symbolizer {
@@ -198,17 +286,27 @@ impl Symbolizer {
         for m in maps {
             by_pid.entry(m.pid).or_default().push(m);
         }
-        Symbolizer { maps: by_pid, kallsyms, elfs: HashMap::new() }
+        Symbolizer { maps: by_pid, kallsyms, elfs: HashMap::new(), shipped: HashMap::new() }
     }
 
     /// Symbolizer for a recording directory (maps.json and the kallsyms snapshot).
     pub fn for_recording(rec: &collector::recording::Recording) -> crate::Result<Symbolizer> {
         let maps = rec.maps()?;
-        let ks = std::fs::read_to_string(rec.dir.join("kallsyms"))
-            .ok()
-            .map(|t| Kallsyms::parse(&t))
-            .filter(|k| !k.is_empty());
-        Ok(Symbolizer::new(maps, ks))
+        let ks =
+            std::fs::read_to_string(rec.dir.join("kallsyms")).ok().map(Kallsyms::from_text).filter(|k| !k.is_empty());
+        let mut sym = Symbolizer::new(maps, ks);
+        let dir = rec.dir.join("symbols");
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            for e in rd.flatten() {
+                let p = e.path();
+                let Some(id) = p.file_name().and_then(|f| f.to_str()).and_then(|f| f.strip_suffix(".map")) else {
+                    continue;
+                };
+                let text = std::fs::read_to_string(&p).map_err(|e| crate::Error::Io { path: p.clone(), source: e })?;
+                sym.shipped.insert(id.to_string(), ElfSymbols::from_symbol_map(&text, &p, id)?);
+            }
+        }
+        Ok(sym)
     }
 
     /// Resolve a sample's IP.
@@ -229,11 +327,16 @@ impl Symbolizer {
     /// from the one recorded.
     fn elf(&mut self, m: &Mapping) -> Option<&ElfSymbols> {
         let elf = self.elfs.entry(m.path.clone()).or_insert_with(|| ElfSymbols::load(std::path::Path::new(&m.path)));
-        let e = elf.as_ref()?;
-        match &m.build_id {
-            Some(want) if e.build_id.as_deref() != Some(want.as_str()) => None,
-            _ => Some(e),
+        let usable = match (elf.as_ref(), &m.build_id) {
+            (Some(e), Some(want)) => e.build_id.as_deref() == Some(want.as_str()),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if usable {
+            return elf.as_ref();
         }
+        // The binary is gone or rebuilt: a symbol map shipped with the recording.
+        m.build_id.as_ref().and_then(|id| self.shipped.get(id))
     }
 
     /// Resolve an address in process `pid`.
