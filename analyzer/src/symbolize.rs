@@ -292,8 +292,13 @@ impl Symbolizer {
     /// Symbolizer for a recording directory (maps.json and the kallsyms snapshot).
     pub fn for_recording(rec: &collector::recording::Recording) -> crate::Result<Symbolizer> {
         let maps = rec.maps()?;
-        let ks =
-            std::fs::read_to_string(rec.dir.join("kallsyms")).ok().map(Kallsyms::from_text).filter(|k| !k.is_empty());
+        // The snapshot (`kallsyms`, or gzipped `kallsyms.gz`); one without addresses (taken
+        // without the right to see them) resolves nothing and is ignored.
+        let ks = ["kallsyms", "kallsyms.gz"]
+            .iter()
+            .map(|f| rec.dir.join(f))
+            .find(|p| p.exists())
+            .and_then(|p| Kallsyms::load(&p).ok());
         let mut sym = Symbolizer::new(maps, ks);
         let dir = rec.dir.join("symbols");
         if let Ok(rd) = std::fs::read_dir(&dir) {
