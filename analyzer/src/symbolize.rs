@@ -153,10 +153,12 @@ impl ElfSymbols {
                 }
             }
         }
-        if out.is_empty() {
-            if let Some(name) = self.at_vaddr(vaddr) {
-                out.push(Frame { function: name.to_string(), file: None, line: None });
-            }
+        match (out.last_mut(), self.at_vaddr(vaddr)) {
+            // The real (outermost) function: the symbol table's full path, since DWARF built
+            // with line tables only names functions without their module path.
+            (Some(last), Some(name)) => last.function = name.to_string(),
+            (None, Some(name)) => out.push(Frame { function: name.to_string(), file: None, line: None }),
+            _ => {}
         }
         out
     }
