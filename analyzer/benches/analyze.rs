@@ -9,8 +9,8 @@
 //!    here system-wide (skipped, saying why, without perf or root). Goal: 2x faster.
 
 use analyzer::rules::Rules;
-use collector::recording::{Meta, Recording, RecordingWriter, SamplingInfo, FORMAT_VERSION};
-use collector::records::{Mapping, Sample};
+use collector::recording::RecordingWriter;
+use collector::records::Sample;
 use std::process::Command;
 use std::time::Instant;
 
@@ -73,20 +73,8 @@ fn perf_vs_ours() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The executable mapping of this binary that holds `addr`.
-fn own_mapping(addr: u64, pid: u32) -> Mapping {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    for l in maps.lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let (a, b) = f[0].split_once('-').unwrap();
-        let (a, b) = (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap());
-        if addr >= a && addr < b {
-            let pgoff = u64::from_str_radix(f[2], 16).unwrap();
-            return Mapping { time: 0, pid, tid: pid, start: a, len: b - a, pgoff, path: f[5].into(), build_id: None };
-        }
-    }
-    panic!("no mapping for {addr:#x}");
-}
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 fn native_aggregation() {
     let dir = std::env::temp_dir().join(format!("fwdscope-bench-native-{}", std::process::id()));
@@ -116,24 +104,8 @@ fn native_aggregation() {
             callchain: vec![],
         });
     }
-    for f in funcs {
-        let m = own_mapping(f, pid);
-        if !w.maps.contains(&m) {
-            w.maps.push(m);
-        }
-    }
-    w.flush().unwrap();
-    w.write_maps_and_tasks().unwrap();
-    let sampling = SamplingInfo { requested: "cpu-clock".into(), used: "cpu-clock".into(), ..Default::default() };
-    let meta = Meta {
-        format: "fwdscope-recording".into(),
-        version: FORMAT_VERSION,
-        sampling,
-        status: "complete".into(),
-        ..Default::default()
-    };
-    w.write_meta(&meta).unwrap();
-    let rec = Recording::open(&dir).unwrap();
+    common::map_functions(&mut w, &funcs, pid);
+    let rec = common::finish(w, "cpu-clock", "cpu-clock", None);
     let rules = Rules::builtin();
     let mut best = f64::MAX;
     for _ in 0..3 {

@@ -8,58 +8,14 @@ mod common;
 use analyzer::export::recording_profile;
 use analyzer::rules::Rules;
 use analyzer::symbolize::Symbolizer;
-use collector::recording::{Meta, Recording, RecordingWriter, SamplingInfo, FORMAT_VERSION};
-use collector::records::{Sample, TaskEvent};
-use common::own_mapping;
+use collector::recording::{Recording, RecordingWriter};
 use std::io::Read;
 
 fn recording(dir: &std::path::Path) -> Recording {
     let _ = std::fs::remove_dir_all(dir);
-    let lookup = forwarder::fib::dir24::fwd_lookup_fib_dir24 as *const () as usize as u64;
-    let slab = forwarder::slab::fwd_slab_alloc as *const () as usize as u64;
-    let helper = forwarder::packet::checksum as *const () as usize as u64;
-    let pid = 5151;
     let mut w = RecordingWriter::create(dir, true).unwrap();
-    let sample = |tid: u32, ip: u64, callchain: Vec<u64>| Sample {
-        time: 0,
-        pid,
-        tid,
-        cpu: 0,
-        ip,
-        period: 250_000,
-        kernel: false,
-        callchain,
-    };
-    // Entry + 1 (the prologue) has no inlined frames; the caller's return address is its
-    // entry + 1, so the call site looked up is the entry itself.
-    for _ in 0..4 {
-        w.push_sample(sample(pid, helper + 1, vec![helper + 1, lookup + 1]));
-    }
-    for _ in 0..2 {
-        w.push_sample(sample(pid, helper + 1, vec![helper + 1]));
-    }
-    w.push_sample(sample(pid + 1, slab + 1, vec![slab + 1]));
-    for a in [lookup, slab, helper] {
-        let m = own_mapping(a, pid);
-        if !w.maps.contains(&m) {
-            w.maps.push(m);
-        }
-    }
-    for (tid, comm) in [(pid, "fwd-worker-0"), (pid + 1, "fwd-worker-1")] {
-        w.tasks.push(TaskEvent::Comm { time: 0, pid, tid, comm: comm.into(), exec: false });
-    }
-    w.flush().unwrap();
-    w.write_maps_and_tasks().unwrap();
-    let sampling = SamplingInfo { requested: "cycles".into(), used: "cpu-clock".into(), ..Default::default() };
-    let meta = Meta {
-        format: "fwdscope-recording".into(),
-        version: FORMAT_VERSION,
-        sampling,
-        status: "complete".into(),
-        ..Default::default()
-    };
-    w.write_meta(&meta).unwrap();
-    Recording::open(dir).unwrap()
+    common::push_helper_scenario(&mut w, 5151, 250_000);
+    common::finish(w, "cycles", "cpu-clock", None)
 }
 
 const FOLDED: &str = "\

@@ -4,11 +4,10 @@
 
 use analyzer::rules::Rules;
 use analyzer::stages::stage_table;
-use collector::recording::{CounterRow, Meta, Recording, RecordingWriter, SamplingInfo, FORMAT_VERSION};
+use collector::recording::{CounterRow, RecordingWriter};
 use collector::records::Sample;
 
 mod common;
-use common::own_mapping;
 
 #[test]
 fn hand_made_recording_gives_the_hand_computed_table() {
@@ -50,35 +49,13 @@ fn hand_made_recording_gives_the_hand_computed_table() {
             value: v,
         });
     }
-    w.maps.push(own_mapping(lookup, pid));
-    for a in [slab, driver, plain] {
-        let m = own_mapping(a, pid);
-        if !w.maps.contains(&m) {
-            w.maps.push(m);
-        }
-    }
-    w.flush().unwrap();
-    w.write_maps_and_tasks().unwrap();
+    common::map_functions(&mut w, &[lookup, slab, driver, plain], pid);
     std::fs::write(
         dir.join("kallsyms"),
         "ffffffff81000000 T _text\nffffffff81000100 t fib_table_lookup\nffffffff81000200 T ip_rcv\n",
     )
     .unwrap();
-    let meta = Meta {
-        format: "fwdscope-recording".into(),
-        version: FORMAT_VERSION,
-        sampling: SamplingInfo {
-            requested: "cycles".into(),
-            used: "cpu-clock".into(),
-            fallback: Some("no PMU".into()),
-            ..Default::default()
-        },
-        status: "complete".into(),
-        ..Default::default()
-    };
-    w.write_meta(&meta).unwrap();
-
-    let rec = Recording::open(&dir).unwrap();
+    let rec = common::finish(w, "cycles", "cpu-clock", Some("no PMU"));
     let t = stage_table(&rec, &Rules::builtin()).unwrap();
     assert_eq!(t.event, "cpu-clock");
     assert_eq!(t.unit, "ns");
@@ -110,32 +87,11 @@ fn hand_made_recording_gives_the_hand_computed_table() {
 /// thread names from COMM records and per-packet figures from each worker's counters.
 #[test]
 fn callchains_charge_helpers_and_workers_get_their_own_tables() {
-    use collector::records::TaskEvent;
     let dir = std::env::temp_dir().join(format!("fwdscope-chains-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let lookup = forwarder::fib::dir24::fwd_lookup_fib_dir24 as *const () as usize as u64;
-    let slab = forwarder::slab::fwd_slab_alloc as *const () as usize as u64;
-    let helper = forwarder::packet::checksum as *const () as usize as u64; // no rule
     let pid = 4343;
     let mut w = RecordingWriter::create(&dir, true).unwrap();
-    let sample = |tid: u32, ip: u64, callchain: Vec<u64>| Sample {
-        time: 0,
-        pid,
-        tid,
-        cpu: 0,
-        ip,
-        period: 1000,
-        kernel: false,
-        callchain,
-    };
-    for _ in 0..4 {
-        // perf's chain starts with the IP itself, then return addresses.
-        w.push_sample(sample(pid, helper + 1, vec![helper + 1, lookup + 9]));
-    }
-    for _ in 0..2 {
-        w.push_sample(sample(pid, helper + 1, vec![]));
-    }
-    w.push_sample(sample(pid + 1, slab + 1, vec![slab + 1]));
+    common::push_helper_scenario(&mut w, pid, 1000);
     for (worker, a, b) in [(0, 100u64, 300u64), (1, 0, 100)] {
         for (t, v) in [(1u64, a), (2, b)] {
             w.push_counter(CounterRow {
@@ -147,27 +103,9 @@ fn callchains_charge_helpers_and_workers_get_their_own_tables() {
             });
         }
     }
-    for a in [lookup, slab, helper] {
-        let m = own_mapping(a, pid);
-        if !w.maps.contains(&m) {
-            w.maps.push(m);
-        }
-    }
-    for (tid, comm) in [(pid, "fwd-worker-0"), (pid + 1, "fwd-worker-1")] {
-        w.tasks.push(TaskEvent::Comm { time: 0, pid, tid, comm: comm.into(), exec: false });
-    }
-    w.flush().unwrap();
-    w.write_maps_and_tasks().unwrap();
-    let meta = Meta {
-        format: "fwdscope-recording".into(),
-        version: FORMAT_VERSION,
-        sampling: SamplingInfo { requested: "cpu-clock".into(), used: "cpu-clock".into(), ..Default::default() },
-        status: "complete".into(),
-        ..Default::default()
-    };
-    w.write_meta(&meta).unwrap();
+    let rec = common::finish(w, "cpu-clock", "cpu-clock", None);
 
-    let t = stage_table(&Recording::open(&dir).unwrap(), &Rules::builtin()).unwrap();
+    let t = stage_table(&rec, &Rules::builtin()).unwrap();
     let rows = |r: &[analyzer::stages::StageRow]| -> Vec<(String, u64, Option<String>)> {
         r.iter().map(|r| (r.stage.clone(), r.samples, r.per_packet.map(|v| format!("{v:.1}")))).collect()
     };
