@@ -302,9 +302,13 @@ fn parts(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(v)
 }
 
+/// Read one Parquet part. A corrupt part can make the Parquet reader panic (it indexes
+/// by sizes from the file's metadata); that becomes an error naming the part.
 fn read_part(path: &Path) -> Result<DataFrame> {
     let f = File::open(path).map_err(|e| Error::io(path, e))?;
-    ParquetReader::new(f).finish().map_err(|e| pq_err(path, e))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ParquetReader::new(f).finish()))
+        .map_err(|_| pq_err(path, "malformed Parquet: the reader failed on its metadata"))?
+        .map_err(|e| pq_err(path, e))
 }
 
 fn col<'a>(df: &'a DataFrame, path: &Path, name: &str) -> Result<&'a Column> {
