@@ -8,6 +8,7 @@
 //! OUT/maps.json              file mappings (MMAP2) with build-ids
 //! OUT/tasks.json             COMM, FORK and EXIT records
 //! OUT/kallsyms               a copy of /proc/kallsyms taken at the start
+//! OUT/symbols/BUILDID.map    with `record --keep-symbols`: each mapped binary's functions
 //! ```
 //!
 //! Each Parquet part is written to a temporary name and renamed into place, and meta.json
