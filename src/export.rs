@@ -14,7 +14,7 @@ pub enum ExportFormat {
     Svg,
     /// gzipped profile.proto for `go tool pprof`.
     Pprof,
-    /// speedscope's JSON (also opened by the Firefox profiler).
+    /// speedscope's JSON file format (open it at speedscope.app).
     Speedscope,
     Csv,
     Json,

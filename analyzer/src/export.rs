@@ -9,7 +9,7 @@
 //! - `svg`: an inferno flame graph of the folded stacks;
 //! - `pprof`: gzipped profile.proto (values `samples/count` and the event's period; labels
 //!   `stage` and `thread`; mappings with build-ids), read by `go tool pprof`;
-//! - `speedscope`: speedscope's file format (also opened by the Firefox profiler);
+//! - `speedscope`: speedscope's file format (one sampled profile per thread);
 //! - `csv`, `json`, `parquet`: one row per stack: thread, stage, leaf, dso, stack, samples,
 //!   period.
 
