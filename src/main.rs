@@ -3,6 +3,7 @@
 mod diff;
 mod export;
 mod forward;
+mod lab;
 mod record;
 mod report;
 mod stat;
@@ -30,6 +31,9 @@ enum Cmd {
     Diff(diff::DiffArgs),
     /// Write a recording's stacks as folded, SVG flame graph, pprof, speedscope, CSV, JSON or Parquet.
     Export(export::ExportArgs),
+    /// Network namespaces and veth pairs for real-interface runs (198.18.0.0/15 only).
+    #[command(subcommand)]
+    Lab(lab::LabCmd),
 }
 
 fn main() {
@@ -41,6 +45,7 @@ fn main() {
         Some(Cmd::Report(a)) => report::run(&a),
         Some(Cmd::Diff(a)) => diff::run(&a),
         Some(Cmd::Export(a)) => export::run(&a),
+        Some(Cmd::Lab(c)) => lab::run(&c),
         None => {
             // The embedded default: a few seconds of the bundled forwarder on its synthetic NIC.
             use clap::FromArgMatches;
