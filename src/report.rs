@@ -77,9 +77,10 @@ pub fn load_table(
             std::fs::File::open(input).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
                 && &magic == b"PERFILE2";
         if is_perf_data {
-            // perf.data carries no kallsyms: --kallsyms FILE, else this machine's.
-            let ks = kallsyms(kallsyms_file)?;
-            analyzer::stages::perfdata_table(&analyzer::perfdata::read_perf_data(input)?, ks, rules)?
+            // perf.data carries no kallsyms: --kallsyms FILE, else this machine's (read
+            // while the file is parsed).
+            let (pd, ks) = analyzer::perfdata::read_perf_data_with_kallsyms(input, kallsyms_file)?;
+            analyzer::stages::perfdata_table(&pd, ks, rules)?
         } else {
             analyzer::stages::profile_table(&analyzer::import::load_text(input)?, rules)
         }

@@ -45,6 +45,24 @@ fn mapping(pid: i32, tid: i32, start: u64, len: u64, pgoff: u64, path: &[u8], bu
     }
 }
 
+/// Read a perf.data file and, on a second thread meanwhile, the kernel symbols that
+/// resolve it: `kallsyms` if given (plain or gzipped), else this machine's /proc/kallsyms
+/// (None when unreadable).
+pub fn read_perf_data_with_kallsyms(
+    path: &std::path::Path,
+    kallsyms: Option<&std::path::Path>,
+) -> Result<(PerfData, Option<crate::symbolize::Kallsyms>)> {
+    std::thread::scope(|s| {
+        let ks = s.spawn(|| match kallsyms {
+            Some(p) => crate::symbolize::Kallsyms::load(p).map(Some),
+            None => Ok(crate::symbolize::Kallsyms::current()),
+        });
+        let pd = read_perf_data(path);
+        let ks = ks.join().unwrap_or_else(|_| Ok(None));
+        Ok((pd?, ks?))
+    })
+}
+
 /// Read a perf.data file.
 pub fn read_perf_data(path: &std::path::Path) -> Result<PerfData> {
     let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
