@@ -58,7 +58,7 @@ pub fn read_perf_data_with_kallsyms(
             None => Ok(crate::symbolize::Kallsyms::current()),
         });
         let pd = read_perf_data(path);
-        let ks = ks.join().unwrap_or_else(|_| Ok(None));
+        let ks = ks.join().unwrap_or(Ok(None));
         Ok((pd?, ks?))
     })
 }
