@@ -238,7 +238,8 @@ pub fn read_counting(open: &mut [CountingGroup]) -> Result<Vec<(EventId, u64)>> 
 fn try_segment(pid: i32) -> Option<Segment> {
     let p = forwarder::stats::default_path(pid as u32);
     let s = Segment::open(&p).ok()?;
-    (s.state() != State::Initializing).then_some(s)
+    // A segment left by an earlier, killed process with the same PID is not this one's.
+    (s.pid() == pid as u32 && s.state() != State::Initializing).then_some(s)
 }
 
 /// Record until the duration passes, the target exits, or `stop` is set. Returns meta.json's

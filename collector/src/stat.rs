@@ -71,7 +71,8 @@ fn wait_for_segment(pid: i32, child: &mut Option<GatedChild>, timeout: Duration)
     let t0 = Instant::now();
     while t0.elapsed() < timeout {
         if let Ok(s) = Segment::open(&forwarder::stats::default_path(pid as u32)) {
-            if s.state() == State::Running {
+            // A segment left by an earlier, killed process with the same PID is not ours.
+            if s.pid() == pid as u32 && s.state() == State::Running {
                 return Ok(Some(s));
             }
         }

@@ -219,16 +219,38 @@ unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
 impl Segment {
-    /// Create the segment file (mode 0600) for `n_workers` workers. Fails if it exists.
+    /// Create the segment file (mode 0600) for `n_workers` workers. A file already there is
+    /// replaced only when it is stale: left by a forwarder that was killed (its owner is not
+    /// running, or the owner recorded is this very process, whose PID was reused); a segment
+    /// of a running forwarder is an error.
     pub fn create(path: &Path, n_workers: usize, config_json: &str, tsc_hz: u64) -> Result<Segment> {
         let lay = layout(n_workers, N_COUNTERS, config_json.len());
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let open_new = || OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(path);
+        let f = match open_new() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = Segment::open(path).ok().map(|s| s.header().pid);
+                match owner {
+                    Some(pid) if pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists() => {
+                        return Err(Error::Stats {
+                            path: path.into(),
+                            msg: format!("in use by the running forwarder {pid}"),
+                        });
+                    }
+                    None => {
+                        return Err(Error::Stats {
+                            path: path.into(),
+                            msg: "exists and is not a fwdscope stats segment; not replacing it".into(),
+                        });
+                    }
+                    // Stale: its owner is gone, or it names this process (a reused PID).
+                    Some(_) => {
+                        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+                        open_new().map_err(|e| Error::io(path, e))?
+                    }
+                }
+            }
+            r => r.map_err(|e| Error::io(path, e))?,
+        };
         f.set_len(lay.total as u64).map_err(|e| Error::io(path, e))?;
         // SAFETY: we created the file and size it; other processes only read it or use atomics.
         let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| Error::io(path, e))?;
@@ -480,5 +502,38 @@ impl Snapshot {
     /// Counter `c` of worker `w`.
     pub fn get(&self, w: usize, c: Ctr) -> u64 {
         self.workers.get(w).and_then(|v| v.get(c as usize)).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A segment left by a killed forwarder (never removed) under this process's PID is
+    /// replaced; one of a live other process, or a file that is no segment, is refused.
+    #[test]
+    fn stale_segments_are_replaced_live_ones_refused() {
+        let path = std::env::temp_dir().join(format!("fwdscope-stale-{}.stats", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut leaked = Segment::create(&path, 1, "{}", 0).unwrap();
+        leaked.remove_on_drop = false; // as if SIGKILLed: the file stays
+        drop(leaked);
+        let again = Segment::create(&path, 2, "{}", 0).unwrap();
+        assert_eq!(Segment::open(&path).unwrap().n_workers, 2);
+        drop(again);
+        assert!(!path.exists());
+        // A live owner: PID 1 (init) is always running.
+        let mut s = Segment::create(&path, 1, "{}", 0).unwrap();
+        s.remove_on_drop = false;
+        // SAFETY: test-only rewrite of the owner field in our own mapping.
+        unsafe { (*(s.map.as_mut_ptr() as *mut Header)).pid = 1 };
+        s.map.flush().unwrap();
+        drop(s);
+        let e = Segment::create(&path, 1, "{}", 0).err().expect("refused").to_string();
+        assert!(e.contains("in use by the running forwarder 1"), "{e}");
+        std::fs::write(&path, b"not a segment").unwrap();
+        let e = Segment::create(&path, 1, "{}", 0).err().expect("refused").to_string();
+        assert!(e.contains("not a fwdscope stats segment"), "{e}");
+        std::fs::remove_file(&path).unwrap();
     }
 }
