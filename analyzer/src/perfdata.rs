@@ -100,10 +100,25 @@ fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::P
             ));
         }
     }
+    // simpleperf (Android) files: their attr and meta sections are parsed eagerly by the
+    // library, by counts we do not check; not a format this tool reads.
+    if (128..=132).any(|bit: usize| h[72 + bit / 8] & (1 << (bit % 8)) != 0) {
+        return Err(bad(path, "offset 72: simpleperf feature sections: simpleperf (Android) files are not supported"));
+    }
     // Each attrs entry (attr_size bytes) is an attr followed by the (offset, size) of its
     // id list.
     let (attrs_off, attrs_size) = (at(24), at(32));
     for k in 0..attrs_size / attr_size {
+        // The attr's own size field must leave exactly the id section after it, or the
+        // parser (which reads the attr by its own size) looks for the ids elsewhere.
+        let own_at = attrs_off + k * attr_size + 4;
+        r.seek(SeekFrom::Start(own_at)).map_err(io)?;
+        let mut own = [0u8; 4];
+        r.read_exact(&mut own).map_err(io)?;
+        let own = u32::from_le_bytes(own) as u64;
+        if own != attr_size - 16 {
+            return Err(bad(path, format!("offset {own_at}: attr {k} size field {own}: expected {}", attr_size - 16)));
+        }
         let ids_at = attrs_off + k * attr_size + attr_size - 16;
         let (o, sz) = read_section(r, ids_at).map_err(io)?;
         if o.checked_add(sz).is_none_or(|end| end > len) {
