@@ -355,7 +355,7 @@ fn absorb(out: &mut PerfData, parsed: EventRecord) {
             };
             out.maps.push(mapping(m.pid, m.tid, m.address, m.length, m.page_offset, &m.path.as_slice(), build_id))
         }
-        EventRecord::Lost(l) => out.lost += l.count,
+        EventRecord::Lost(l) => out.lost = out.lost.saturating_add(l.count),
         _ => {}
     }
 }
