@@ -42,13 +42,15 @@ pub struct ExportArgs {
 
 pub fn run(a: &ExportArgs) -> Result<()> {
     let rules = crate::report::rules(a.stages.as_deref())?;
+    // One symbolizer: the binaries and kallsyms it loads serve the stacks and pprof.
     let (profile, mut sym): (Profile, Symbolizer) = if a.input.is_dir() {
         let rec = collector::recording::Recording::open(&a.input)?;
-        (analyzer::export::recording_profile(&rec, &rules)?, Symbolizer::for_recording(&rec)?)
+        let mut sym = Symbolizer::for_recording(&rec)?;
+        (analyzer::export::recording_profile(&rec, &mut sym, &rules)?, sym)
     } else {
-        let pd = analyzer::perfdata::read_perf_data(&a.input)?;
-        let ks = || crate::report::kallsyms(a.kallsyms.as_deref());
-        (analyzer::export::perfdata_profile(&pd, ks()?, &rules)?, Symbolizer::new(pd.maps.clone(), ks()?))
+        let (pd, ks) = analyzer::perfdata::read_perf_data_with_kallsyms(&a.input, a.kallsyms.as_deref())?;
+        let mut sym = Symbolizer::new(pd.maps.clone(), ks);
+        (analyzer::export::perfdata_profile(&pd, &mut sym, &rules)?, sym)
     };
     let title = format!("fwdscope: {} ({})", a.input.display(), profile.event);
     let bytes: Vec<u8> = match a.format {

@@ -57,14 +57,6 @@ pub fn rules(stages: Option<&std::path::Path>) -> Result<Rules> {
     Ok(rules)
 }
 
-/// Kernel symbols for a perf.data file: the file given, else this machine's /proc/kallsyms.
-pub fn kallsyms(file: Option<&std::path::Path>) -> Result<Option<analyzer::symbolize::Kallsyms>> {
-    Ok(match file {
-        Some(p) => Some(analyzer::symbolize::Kallsyms::load(p)?),
-        None => analyzer::symbolize::Kallsyms::current(),
-    })
-}
-
 /// The stage table of a recording directory, a perf.data file or a text profile.
 pub fn load_table(
     input: &std::path::Path,

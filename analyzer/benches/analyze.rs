@@ -14,9 +14,11 @@ use collector::records::Sample;
 use std::process::Command;
 use std::time::Instant;
 
-fn perf_vs_ours() {
+type BenchResult = Result<(), Box<dyn std::error::Error>>;
+
+fn perf_vs_ours() -> BenchResult {
     let dir = std::env::temp_dir().join(format!("fwdscope-bench-perf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir)?;
     let file = dir.join("perf.data");
     // Every CPU sampled every 20 us of cpu-clock while kept busy in user and kernel mode.
     let rec = Command::new("perf")
@@ -33,31 +35,30 @@ fn perf_vs_ours() {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
             println!("SKIP perf.data benchmark: perf record failed: {}", String::from_utf8_lossy(&o.stderr).trim());
-            return;
+            return Ok(());
         }
         Err(e) => {
             println!("SKIP perf.data benchmark: perf is not installed ({e})");
-            return;
+            return Ok(());
         }
     }
     let rules = Rules::builtin();
     let t0 = Instant::now();
-    let (pd, ks) = analyzer::perfdata::read_perf_data_with_kallsyms(&file, None).unwrap();
+    let (pd, ks) = analyzer::perfdata::read_perf_data_with_kallsyms(&file, None)?;
     let t_read = t0.elapsed().as_secs_f64();
-    let t = analyzer::stages::perfdata_table(&pd, ks, &rules).unwrap();
+    let t = analyzer::stages::perfdata_table(&pd, ks, &rules)?;
     let ours = t0.elapsed().as_secs_f64();
     println!(
         "  fwdscope: read (and /proc/kallsyms alongside) {t_read:.3} s, aggregate+symbolize+attribute {:.3} s",
         ours - t_read
     );
     let t0 = Instant::now();
-    let out = Command::new("perf")
-        .args(["report", "--stdio", "--sort", "sym", "-g", "none", "-i"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out =
+        Command::new("perf").args(["report", "--stdio", "--sort", "sym", "-g", "none", "-i"]).arg(&file).output()?;
     let theirs = t0.elapsed().as_secs_f64();
-    assert!(out.status.success());
+    if !out.status.success() {
+        return Err(format!("perf report failed: {}", String::from_utf8_lossy(&out.stderr).trim()).into());
+    }
     println!(
         "perf.data of {} samples: fwdscope import+symbolize+attribute {:.3} s, perf report {:.3} s: {:.2}x faster (goal 2x)",
         t.samples,
@@ -68,13 +69,14 @@ fn perf_vs_ours() {
     if t.samples < 500_000 {
         println!("NOTE: fewer than 500k samples were recorded ({})", t.samples);
     }
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
 }
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-fn native_aggregation() {
+fn native_aggregation() -> BenchResult {
     let dir = std::env::temp_dir().join(format!("fwdscope-bench-native-{}", std::process::id()));
     let funcs = [
         forwarder::fib::dir24::fwd_lookup_fib_dir24 as *const () as usize as u64,
@@ -84,7 +86,7 @@ fn native_aggregation() {
     ];
     let pid = 777;
     let n = 5_000_000u64;
-    let mut w = RecordingWriter::create(&dir, true).unwrap();
+    let mut w = RecordingWriter::create(&dir, true)?;
     let mut x = 0x2545F4914F6CDD1Du64;
     for i in 0..n {
         x ^= x << 13;
@@ -108,7 +110,7 @@ fn native_aggregation() {
     let mut best = f64::MAX;
     for _ in 0..3 {
         let t0 = Instant::now();
-        let t = analyzer::stages::stage_table(&rec, &rules).unwrap();
+        let t = analyzer::stages::stage_table(&rec, &rules)?;
         best = best.min(t0.elapsed().as_secs_f64());
         assert_eq!(t.samples, n);
     }
@@ -116,15 +118,16 @@ fn native_aggregation() {
         "native recording of {n} samples: stage table in {best:.3} s = {:.1} M samples/s (goal 5)",
         n as f64 / best / 1e6
     );
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
 }
 
-fn main() {
+fn main() -> BenchResult {
     // `cargo test --benches` runs this without --bench: stay quick there.
     if !std::env::args().any(|a| a == "--bench") {
         println!("analyze bench: run with `cargo bench -p analyzer --bench analyze`");
-        return;
+        return Ok(());
     }
-    native_aggregation();
-    perf_vs_ours();
+    native_aggregation()?;
+    perf_vs_ours()
 }

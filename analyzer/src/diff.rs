@@ -125,8 +125,7 @@ impl Diff {
     pub fn csv(&self) -> String {
         use std::fmt::Write;
         let mut s = String::from("section,key,stage,input,value,delta,ratio,metric\n");
-        let q =
-            |v: &str| if v.contains([',', '"']) { format!("\"{}\"", v.replace('"', "\"\"")) } else { v.to_string() };
+        let q = crate::csv_field;
         for (section, rows) in [("stage", &self.stages), ("symbol", &self.symbols)] {
             for r in rows {
                 for (i, name) in self.names.iter().enumerate() {

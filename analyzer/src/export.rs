@@ -105,29 +105,29 @@ pub fn stacks(groups: &[Group], sym: &mut Symbolizer, rules: &Rules, names: &Has
     out
 }
 
-/// The profile of a recording.
-pub fn recording_profile(rec: &collector::recording::Recording, rules: &Rules) -> Result<Profile> {
-    let groups = crate::aggregate::group(rec.samples_df()?)?;
-    let mut sym = Symbolizer::for_recording(rec)?;
-    let names = crate::stages::thread_names(&rec.tasks()?);
-    let event = rec.meta.sampling.used.clone();
-    Ok(Profile { unit: unit_of(&event), event, stacks: stacks(&groups, &mut sym, rules, &names), maps: rec.maps()? })
-}
-
-/// The profile of a perf.data file (kernel symbols through `kallsyms`).
-pub fn perfdata_profile(
-    pd: &crate::perfdata::PerfData,
-    kallsyms: Option<crate::symbolize::Kallsyms>,
+/// The profile of a recording, symbolized through `sym` (keep it for [`Profile::pprof`]:
+/// the binaries it loaded are reused).
+pub fn recording_profile(
+    rec: &collector::recording::Recording,
+    sym: &mut Symbolizer,
     rules: &Rules,
 ) -> Result<Profile> {
+    let groups = crate::aggregate::group(rec.samples_df()?)?;
+    let names = crate::stages::thread_names(&rec.tasks()?);
+    let event = rec.meta.sampling.used.clone();
+    Ok(Profile { unit: unit_of(&event), event, stacks: stacks(&groups, sym, rules, &names), maps: rec.maps()? })
+}
+
+/// The profile of a perf.data file, symbolized through `sym` (built from its mappings and
+/// the kallsyms that match it).
+pub fn perfdata_profile(pd: &crate::perfdata::PerfData, sym: &mut Symbolizer, rules: &Rules) -> Result<Profile> {
     let df = collector::recording::samples_frame(&pd.samples).map_err(|e| Error::Aggregate(e.to_string()))?;
     let groups = crate::aggregate::group(df)?;
-    let mut sym = Symbolizer::new(pd.maps.clone(), kallsyms);
     let names = crate::stages::thread_names(&pd.tasks);
     Ok(Profile {
         unit: unit_of(&pd.event),
         event: pd.event.clone(),
-        stacks: stacks(&groups, &mut sym, rules, &names),
+        stacks: stacks(&groups, sym, rules, &names),
         maps: pd.maps.clone(),
     })
 }
@@ -180,13 +180,7 @@ impl Profile {
 
     /// One row per stack as CSV.
     pub fn csv(&self) -> String {
-        let q = |v: &str| {
-            if v.contains([',', '"', '\n']) {
-                format!("\"{}\"", v.replace('"', "\"\""))
-            } else {
-                v.to_string()
-            }
-        };
+        let q = crate::csv_field;
         let mut s = String::from("thread,stage,leaf,dso,stack,samples,period\n");
         for st in &self.stacks {
             s.push_str(&format!(

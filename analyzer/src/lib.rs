@@ -17,3 +17,12 @@ pub mod stages;
 pub mod symbolize;
 
 pub use error::{Error, Result};
+
+/// One CSV field (RFC 4180): quoted when it holds a comma, quote or newline.
+pub(crate) fn csv_field(v: &str) -> String {
+    if v.contains([',', '"', '\n']) {
+        format!("\"{}\"", v.replace('"', "\"\""))
+    } else {
+        v.to_string()
+    }
+}

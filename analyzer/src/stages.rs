@@ -414,19 +414,14 @@ impl StageTable {
     /// (`thread`) and per symbol (`symbol`), all with the same columns.
     pub fn csv(&self, top: usize) -> String {
         use std::fmt::Write;
-        fn q(v: &str) -> String {
-            if v.contains([',', '"', '\n']) {
-                format!("\"{}\"", v.replace('"', "\"\""))
-            } else {
-                v.to_string()
-            }
-        }
+        let q = crate::csv_field;
         let mut s = String::from("section,thread,stage,symbol,dso,samples,percent,period,per_packet,event\n");
         let pp = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
-        for r in &self.stages {
+        let stage_row = |s: &mut String, section: &str, thread: &str, r: &StageRow| {
             let _ = writeln!(
                 s,
-                "stage,,{},,,{},{:.4},{},{},{}",
+                "{section},{},{},,,{},{:.4},{},{},{}",
+                q(thread),
                 q(&r.stage),
                 r.samples,
                 r.percent,
@@ -434,20 +429,13 @@ impl StageTable {
                 pp(r.per_packet),
                 q(&self.event)
             );
+        };
+        for r in &self.stages {
+            stage_row(&mut s, "stage", "", r);
         }
         for w in &self.workers {
             for r in &w.stages {
-                let _ = writeln!(
-                    s,
-                    "thread,{},{},,,{},{:.4},{},{},{}",
-                    q(&w.thread),
-                    q(&r.stage),
-                    r.samples,
-                    r.percent,
-                    r.period,
-                    pp(r.per_packet),
-                    q(&self.event)
-                );
+                stage_row(&mut s, "thread", &w.thread, r);
             }
         }
         for r in self.symbols.iter().take(top) {

@@ -28,7 +28,8 @@ fwd-worker-1;fwd_slab_alloc 1
 fn exports_carry_the_hand_written_stacks() {
     let dir = std::env::temp_dir().join(format!("fwdscope-export-{}", std::process::id()));
     let rec = recording(&dir);
-    let p = recording_profile(&rec, &Rules::builtin()).unwrap();
+    let mut sym = Symbolizer::for_recording(&rec).unwrap();
+    let p = recording_profile(&rec, &mut sym, &Rules::builtin()).unwrap();
     assert_eq!(p.event, "cpu-clock");
     assert_eq!(p.folded(), FOLDED);
     // Charged stages: the helper under lookup is lookup; alone it is other.
@@ -70,7 +71,6 @@ fn exports_carry_the_hand_written_stacks() {
     }
 
     // pprof: decode and check values, labels and that the lookup frame has a source file.
-    let mut sym = Symbolizer::for_recording(&rec).unwrap();
     let gz = p.pprof(&mut sym).unwrap();
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
