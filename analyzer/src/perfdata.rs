@@ -376,7 +376,15 @@ fn check_mmap2(path: &std::path::Path, n: u64, ty: RecordType, misc: u16, body: 
 /// others go through linux-perf-data's time-sorted iterator. Order does not matter here:
 /// every mapping applies to every sample of its process.
 pub fn parse_perf_data<R: std::io::Read + std::io::Seek>(reader: R, path: &std::path::Path) -> Result<PerfData> {
-    parse_with(reader, path, true)
+    let pd = parse_with(reader, path, true)?;
+    // Periods are summed per stack: one near 2^64 would overflow the sum.
+    if let Some((i, s)) = pd.samples.iter().enumerate().find(|(_, s)| s.period > collector::recording::MAX_PERIOD) {
+        return Err(bad(
+            path,
+            format!("sample {i}: period {} over the limit of {}", s.period, collector::recording::MAX_PERIOD),
+        ));
+    }
+    Ok(pd)
 }
 
 fn parse_with<R: std::io::Read + std::io::Seek>(

@@ -13,6 +13,7 @@ pub mod buildid;
 pub mod child;
 mod error;
 pub mod events;
+pub mod part_check;
 pub mod perf_abi;
 pub mod recording;
 pub mod records;

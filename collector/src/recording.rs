@@ -306,8 +306,11 @@ fn parts(dir: &Path) -> Result<Vec<PathBuf>> {
 /// Read one Parquet part. A corrupt part can make the Parquet reader panic (it indexes
 /// by sizes from the file's metadata); that becomes an error naming the part.
 fn read_part(path: &Path) -> Result<DataFrame> {
-    let f = File::open(path).map_err(|e| Error::io(path, e))?;
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ParquetReader::new(f).finish()))
+    // Whole part in memory: the counts polars would trust are checked first (a corrupt
+    // count aborts polars on allocation, which no catch_unwind can stop).
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    crate::part_check::check_part(&bytes).map_err(|e| pq_err(path, format!("corrupt part: {e}")))?;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ParquetReader::new(std::io::Cursor::new(bytes)).finish()))
         .map_err(|_| pq_err(path, "malformed Parquet: the reader failed on its metadata"))?
         .map_err(|e| pq_err(path, e))
 }
@@ -330,6 +333,24 @@ fn u32s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<u32>> {
         .u32()
         .map_err(|_| Error::Recording { path: path.to_path_buf(), msg: format!("column `{name}` is not u32") })?;
     Ok(ca.iter().map(|v| v.unwrap_or(0)).collect())
+}
+
+/// Largest sample period accepted (2^40: over four minutes of cycles at 4 GHz, or of
+/// cpu-clock ns, in one sample). Periods are summed per stack, and a corrupt one near 2^64
+/// would overflow the sum.
+pub const MAX_PERIOD: u64 = 1 << 40;
+
+fn check_periods(df: &DataFrame, path: &Path) -> Result<()> {
+    let ca = col(df, path, "period")?
+        .u64()
+        .map_err(|_| Error::Recording { path: path.to_path_buf(), msg: "column `period` is not u64".into() })?;
+    if let Some(row) = ca.iter().position(|p| p.is_some_and(|p| p > MAX_PERIOD)) {
+        return Err(Error::Recording {
+            path: path.to_path_buf(),
+            msg: format!("row {row}: period {} over the limit of {MAX_PERIOD} (corrupt part)", ca.get(row).unwrap_or(0)),
+        });
+    }
+    Ok(())
 }
 
 impl Recording {
@@ -398,6 +419,7 @@ impl Recording {
             for name in ["time", "pid", "tid", "cpu", "ip", "period", "kernel", "callchain"] {
                 col(&df, &path, name)?;
             }
+            check_periods(&df, &path)?;
             match &mut out {
                 None => out = Some(df),
                 Some(o) => {
