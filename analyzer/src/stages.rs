@@ -117,7 +117,7 @@ fn unit_of(event: &str) -> String {
 /// distinct stack is symbolized once.
 pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
     let groups = crate::aggregate::group(rec.samples_df()?)?;
-    let mut sym = Symbolizer::for_recording(rec)?;
+    let mut at = Attributor::new(Symbolizer::for_recording(rec)?, rules.clone());
     let names = thread_names(&rec.tasks()?);
     let per_worker = packets_per_worker(rec)?;
     let m = &rec.meta.sampling;
@@ -129,7 +129,7 @@ pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
         unit: unit_of(&m.used),
         packets: (!per_worker.is_empty() && total > 0).then_some(total),
     };
-    let items = attribute(&groups, &mut sym, rules, &names);
+    let items = attribute(&groups, &mut at, &names);
     let mut t = build(head, items, rules);
     for w in &mut t.workers {
         w.packets = worker_index(&w.thread).and_then(|i| per_worker.get(&i).copied()).filter(|&p| p > 0);
@@ -145,18 +145,45 @@ pub(crate) fn is_kernel_address(a: u64) -> bool {
     a >= 0xffff_8000_0000_0000
 }
 
-/// Symbolize and attribute grouped samples. A sample whose own symbol matches no rule is
-/// charged, when it has a callchain, to the nearest caller that does (a shared helper such
-/// as memcpy or a lock counts toward the stage that called it).
-fn attribute(
-    groups: &[crate::aggregate::Group],
-    sym: &mut Symbolizer,
-    rules: &Rules,
-    names: &HashMap<u32, String>,
-) -> Vec<Item> {
-    let mut cache: HashMap<(u32, u64, bool), (Symbol, String)> = HashMap::new();
-    let mut resolve = |pid: u32, ip: u64, kernel: bool| -> (Symbol, String) {
-        cache
+/// One address attributed: its symbol and the stage it is charged to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attributed {
+    pub symbol: Symbol,
+    /// The symbol's own stage, or its nearest staged caller's.
+    pub stage: String,
+    /// Whether `stage` came from a caller.
+    pub charged: bool,
+}
+
+/// Symbolizes addresses and applies stage rules, each (pid, address) once. A sample whose
+/// own symbol matches no rule is charged, when it has a callchain, to the nearest caller
+/// that does (a shared helper such as memcpy or a lock counts toward the stage that called
+/// it). Shared by the offline tables and the live view (`fwdscope top`).
+pub struct Attributor {
+    sym: Symbolizer,
+    rules: Rules,
+    cache: HashMap<(u32, u64, bool), (Symbol, String)>,
+}
+
+impl Attributor {
+    pub fn new(sym: Symbolizer, rules: Rules) -> Attributor {
+        Attributor { sym, rules, cache: HashMap::new() }
+    }
+
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// Mappings seen after the start (a live target): resolved names may change, so what
+    /// was remembered is forgotten.
+    pub fn add_maps(&mut self, maps: impl IntoIterator<Item = collector::records::Mapping>) {
+        self.sym.add_maps(maps);
+        self.cache.clear();
+    }
+
+    fn resolve(&mut self, pid: u32, ip: u64, kernel: bool) -> (Symbol, String) {
+        let (sym, rules) = (&mut self.sym, &self.rules);
+        self.cache
             .entry((pid, ip, kernel))
             .or_insert_with(|| {
                 let s = sym.resolve_ip(pid, ip, kernel);
@@ -164,17 +191,19 @@ fn attribute(
                 (s, st)
             })
             .clone()
-    };
-    let mut items = Vec::with_capacity(groups.len());
-    for g in groups {
-        let (s, own) = resolve(g.pid, g.ip, g.kernel);
+    }
+
+    /// Attribute one sample (its IP and callchain, innermost first; perf's first callchain
+    /// entry may repeat the IP).
+    pub fn attribute(&mut self, pid: u32, ip: u64, kernel: bool, callchain: &[u64]) -> Attributed {
+        let (symbol, own) = self.resolve(pid, ip, kernel);
         let mut stage = own;
         let mut charged = false;
         if stage == OTHER {
-            let callers = g.callchain.iter().skip(usize::from(g.callchain.first() == Some(&g.ip)));
+            let callers = callchain.iter().skip(usize::from(callchain.first() == Some(&ip)));
             for &ret in callers {
                 // A return address points after the call: look up the call itself.
-                let (_, st) = resolve(g.pid, ret.saturating_sub(1), is_kernel_address(ret));
+                let (_, st) = self.resolve(pid, ret.saturating_sub(1), is_kernel_address(ret));
                 if st != OTHER {
                     stage = st;
                     charged = true;
@@ -182,12 +211,21 @@ fn attribute(
                 }
             }
         }
+        Attributed { symbol, stage, charged }
+    }
+}
+
+/// Symbolize and attribute grouped samples.
+fn attribute(groups: &[crate::aggregate::Group], at: &mut Attributor, names: &HashMap<u32, String>) -> Vec<Item> {
+    let mut items = Vec::with_capacity(groups.len());
+    for g in groups {
+        let a = at.attribute(g.pid, g.ip, g.kernel, &g.callchain);
         let thread = names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid));
         items.push(Item {
-            symbol: s.name,
-            dso: s.dso,
-            stage,
-            charged,
+            symbol: a.symbol.name,
+            dso: a.symbol.dso,
+            stage: a.stage,
+            charged: a.charged,
             thread: Some(thread),
             samples: g.samples,
             period: g.period,
@@ -464,7 +502,7 @@ pub fn perfdata_table(
     let df = collector::recording::samples_frame(&pd.samples)
         .map_err(|e| crate::Error::Aggregate(format!("samples frame: {e}")))?;
     let groups = crate::aggregate::group(df)?;
-    let mut sym = Symbolizer::new(pd.maps.clone(), kallsyms);
+    let mut at = Attributor::new(Symbolizer::new(pd.maps.clone(), kallsyms), rules.clone());
     let names = thread_names(&pd.tasks);
     let head = Head {
         event: pd.event.clone(),
@@ -473,5 +511,5 @@ pub fn perfdata_table(
         unit: unit_of(&pd.event),
         packets: None,
     };
-    Ok(build(head, attribute(&groups, &mut sym, rules, &names), rules))
+    Ok(build(head, attribute(&groups, &mut at, &names), rules))
 }

@@ -291,6 +291,13 @@ impl Symbolizer {
         Symbolizer { maps: by_pid, kallsyms, elfs: HashMap::new(), shipped: HashMap::new() }
     }
 
+    /// Mappings learned later (a live target mapping a library, a new process).
+    pub fn add_maps(&mut self, maps: impl IntoIterator<Item = Mapping>) {
+        for m in maps {
+            self.maps.entry(m.pid).or_default().push(m);
+        }
+    }
+
     /// Symbolizer for a recording directory (maps.json and the kallsyms snapshot).
     pub fn for_recording(rec: &collector::recording::Recording) -> crate::Result<Symbolizer> {
         let maps = rec.maps()?;

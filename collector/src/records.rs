@@ -55,3 +55,71 @@ pub enum Record {
     /// PERF_RECORD_THROTTLE (true) or UNTHROTTLE (false).
     Throttle(bool),
 }
+
+/// What perf synthesizes for a process that was already running: its executable file
+/// mappings from `/proc/PID/maps` (build-ids are filled in later, as for MMAP2 records)
+/// and each thread's name from `/proc/PID/task/TID/comm`. A process that is gone, or
+/// unreadable, gives nothing.
+pub fn synthesize_process(pid: u32, time: u64) -> (Vec<Mapping>, Vec<TaskEvent>) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mappings = maps.lines().filter_map(|l| parse_maps_line(l, pid, time)).collect();
+    let mut tasks = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for e in rd.flatten() {
+            let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            if let Ok(comm) = std::fs::read_to_string(e.path().join("comm")) {
+                tasks.push(TaskEvent::Comm { time, pid, tid, comm: comm.trim_end().to_string(), exec: false });
+            }
+        }
+    }
+    (mappings, tasks)
+}
+
+/// One line of /proc/PID/maps (`start-end perms offset dev inode path`), when it maps a
+/// file executable.
+fn parse_maps_line(line: &str, pid: u32, time: u64) -> Option<Mapping> {
+    let mut f = line.split_whitespace();
+    let (range, perms, off) = (f.next()?, f.next()?, f.next()?);
+    let (_dev, _inode) = (f.next()?, f.next()?);
+    let path = f.collect::<Vec<_>>().join(" ");
+    if !perms.contains('x') || !path.starts_with('/') {
+        return None;
+    }
+    let (a, b) = range.split_once('-')?;
+    let start = u64::from_str_radix(a, 16).ok()?;
+    let end = u64::from_str_radix(b, 16).ok()?;
+    Some(Mapping {
+        time,
+        pid,
+        tid: pid,
+        start,
+        len: end.checked_sub(start)?,
+        pgoff: u64::from_str_radix(off, 16).ok()?,
+        path,
+        build_id: None,
+    })
+}
+
+#[cfg(test)]
+mod proc_tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_keep_executable_file_mappings() {
+        let m = parse_maps_line("5581c2a00000-5581c2b2f000 r-xp 0001a000 fd:01 393231   /usr/bin/my prog", 7, 1)
+            .expect("parsed");
+        assert_eq!((m.start, m.len, m.pgoff, m.path.as_str()), (0x5581c2a00000, 0x12f000, 0x1a000, "/usr/bin/my prog"));
+        assert!(parse_maps_line("7ffd1000-7ffd2000 r-xp 00000000 00:00 0   [vdso]", 7, 1).is_none());
+        assert!(parse_maps_line("5581c2a00000-5581c2b2f000 r--p 00000000 fd:01 393231 /usr/bin/x", 7, 1).is_none());
+        assert!(parse_maps_line("garbage", 7, 1).is_none());
+    }
+
+    #[test]
+    fn this_process_maps_its_own_test_binary() {
+        let me = std::process::id();
+        let (maps, tasks) = synthesize_process(me, 0);
+        let exe = std::fs::read_link("/proc/self/exe").expect("exe");
+        assert!(maps.iter().any(|m| std::path::Path::new(&m.path) == exe), "{maps:?}");
+        assert!(tasks.iter().any(|t| matches!(t, TaskEvent::Comm { tid, .. } if *tid == me)));
+    }
+}

@@ -242,6 +242,13 @@ fn try_segment(pid: i32) -> Option<Segment> {
     (s.pid() == pid as u32 && s.state() != State::Initializing).then_some(s)
 }
 
+/// Every process in /proc.
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok())).collect())
+        .unwrap_or_default()
+}
+
 /// Record until the duration passes, the target exits, or `stop` is set. Returns meta.json's
 /// final content. `log` receives notes for the user (fallbacks, how it ended).
 pub fn record(
@@ -295,6 +302,33 @@ pub fn record(
         ..Meta::default()
     };
     writer.write_meta(&meta)?;
+    // Processes already running have no MMAP2/COMM records of their past: synthesize them
+    // from /proc as perf does (system-wide: every process).
+    let mut seen_maps: HashSet<(u32, u64, String)> = HashSet::new();
+    let existing: Vec<u32> = match &opts.target {
+        Target::Pid(p) => vec![*p as u32],
+        Target::All => all_pids(),
+        _ => Vec::new(),
+    };
+    let mut start_maps = Vec::new();
+    for pid in existing {
+        let (maps, tasks) = crate::records::synthesize_process(pid, meta.start_mono_ns);
+        for m in maps {
+            if seen_maps.insert((m.pid, m.start, m.path.clone())) {
+                start_maps.push(m);
+            }
+        }
+        writer.tasks.extend(tasks);
+    }
+    writer.maps.extend(start_maps.iter().cloned());
+    if let Some(st) = stream {
+        st.send_reliably(Batch::Maps(start_maps));
+        st.send_reliably(Batch::Started {
+            sampling: meta.sampling.clone(),
+            counting: meta.counting.clone(),
+            target_pid,
+        });
+    }
     if let Some(c) = child.as_mut() {
         c.release()?;
     } else {
@@ -307,7 +341,6 @@ pub fn record(
     }
     let is_forwarder = matches!(opts.target, Target::Forwarder { .. }) || matches!(opts.target, Target::Pid(_));
     let mut segment: Option<Segment> = None;
-    let mut seen_maps: HashSet<(u32, u64, String)> = HashSet::new();
     let start = Instant::now();
     let mut last_counters = Instant::now() - opts.counter_interval;
     let mut last_chunk = Instant::now();
@@ -320,6 +353,7 @@ pub fn record(
             drained += s.drain(&mut records, 1 << 14, &mut meta.unparsed);
         }
         let mut batch = Vec::new();
+        let mut new_maps = Vec::new();
         for r in records.drain(..) {
             match r {
                 Record::Sample(s) => {
@@ -331,6 +365,9 @@ pub fn record(
                 }
                 Record::Mmap(m) => {
                     if seen_maps.insert((m.pid, m.start, m.path.clone())) {
+                        if stream.is_some() {
+                            new_maps.push(m.clone());
+                        }
                         writer.maps.push(m);
                     }
                 }
@@ -346,6 +383,10 @@ pub fn record(
             }
         }
         if let Some(st) = stream {
+            // Maps first: the samples after them may fall in the new mappings.
+            if !new_maps.is_empty() {
+                st.send_reliably(Batch::Maps(new_maps));
+            }
             if !batch.is_empty() {
                 st.send(Batch::Samples(batch));
             }
@@ -462,7 +503,7 @@ pub fn record(
     }
     writer.write_meta(&meta)?;
     if let Some(st) = stream {
-        st.send(Batch::Ended(ended_by.unwrap_or_default()));
+        st.send_reliably(Batch::Ended(ended_by.unwrap_or_default()));
     }
     Ok(meta)
 }

@@ -3,8 +3,8 @@
 //! dropped and counted, so the collector's memory stays bounded and the recording on disk
 //! is never affected.
 
-use crate::recording::CounterRow;
-use crate::records::Sample;
+use crate::recording::{CounterRow, CountingInfo, SamplingInfo};
+use crate::records::{Mapping, Sample};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -12,6 +12,11 @@ use std::sync::Arc;
 /// What the stream carries.
 #[derive(Debug, Clone)]
 pub enum Batch {
+    /// Sent once, when sampling has started: the events actually used (after any fallback),
+    /// and the target's PID (none system-wide).
+    Started { sampling: SamplingInfo, counting: Vec<CountingInfo>, target_pid: Option<i32> },
+    /// File mappings seen for the first time (needed to symbolize the samples that follow).
+    Maps(Vec<Mapping>),
     /// Samples drained in one pass over the ring buffers.
     Samples(Vec<Sample>),
     /// Cumulative counters at one instant (PMU and forwarder).
@@ -44,6 +49,19 @@ impl StreamSender {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Offer a batch the consumer cannot do without (mappings, start and end): wait up to
+    /// 100 ms for room before dropping it (and counting it).
+    pub fn send_reliably(&self, mut b: Batch) {
+        for _ in 0..50 {
+            match self.tx.try_send(b) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => return,
+                Err(TrySendError::Full(back)) => b = back,
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Batches dropped so far.

@@ -6,6 +6,7 @@ mod common;
 
 use collector::events::EventId;
 use collector::recording::Recording;
+use collector::records::TaskEvent;
 use collector::session::{record, RecordOptions, Target};
 use common::*;
 use std::sync::atomic::AtomicBool;
@@ -204,6 +205,19 @@ fn attaching_to_a_running_forwarder_by_pid() {
     // Worker and device threads both sampled, about a second of each.
     assert!(tids.len() >= 2 && samples.len() > 1000, "{} samples, threads {tids:?}", samples.len());
     assert!(rec.counters().unwrap().iter().any(|r| r.source == "forwarder" && r.name == "rx_packets" && r.value > 0));
+    // A process that was already running: its mappings and thread names come from /proc,
+    // with build-ids, so its samples symbolize.
+    let bin = forwarder_bin().canonicalize().unwrap();
+    let maps = rec.maps().unwrap();
+    let own = maps.iter().find(|m| m.pid == pid as u32 && std::path::Path::new(&m.path) == bin);
+    assert!(own.is_some_and(|m| m.build_id.is_some()), "{maps:?}");
+    let workers = rec
+        .tasks()
+        .unwrap()
+        .iter()
+        .filter(|t| matches!(t, TaskEvent::Comm { comm, .. } if comm.starts_with("fwd-worker-")))
+        .count();
+    assert!(workers >= 1);
     std::fs::remove_dir_all(&out).unwrap();
 }
 
@@ -254,8 +268,17 @@ fn the_live_stream_delivers_samples_counters_and_the_end() {
     let (tx, rx) = collector::stream::channel(64);
     let consumer = std::thread::spawn(move || {
         let (mut samples, mut counter_batches, mut tx_packets, mut ended) = (0usize, 0usize, 0u64, None);
+        let (mut started, mut maps_before_samples) = (None, 0usize);
         for b in rx {
             match b {
+                collector::stream::Batch::Started { sampling, target_pid, .. } => {
+                    started = Some((sampling.used, target_pid))
+                }
+                collector::stream::Batch::Maps(m) => {
+                    if samples == 0 {
+                        maps_before_samples += m.len()
+                    }
+                }
                 collector::stream::Batch::Samples(v) => samples += v.len(),
                 collector::stream::Batch::Counters { rows, .. } => {
                     counter_batches += 1;
@@ -269,12 +292,15 @@ fn the_live_stream_delivers_samples_counters_and_the_end() {
                 collector::stream::Batch::Lost(_) => {}
             }
         }
-        (samples, counter_batches, tx_packets, ended)
+        (samples, counter_batches, tx_packets, ended, started, maps_before_samples)
     });
     let meta = record(&opts, &AtomicBool::new(false), Some(&tx), &mut |_| {}).unwrap();
     drop(tx);
-    let (samples, counter_batches, tx_packets, ended) = consumer.join().unwrap();
+    let (samples, counter_batches, tx_packets, ended, started, maps_before_samples) = consumer.join().unwrap();
     assert_eq!(meta.stream_dropped, 0);
+    // The events actually used come first; the forwarder's mappings before its samples.
+    assert_eq!(started, Some((meta.sampling.used.clone(), meta.target_pid)));
+    assert!(maps_before_samples >= 1);
     assert!(samples > 500 && samples as u64 <= meta.samples, "{samples} of {}", meta.samples);
     assert!(counter_batches >= 5 && tx_packets > 10_000, "{counter_batches} batches, tx {tx_packets}");
     assert!(ended.is_some_and(|w| w.contains("exited")));
