@@ -1,0 +1,263 @@
+//! `fwdscope top` end to end in tmux: start it, read the screen (Mpps, stage names,
+//! symbols), press keys and see them reach the forwarder's stats segment, press `q` and see
+//! the shell back; plus the other targets (a forwarder that exits, --replay, -p, -a), a
+//! small terminal, and the counters-only source used when perf is refused.
+//! Skips, saying why, where tmux (or, for -a, perf) is missing.
+
+use forwarder::stats::{Ctr, Segment};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fwdscope");
+
+fn have_tmux() -> bool {
+    let ok = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("SKIP: tmux is not installed");
+    }
+    ok
+}
+
+/// Whether system-wide sampling is allowed (root, or perf_event_paranoid <= 0).
+fn can_sample_all() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(3);
+    let ok = root || paranoid <= 0;
+    if !ok {
+        println!("SKIP: system-wide sampling needs root or perf_event_paranoid <= 0 (it is {paranoid})");
+    }
+    ok
+}
+
+/// A tmux session running one command; killed when dropped (also when a test fails).
+struct Tmux(String);
+
+impl Tmux {
+    fn start(tag: &str, cmd: &str, w: u16, h: u16) -> Tmux {
+        let name = format!("fwdscope-{tag}-{}", std::process::id());
+        let _ = Command::new("tmux").args(["kill-session", "-t", &name]).output();
+        // After the command: its exit status on the normal screen, and a pause to read it.
+        let shell = format!("{cmd} 2>/tmp/{name}.err; echo TOP-EXITED $?; sleep 300");
+        let st = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &name, "-x", &w.to_string(), "-y", &h.to_string(), &shell])
+            .status()
+            .expect("tmux");
+        assert!(st.success());
+        Tmux(name)
+    }
+
+    fn screen(&self) -> String {
+        let o = Command::new("tmux").args(["capture-pane", "-p", "-t", &self.0]).output().expect("capture");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn keys(&self, k: &str) {
+        Command::new("tmux").args(["send-keys", "-t", &self.0, k]).status().expect("send-keys");
+    }
+
+    /// Wait until every needle is on the screen; the screen on success, a panic showing
+    /// it on timeout.
+    fn wait_for(&self, needles: &[&str], secs: u64) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.screen();
+            if needles.iter().all(|n| s.contains(n)) {
+                return s;
+            }
+            if t0.elapsed() > Duration::from_secs(secs) {
+                let err = std::fs::read_to_string(format!("/tmp/{}.err", self.0)).unwrap_or_default();
+                panic!("waited {secs} s for {needles:?}; screen:\n{s}\nstderr:\n{err}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(format!("/tmp/{}.err", self.0)).unwrap_or_default()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).output();
+        let _ = std::fs::remove_file(format!("/tmp/{}.err", self.0));
+    }
+}
+
+/// The forwarder PID the header shows (`forwarder pid N`).
+fn forwarder_pid(screen: &str) -> u32 {
+    let at = screen.find("forwarder pid ").expect("pid in header") + "forwarder pid ".len();
+    screen[at..].split(|c: char| !c.is_ascii_digit()).next().and_then(|p| p.parse().ok()).expect("pid")
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(secs) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn top_shows_the_forwarder_and_its_keys_reach_the_control_block() {
+    if !have_tmux() {
+        return;
+    }
+    let t = Tmux::start("live", &format!("{BIN} top -F 500 -- --routes 3000 --no-pin"), 110, 36);
+    let s = t.wait_for(&["Mpps", "lookup", "driver", "fwd_", "forwarder pid "], 30);
+    let pid = forwarder_pid(&s);
+    let seg = Segment::open(&forwarder::stats::default_path(pid)).expect("the forwarder's stats segment");
+    let depth = || seg.read_worker(0)[Ctr::PrefetchDepth as usize];
+    let start = depth();
+    assert!(s.contains(&format!("prefetch {start}")), "header shows the depth {start}:\n{s}");
+    // `+`: the forwarder takes the new depth (its own counter), and the next frame shows it.
+    t.keys("+");
+    assert!(wait_until(10, || depth() == start + 1), "prefetch stayed {}", depth());
+    t.wait_for(&[&format!("prefetch {}", start + 1)], 10);
+    t.keys("-");
+    assert!(wait_until(10, || depth() == start), "prefetch stayed {}", depth());
+    // `c`: the next cache mode.
+    let mode = || seg.read_worker(0)[Ctr::CacheMode as usize];
+    let m0 = mode();
+    t.keys("c");
+    assert!(wait_until(10, || mode() != m0), "cache mode stayed {m0}");
+    // `h` help, then `q`: the shell is back, the forwarder is stopped.
+    t.keys("h");
+    t.wait_for(&["keys act through the forwarder's control block"], 10);
+    t.keys("q");
+    t.wait_for(&["TOP-EXITED 0"], 20);
+    assert!(wait_until(10, || !alive(pid)), "forwarder {pid} still running after q");
+    let summary = t.stderr();
+    println!("{summary}");
+    assert!(summary.contains("fwdscope top:") && summary.contains("first frame after"), "{summary}");
+}
+
+#[test]
+fn a_forwarder_that_exits_leaves_its_last_data_on_screen() {
+    if !have_tmux() {
+        return;
+    }
+    let t = Tmux::start("exits", &format!("{BIN} top -F 500 -- --duration 2 --routes 3000 --no-pin"), 100, 32);
+    let s = t.wait_for(&["exited", "showing the last data"], 30);
+    assert!(s.contains("fwd_") && s.contains("lookup"), "{s}");
+    t.keys("q");
+    t.wait_for(&["TOP-EXITED 0"], 20);
+}
+
+#[test]
+fn replay_plays_a_recording_at_its_own_pace() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/analyzer/tests/data/forwarder-recording");
+    let t = Tmux::start("replay", &format!("{BIN} top -d 0.5 --replay {dir}"), 160, 32);
+    let s = t.wait_for(&["replay finished", "fwd_lookup_fib_dir24", "cache nocache", "fib dir24"], 30);
+    assert!(s.contains("cpu-clock"), "{s}");
+    // No control over a recording.
+    t.keys("+");
+    t.wait_for(&["no control here"], 10);
+    t.keys("q");
+    t.wait_for(&["TOP-EXITED 0"], 20);
+}
+
+#[test]
+fn pid_observes_without_control() {
+    if !have_tmux() {
+        return;
+    }
+    let mut fwd = Command::new(BIN)
+        .args(["forward", "--duration", "0", "--routes", "3000", "--no-pin"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("forwarder");
+    let pid = fwd.id();
+    let path = forwarder::stats::default_path(pid);
+    assert!(wait_until(20, || path.exists()), "no stats segment");
+    let t = Tmux::start("pid", &format!("{BIN} top -p {pid}"), 100, 32);
+    t.wait_for(&[&format!("pid {pid}"), "Mpps", "fwd_"], 30);
+    let seg = Segment::open(&path).expect("segment");
+    let before = seg.read_worker(0)[Ctr::PrefetchDepth as usize];
+    t.keys("+");
+    t.wait_for(&["no control here"], 10);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(seg.read_worker(0)[Ctr::PrefetchDepth as usize], before);
+    t.keys("q");
+    t.wait_for(&["TOP-EXITED 0"], 20);
+    assert!(alive(pid), "-p must not stop the process it watches");
+    seg.request_stop();
+    let _ = fwd.wait();
+}
+
+#[test]
+fn system_wide_shows_kernel_symbols() {
+    if !have_tmux() || !can_sample_all() {
+        return;
+    }
+    let t = Tmux::start("all", &format!("{BIN} top -a"), 100, 32);
+    t.wait_for(&["system-wide", "[kernel.kallsyms]"], 30);
+    t.keys("q");
+    t.wait_for(&["TOP-EXITED 0"], 20);
+}
+
+#[test]
+fn n_updates_then_quit() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/analyzer/tests/data/forwarder-recording");
+    let t = Tmux::start("n", &format!("{BIN} top -d 0.2 -n 3 --replay {dir}"), 100, 32);
+    t.wait_for(&["TOP-EXITED 0"], 20);
+    assert!(t.stderr().contains("fwdscope top: "), "{}", t.stderr());
+}
+
+#[test]
+fn a_small_terminal_says_so() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/analyzer/tests/data/forwarder-recording");
+    let t = Tmux::start("small", &format!("{BIN} top --replay {dir}"), 36, 10);
+    t.wait_for(&["terminal too small"], 20);
+    t.keys("q");
+    t.wait_for(&["TOP-EXITED 0"], 20);
+}
+
+/// What `top` falls back to when perf refuses: the forwarder still runs and its counters
+/// arrive; finishing the source stops it.
+#[test]
+fn counters_only_source_runs_and_stops_the_forwarder() {
+    let dir = std::env::temp_dir().join(format!("fwdscope-top-counters-{}", std::process::id()));
+    let args = ["forward", "--duration", "0", "--routes", "3000", "--no-pin"].map(String::from).to_vec();
+    let src = tui::source::counters_only(BIN.into(), args, dir.clone());
+    let (mut pid, mut tx) = (None, 0u64);
+    let t0 = Instant::now();
+    while (pid.is_none() || tx == 0) && t0.elapsed() < Duration::from_secs(30) {
+        while let Ok(n) = src.notices.try_recv() {
+            if let tui::source::Notice::ForwarderPid(p) = n {
+                pid = Some(p as u32);
+            }
+        }
+        if let Ok(collector::stream::Batch::Counters { rows, .. }) =
+            src.batches.recv_timeout(Duration::from_millis(200))
+        {
+            tx = tx.max(rows.iter().filter(|r| r.name == "tx_packets").map(|r| r.value).sum());
+        }
+    }
+    let pid = pid.expect("the forwarder's pid");
+    assert!(tx > 0, "no forwarded packets in the counters");
+    src.finish();
+    assert!(!alive(pid), "forwarder {pid} still running");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,322 @@
+//! The running application: terminal set-up and restore (also on panic), the loop that
+//! drains the source, ticks the model once per interval and redraws, and the keys. Changes
+//! to the forwarder (prefetch depth, cache mode, flush) are written to its stats segment's
+//! control block; the workers pick them up and publish the new setting, which the next
+//! frame shows.
+
+use crate::model::Model;
+use crate::source::{self, Notice, Source};
+use crate::view::{self, Focus, Ui};
+use crate::{Error, Result};
+use analyzer::rules::Rules;
+use analyzer::stages::Attributor;
+use analyzer::symbolize::{Kallsyms, Symbolizer};
+use collector::session::{RecordOptions, Target};
+use forwarder::config::CacheMode;
+use forwarder::stats::Segment;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What `top` watches.
+#[derive(Debug, Clone)]
+pub enum TopTarget {
+    /// The bundled forwarder, started with this program and arguments; keys control it.
+    Forwarder { program: PathBuf, args: Vec<String> },
+    /// A running process: sampling and stages only, no control.
+    Pid(i32),
+    /// Every CPU, kernel included, with the Linux forwarding rules.
+    All,
+    /// A recording played back at its own pace.
+    Replay(PathBuf),
+}
+
+/// Options of `top`.
+#[derive(Debug, Clone)]
+pub struct TopOptions {
+    pub target: TopTarget,
+    /// Redraw interval (default 1 s).
+    pub interval: Duration,
+    /// Samples per second (default 1000).
+    pub freq: u64,
+    /// Frame-pointer callchains, so shared helpers are charged to their caller's stage
+    /// (default true).
+    pub callchain: bool,
+    /// Keep the live recording here (default: a temporary directory, removed at exit).
+    pub output: Option<PathBuf>,
+    /// Extra stage rules tried before the built-in ones (default none).
+    pub stages: Option<PathBuf>,
+    /// Quit after this many intervals (default: run until `q`).
+    pub iterations: Option<u64>,
+    /// Replay speed (default 1.0: as recorded).
+    pub speed: f64,
+}
+
+impl TopOptions {
+    pub fn new(target: TopTarget) -> TopOptions {
+        TopOptions {
+            target,
+            interval: Duration::from_secs(1),
+            freq: 1000,
+            callchain: true,
+            output: None,
+            stages: None,
+            iterations: None,
+            speed: 1.0,
+        }
+    }
+}
+
+/// What a run cost, reported after the terminal is restored.
+#[derive(Debug, Clone, Default)]
+pub struct RunStats {
+    pub frames: u64,
+    pub wall: Duration,
+    /// CPU time of the screen thread (attribution, model, drawing).
+    pub ui_cpu: Duration,
+    /// CPU time of the collector (or replay) thread.
+    pub source_cpu: Duration,
+    /// From start to the first frame drawn, and to the first frame with data.
+    pub first_frame: Option<Duration>,
+    pub first_data: Option<Duration>,
+}
+
+impl RunStats {
+    pub fn summary(&self) -> String {
+        let pct = |d: Duration| 100.0 * d.as_secs_f64() / self.wall.as_secs_f64().max(1e-9);
+        let ms = |d: Option<Duration>| d.map_or("-".to_string(), |d| format!("{:.0} ms", d.as_secs_f64() * 1e3));
+        format!(
+            "fwdscope top: {} frames in {:.1} s; screen thread {:.3} s CPU ({:.2}% of one core), collector thread {:.3} s ({:.2}%); first frame after {}, first frame with data after {}",
+            self.frames,
+            self.wall.as_secs_f64(),
+            self.ui_cpu.as_secs_f64(),
+            pct(self.ui_cpu),
+            self.source_cpu.as_secs_f64(),
+            pct(self.source_cpu),
+            ms(self.first_frame),
+            ms(self.first_data),
+        )
+    }
+}
+
+/// Removes a temporary recording directory at exit.
+struct TempDir(Option<PathBuf>);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+fn rules(opts: &TopOptions) -> Result<Rules> {
+    let mut r = Rules::builtin();
+    if let Some(p) = &opts.stages {
+        r = r.prepend(Rules::load(p)?);
+    }
+    Ok(r)
+}
+
+/// Everything the loop owns.
+struct App {
+    model: Model,
+    ui: Ui,
+    source: Source,
+    /// The forwarder's PID and stats segment (control and configuration).
+    fwd_pid: Option<i32>,
+    segment: Option<Segment>,
+}
+
+impl App {
+    fn drain(&mut self) {
+        while let Ok(n) = self.source.notices.try_recv() {
+            match n {
+                Notice::SamplingUnavailable(why) => self.model.sampling_error = Some(why),
+                Notice::ForwarderPid(p) => {
+                    self.fwd_pid = Some(p);
+                    self.model.target = format!("forwarder pid {p}");
+                }
+                Notice::ForwarderConfig(v) => self.model.forwarder = Some(crate::model::ForwarderInfo::from_json(&v)),
+                Notice::Failed(why) => self.ui.message = Some(why),
+            }
+        }
+        // Bounded per call, so keys stay responsive under a flood of samples.
+        for _ in 0..512 {
+            match self.source.batches.try_recv() {
+                Ok(b) => {
+                    if let collector::stream::Batch::Started { target_pid: Some(p), .. } = &b {
+                        if self.fwd_pid.is_none() && self.ui.control {
+                            self.model.target = format!("forwarder pid {p}");
+                        }
+                        self.fwd_pid.get_or_insert(*p);
+                    }
+                    self.model.apply(b);
+                }
+                Err(_) => break,
+            }
+        }
+        self.open_segment();
+    }
+
+    fn open_segment(&mut self) {
+        if self.segment.is_some() {
+            return;
+        }
+        let Some(pid) = self.fwd_pid else { return };
+        let Ok(seg) = Segment::open(&forwarder::stats::default_path(pid as u32)) else { return };
+        if seg.pid() != pid as u32 {
+            return;
+        }
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&seg.config_json()) {
+            let mut info = crate::model::ForwarderInfo::from_json(&v);
+            if info.tsc_hz == 0 {
+                info.tsc_hz = seg.tsc_hz();
+            }
+            self.model.forwarder = Some(info);
+        }
+        self.segment = Some(seg);
+    }
+
+    /// A key; returns false to quit.
+    fn key(&mut self, code: KeyCode, mods: KeyModifiers) -> bool {
+        self.ui.message = None;
+        match code {
+            KeyCode::Char('q') | KeyCode::Esc => return false,
+            KeyCode::Char('c') if mods.contains(KeyModifiers::CONTROL) => return false,
+            KeyCode::Char('p') => {
+                self.ui.paused = !self.ui.paused;
+                self.source.set_paused(self.ui.paused);
+            }
+            KeyCode::Char('h') | KeyCode::Char('?') => self.ui.help = !self.ui.help,
+            KeyCode::Char('s') => {
+                self.model.sort = self.model.sort.next();
+                self.model.symbols_resort();
+            }
+            KeyCode::Char('z') => self.model.toggle_mode(),
+            KeyCode::Tab => self.ui.focus = self.ui.focus.next(),
+            KeyCode::Down if self.ui.focus == Focus::Symbols => self.ui.scroll += 1,
+            KeyCode::Up if self.ui.focus == Focus::Symbols => self.ui.scroll = self.ui.scroll.saturating_sub(1),
+            KeyCode::Char('+') | KeyCode::Char('=') => self.control(|s, f| {
+                let to = (f.prefetch + 1).min(8);
+                s.set_prefetch(to as u32);
+                format!("prefetch {} -> {to} requested", f.prefetch)
+            }),
+            KeyCode::Char('-') => self.control(|s, f| {
+                let to = f.prefetch.saturating_sub(1);
+                s.set_prefetch(to as u32);
+                format!("prefetch {} -> {to} requested", f.prefetch)
+            }),
+            KeyCode::Char('c') => self.control(|s, f| {
+                let all = CacheMode::ALL;
+                let i = all.iter().position(|m| m.name() == f.cache).map_or(0, |i| (i + 1) % all.len());
+                s.set_cache_mode(all[i].code());
+                format!("cache {} -> {} requested", f.cache, all[i].name())
+            }),
+            KeyCode::Char('f') => self.control(|s, _| {
+                s.request_flush();
+                "route-cache flush requested".to_string()
+            }),
+            _ => {}
+        }
+        true
+    }
+
+    fn control(&mut self, act: impl FnOnce(&Segment, &crate::model::ForwarderInfo) -> String) {
+        self.ui.message = Some(if !self.ui.control {
+            "no control here: -p, -a and --replay only observe".to_string()
+        } else if let (Some(s), Some(f)) = (&self.segment, &self.model.forwarder) {
+            act(s, f)
+        } else {
+            "the forwarder's stats segment is not open yet".to_string()
+        });
+    }
+}
+
+/// Run `top` on the terminal until `q` (or `iterations`); returns what it cost.
+pub fn run(opts: &TopOptions) -> Result<RunStats> {
+    let t_start = Instant::now();
+    let rules = rules(opts)?;
+    let (source, model, control, _tmp) = match &opts.target {
+        TopTarget::Replay(dir) => {
+            let rec = collector::recording::Recording::open(dir)?;
+            let sym = Symbolizer::for_recording(&rec)?;
+            let model = Model::new(format!("replay {}", dir.display()), Attributor::new(sym, rules));
+            (source::replay(dir.clone(), opts.speed)?, model, false, TempDir(None))
+        }
+        t => {
+            let (target, what, control) = match t {
+                TopTarget::Forwarder { program, args } => {
+                    (Target::Forwarder { program: program.clone(), args: args.clone() }, "forwarder".to_string(), true)
+                }
+                TopTarget::Pid(p) => (Target::Pid(*p), format!("pid {p}"), false),
+                _ => (Target::All, "system-wide".to_string(), false),
+            };
+            let (dir, tmp) = match &opts.output {
+                Some(d) => (d.clone(), TempDir(None)),
+                None => {
+                    let d = std::env::temp_dir().join(format!("fwdscope-top-{}", std::process::id()));
+                    let _ = std::fs::remove_dir_all(&d);
+                    (d.clone(), TempDir(Some(d)))
+                }
+            };
+            let mut ro = RecordOptions::new(dir, target);
+            ro.force = opts.output.is_none();
+            ro.freq = Some(opts.freq);
+            ro.callchain = opts.callchain;
+            ro.command = std::env::args().collect();
+            let sym = Symbolizer::new(Vec::new(), Kallsyms::current());
+            (source::live(ro), Model::new(what, Attributor::new(sym, rules)), control, tmp)
+        }
+    };
+    let mut app = App { model, ui: Ui { control, ..Ui::default() }, source, fwd_pid: None, segment: None };
+    if let TopTarget::Pid(p) = opts.target {
+        app.fwd_pid = Some(p);
+    }
+    let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
+    let mut stats = RunStats::default();
+    let result = (|| -> Result<()> {
+        terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
+        stats.frames += 1;
+        stats.first_frame = Some(t_start.elapsed());
+        let mut next_tick = Instant::now() + opts.interval;
+        loop {
+            let wait = next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
+            let mut redraw = false;
+            if event::poll(wait)? {
+                if let Event::Key(k) = event::read()? {
+                    if k.kind != KeyEventKind::Release {
+                        if !app.key(k.code, k.modifiers) {
+                            return Ok(());
+                        }
+                        redraw = true;
+                    }
+                }
+            }
+            app.drain();
+            if Instant::now() >= next_tick {
+                next_tick += opts.interval;
+                if !app.ui.paused {
+                    app.model.tick();
+                    if stats.first_data.is_none() && (app.model.interval_samples > 0 || app.model.rates.tx_mpps > 0.0) {
+                        stats.first_data = Some(t_start.elapsed());
+                    }
+                }
+                redraw = true;
+                if opts.iterations.is_some_and(|n| app.model.ticks >= n) {
+                    terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
+                    stats.frames += 1;
+                    return Ok(());
+                }
+            }
+            if redraw {
+                terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
+                stats.frames += 1;
+            }
+        }
+    })();
+    ratatui::restore();
+    stats.ui_cpu = source::thread_cpu();
+    stats.wall = t_start.elapsed();
+    stats.source_cpu = app.source.finish();
+    result.map(|_| stats)
+}

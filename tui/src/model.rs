@@ -1,0 +1,704 @@
+//! What `top` shows, computed from the collector's stream and nothing else: every sample is
+//! attributed to a stage and a symbol as it arrives; counter batches (the forwarder's stats
+//! segment, as the collector samples it) become rates at each [`Model::tick`]. No terminal
+//! here: the view renders a `Model`, and tests feed one fixed batches.
+
+use analyzer::rules::STAGE_ORDER;
+use analyzer::stages::Attributor;
+use collector::recording::{CounterRow, CountingInfo, SamplingInfo};
+use collector::stream::Batch;
+use forwarder::report::IntervalRow;
+use forwarder::stats::{Ctr, Snapshot, COUNTER_NAMES, N_COUNTERS};
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Seconds of history in the rate sparkline.
+pub const HISTORY: usize = 60;
+/// rtstat interval rows kept.
+pub const RTSTAT_ROWS: usize = 10;
+/// Decaying symbol table: weights are multiplied by this at each tick (perf top's decay).
+pub const DECAY: f64 = 7.0 / 8.0;
+
+/// How the symbol table accumulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SymbolMode {
+    /// Older samples fade by [`DECAY`] per tick (the default, as perf top).
+    Decaying,
+    /// Every sample since the last zeroing counts the same.
+    Cumulative,
+}
+
+/// Orders of the symbol table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortBy {
+    Samples,
+    Symbol,
+    Stage,
+    Dso,
+}
+
+impl SortBy {
+    pub fn next(self) -> SortBy {
+        match self {
+            SortBy::Samples => SortBy::Symbol,
+            SortBy::Symbol => SortBy::Stage,
+            SortBy::Stage => SortBy::Dso,
+            SortBy::Dso => SortBy::Samples,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            SortBy::Samples => "samples",
+            SortBy::Symbol => "symbol",
+            SortBy::Stage => "stage",
+            SortBy::Dso => "dso",
+        }
+    }
+}
+
+/// The forwarder's configuration as its stats segment publishes it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ForwarderInfo {
+    pub driver: String,
+    pub workers: usize,
+    pub cache: String,
+    pub fib: String,
+    pub prefetch: u64,
+    pub stage_clock: bool,
+    /// TSC ticks per second (stage clocks are in TSC cycles).
+    pub tsc_hz: u64,
+}
+
+impl ForwarderInfo {
+    /// From the segment's config JSON (`{"config": {...}, "info": {...}}`).
+    pub fn from_json(v: &serde_json::Value) -> ForwarderInfo {
+        let c = &v["config"];
+        let s = |x: &serde_json::Value| x.as_str().unwrap_or("?").to_string();
+        ForwarderInfo {
+            driver: s(&c["driver"]),
+            workers: c["workers"].as_u64().unwrap_or(0) as usize,
+            cache: s(&c["cache"]),
+            fib: s(&c["fib"]),
+            prefetch: c["prefetch"].as_u64().unwrap_or(0),
+            stage_clock: c["stage_clock"].as_bool().unwrap_or(false),
+            tsc_hz: v["info"]["tsc_hz"].as_u64().unwrap_or(0),
+        }
+    }
+}
+
+/// One stage's line in the stage panel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageLine {
+    pub stage: String,
+    /// Samples in the last interval.
+    pub samples: u64,
+    pub percent: f64,
+    /// Sampled cost per forwarded packet (ns for clock events, else events), last interval.
+    pub per_packet: Option<f64>,
+    /// The forwarder's own stage clock, ns per forwarded packet, when enabled.
+    pub clock_ns: Option<f64>,
+}
+
+/// One symbol's line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SymbolLine {
+    pub weight: f64,
+    pub percent: f64,
+    pub symbol: String,
+    pub stage: String,
+    pub dso: String,
+}
+
+/// One worker's rates over the last interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerLine {
+    pub worker: usize,
+    pub rx_mpps: f64,
+    pub tx_mpps: f64,
+    pub drops_per_s: f64,
+    pub rt_size: u64,
+    pub in_hit: f64,
+    pub in_tot: f64,
+    pub gc_tot: f64,
+    pub prefetch: u64,
+    pub cache: String,
+}
+
+/// Rates of the whole target at one tick.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Rates {
+    pub rx_mpps: f64,
+    pub tx_mpps: f64,
+    pub drop_mpps: f64,
+}
+
+/// Everything `top` knows.
+pub struct Model {
+    /// What is observed, in words (`forwarder pid 123`, `pid 77`, `system-wide`, `replay DIR`).
+    pub target: String,
+    pub forwarder: Option<ForwarderInfo>,
+    pub sampling: Option<SamplingInfo>,
+    pub counting: Vec<CountingInfo>,
+    /// Why there is no sampling, when there is none.
+    pub sampling_error: Option<String>,
+    /// How the collection ended (the target exited, ...); the last data stays on screen.
+    pub ended: Option<String>,
+    pub lost: u64,
+    pub samples_total: u64,
+    pub mode: SymbolMode,
+    pub sort: SortBy,
+    // Derived at each tick.
+    pub rates: Rates,
+    pub history: VecDeque<Rates>,
+    pub stages: Vec<StageLine>,
+    pub symbols: Vec<SymbolLine>,
+    pub rtstat: VecDeque<IntervalRow>,
+    pub workers: Vec<WorkerLine>,
+    /// Samples in the last interval.
+    pub interval_samples: u64,
+    /// Forwarded packets in the last interval.
+    pub interval_packets: Option<u64>,
+    /// Ticks so far.
+    pub ticks: u64,
+    // Accumulating between ticks.
+    attributor: Attributor,
+    /// Interned (symbol, dso) and stage names: the per-sample path hashes integers only.
+    names: Vec<(String, String)>,
+    name_ids: HashMap<(String, String), u32>,
+    stage_names: Vec<String>,
+    /// (pid, ip, kernel) -> (symbol id, own stage id, whether the own stage is `other`).
+    by_ip: HashMap<(u32, u64, bool), (u32, u16, bool)>,
+    /// Samples and period per stage id since the last tick.
+    pending: Vec<(u64, u64)>,
+    weights: HashMap<(u32, u16), f64>,
+    latest: Option<Snapshot>,
+    at_tick: Option<Snapshot>,
+    /// Counter times are CLOCK_MONOTONIC ns; snapshots need Instants.
+    epoch: Option<(Instant, u64)>,
+    first_time: Option<u64>,
+    /// Samples or counters arrived since the last tick.
+    fresh: bool,
+}
+
+impl Model {
+    pub fn new(target: impl Into<String>, attributor: Attributor) -> Model {
+        Model {
+            target: target.into(),
+            forwarder: None,
+            sampling: None,
+            counting: Vec::new(),
+            sampling_error: None,
+            ended: None,
+            lost: 0,
+            samples_total: 0,
+            mode: SymbolMode::Decaying,
+            sort: SortBy::Samples,
+            rates: Rates::default(),
+            history: VecDeque::with_capacity(HISTORY),
+            stages: Vec::new(),
+            symbols: Vec::new(),
+            rtstat: VecDeque::with_capacity(RTSTAT_ROWS),
+            workers: Vec::new(),
+            interval_samples: 0,
+            interval_packets: None,
+            ticks: 0,
+            attributor,
+            names: Vec::new(),
+            name_ids: HashMap::new(),
+            stage_names: Vec::new(),
+            by_ip: HashMap::new(),
+            pending: Vec::new(),
+            weights: HashMap::new(),
+            latest: None,
+            at_tick: None,
+            epoch: None,
+            first_time: None,
+            fresh: false,
+        }
+    }
+
+    /// The sampled event's unit: `ns` for clock events, else the event's name.
+    pub fn unit(&self) -> String {
+        match self.sampling.as_ref().map(|s| s.used.as_str()) {
+            Some("cpu-clock") | Some("task-clock") => "ns".into(),
+            Some(e) => e.to_string(),
+            None => "-".into(),
+        }
+    }
+
+    /// The events line of the header: what was used, and why, in plain words.
+    pub fn events_line(&self) -> String {
+        match (&self.sampling, &self.sampling_error) {
+            (_, Some(e)) => format!("no sampling, forwarder counters only: {e}"),
+            (Some(s), None) => {
+                let rate = match (s.freq, s.period) {
+                    (_, Some(p)) => format!("every {p} events"),
+                    (Some(f), None) => format!("{f} Hz"),
+                    _ => String::new(),
+                };
+                let mut line = format!("sampling {} {rate}", s.used);
+                if s.fallback.is_some() {
+                    line.push_str(&format!(" ({} not supported here: no hardware PMU)", s.requested));
+                }
+                if s.callchain {
+                    line.push_str(", callchains");
+                }
+                line
+            }
+            (None, None) => "sampling: starting".into(),
+        }
+    }
+
+    /// Take one batch from the stream.
+    pub fn apply(&mut self, b: Batch) {
+        match b {
+            Batch::Started { sampling, counting, target_pid: _ } => {
+                self.sampling = Some(sampling);
+                self.counting = counting;
+            }
+            Batch::Maps(m) => {
+                self.attributor.add_maps(m);
+                self.by_ip.clear();
+            }
+            Batch::Samples(v) => {
+                self.fresh = true;
+                for s in v {
+                    self.sample(&s);
+                }
+            }
+            Batch::Counters { time, rows } => {
+                self.fresh = true;
+                self.counters(time, &rows)
+            }
+            Batch::Lost(n) => self.lost += n,
+            Batch::Ended(why) => self.ended = Some(if why.is_empty() { "collection ended".into() } else { why }),
+        }
+    }
+
+    fn stage_id(&mut self, stage: &str) -> u16 {
+        match self.stage_names.iter().position(|s| s == stage) {
+            Some(i) => i as u16,
+            None => {
+                self.stage_names.push(stage.to_string());
+                self.pending.push((0, 0));
+                (self.stage_names.len() - 1) as u16
+            }
+        }
+    }
+
+    /// Attribute one sample: its address is symbolized once; only samples whose own
+    /// symbol has no stage walk their callchain (to charge the nearest staged caller).
+    fn sample(&mut self, s: &collector::records::Sample) {
+        let key = (s.pid, s.ip, s.kernel);
+        let (sym, mut stage, other) = match self.by_ip.get(&key) {
+            Some(v) => *v,
+            None => {
+                let a = self.attributor.attribute(s.pid, s.ip, s.kernel, &[]);
+                let k = (a.symbol.name, a.symbol.dso);
+                let id = match self.name_ids.get(&k) {
+                    Some(id) => *id,
+                    None => {
+                        self.names.push(k.clone());
+                        self.name_ids.insert(k, (self.names.len() - 1) as u32);
+                        (self.names.len() - 1) as u32
+                    }
+                };
+                let v = (id, self.stage_id(&a.stage), a.stage == analyzer::rules::OTHER);
+                self.by_ip.insert(key, v);
+                v
+            }
+        };
+        if other && !s.callchain.is_empty() {
+            let a = self.attributor.attribute(s.pid, s.ip, s.kernel, &s.callchain);
+            stage = self.stage_id(&a.stage);
+        }
+        let e = &mut self.pending[stage as usize];
+        e.0 += 1;
+        e.1 = e.1.saturating_add(s.period);
+        *self.weights.entry((sym, stage)).or_default() += 1.0;
+        self.samples_total += 1;
+    }
+
+    fn counters(&mut self, time: u64, rows: &[CounterRow]) {
+        let (base_i, base_t) = *self.epoch.get_or_insert((Instant::now(), time));
+        let at = base_i + Duration::from_nanos(time.saturating_sub(base_t));
+        let mut workers: Vec<Vec<u64>> = Vec::new();
+        for r in rows.iter().filter(|r| r.source == "forwarder" && r.worker >= 0) {
+            let Some(i) = COUNTER_NAMES.iter().position(|n| *n == r.name) else { continue };
+            let w = r.worker as usize;
+            if workers.len() <= w {
+                workers.resize(w + 1, vec![0; N_COUNTERS]);
+            }
+            workers[w][i] = r.value;
+        }
+        if !workers.is_empty() {
+            self.first_time.get_or_insert(time);
+            self.latest = Some(Snapshot { at, names: None, workers });
+        }
+    }
+
+    /// Zero the symbol table (and keep its mode).
+    pub fn zero_symbols(&mut self) {
+        self.weights.clear();
+        self.symbols.clear();
+    }
+
+    /// Re-order the symbol table now (after a sort change).
+    pub fn symbols_resort(&mut self) {
+        self.symbols = self.symbol_lines();
+    }
+
+    /// `z`: switch between decaying and cumulative; the table starts over.
+    pub fn toggle_mode(&mut self) {
+        self.mode = match self.mode {
+            SymbolMode::Decaying => SymbolMode::Cumulative,
+            SymbolMode::Cumulative => SymbolMode::Decaying,
+        };
+        self.zero_symbols();
+    }
+
+    /// Close an interval: rates and rtstat from the counters since the last tick, the stage
+    /// panel from the samples since the last tick, and the symbol table (then decayed).
+    pub fn tick(&mut self) {
+        self.ticks += 1;
+        // The target is gone and nothing new came: keep the last figures on screen.
+        if self.ended.is_some() && !self.fresh {
+            return;
+        }
+        self.fresh = false;
+        let packets = match (&self.at_tick, &self.latest) {
+            (Some(prev), Some(cur)) if cur.at > prev.at => {
+                let dt = cur.at.duration_since(prev.at).as_secs_f64();
+                let row = IntervalRow::between(prev, cur, self.elapsed_s(cur));
+                self.rates = Rates { rx_mpps: row.rx_mpps, tx_mpps: row.tx_mpps, drop_mpps: row.drops as f64 / 1e6 };
+                if self.rtstat.len() == RTSTAT_ROWS {
+                    self.rtstat.pop_front();
+                }
+                self.rtstat.push_back(row);
+                self.workers = worker_lines(prev, cur, dt);
+                Some(cur.total(Ctr::TxPackets).saturating_sub(prev.total(Ctr::TxPackets)))
+            }
+            _ => None,
+        };
+        if packets.is_some() {
+            self.push_history();
+        }
+        self.interval_packets = packets;
+        self.stages = self.stage_lines(packets);
+        if let Some(cur) = &self.latest {
+            if let Some(f) = &mut self.forwarder {
+                // The live setting (changed through the control block) as the workers run it.
+                f.prefetch = cur.get(0, Ctr::PrefetchDepth);
+                if let Some(m) = forwarder::config::CacheMode::from_code(cur.get(0, Ctr::CacheMode) as u32) {
+                    f.cache = m.name().to_string();
+                }
+            }
+        }
+        if self.latest.is_some() {
+            self.at_tick = self.latest.clone();
+        }
+        self.symbols = self.symbol_lines();
+        if self.mode == SymbolMode::Decaying {
+            self.weights.retain(|_, w| {
+                *w *= DECAY;
+                *w >= 0.05
+            });
+        }
+    }
+
+    fn elapsed_s(&self, cur: &Snapshot) -> f64 {
+        match (self.epoch, self.first_time) {
+            (Some((i, t0)), Some(first)) => {
+                cur.at.duration_since(i).as_secs_f64() - Duration::from_nanos(first.saturating_sub(t0)).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+
+    fn push_history(&mut self) {
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(self.rates);
+    }
+
+    fn stage_lines(&mut self, packets: Option<u64>) -> Vec<StageLine> {
+        let pending: HashMap<String, (u64, u64)> =
+            self.stage_names.iter().cloned().zip(self.pending.iter_mut().map(std::mem::take)).collect();
+        let total: u64 = pending.values().map(|v| v.0).sum();
+        self.interval_samples = total;
+        let clocks = self.clock_ns(packets);
+        let mut names: Vec<String> = STAGE_ORDER.iter().map(|s| s.to_string()).collect();
+        for k in &self.stage_names {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+        names
+            .into_iter()
+            .map(|stage| {
+                let (n, period) = pending.get(&stage).copied().unwrap_or((0, 0));
+                StageLine {
+                    percent: if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 },
+                    per_packet: packets.filter(|&p| p > 0 && total > 0).map(|p| period as f64 / p as f64),
+                    clock_ns: clocks.as_ref().and_then(|c| c.get(stage.as_str()).copied()),
+                    samples: n,
+                    stage,
+                }
+            })
+            .collect()
+    }
+
+    /// The forwarder's stage clocks over the last interval, ns per forwarded packet, by
+    /// analyzer stage (driver = rx + tx).
+    fn clock_ns(&self, packets: Option<u64>) -> Option<HashMap<&'static str, f64>> {
+        let (prev, cur) = (self.at_tick.as_ref()?, self.latest.as_ref()?);
+        let f = self.forwarder.as_ref()?;
+        let p = packets.filter(|&p| p > 0)? as f64;
+        let tsc = f.tsc_hz as f64;
+        if tsc <= 0.0 {
+            return None;
+        }
+        let d = |c: Ctr| cur.total(c).saturating_sub(prev.total(c)) as f64 / tsc * 1e9 / p;
+        if [Ctr::ClkDriverRx, Ctr::ClkIp, Ctr::ClkLookup].iter().all(|&c| d(c) == 0.0) {
+            return None; // clocks off
+        }
+        Some(HashMap::from([
+            ("driver", d(Ctr::ClkDriverRx) + d(Ctr::ClkDriverTx)),
+            ("ip", d(Ctr::ClkIp)),
+            ("lookup", d(Ctr::ClkLookup)),
+            ("gc", d(Ctr::ClkGc)),
+            ("slab", d(Ctr::ClkSlab)),
+            ("nic", d(Ctr::ClkNic)),
+            ("idle", d(Ctr::ClkIdle)),
+        ]))
+    }
+
+    fn symbol_lines(&self) -> Vec<SymbolLine> {
+        let total: f64 = self.weights.values().sum();
+        let mut v: Vec<SymbolLine> = self
+            .weights
+            .iter()
+            .map(|((sym, stage), w)| SymbolLine {
+                weight: *w,
+                percent: if total > 0.0 { 100.0 * w / total } else { 0.0 },
+                symbol: self.names[*sym as usize].0.clone(),
+                stage: self.stage_names[*stage as usize].clone(),
+                dso: self.names[*sym as usize].1.clone(),
+            })
+            .collect();
+        let by_weight = |a: &SymbolLine, b: &SymbolLine| {
+            b.weight
+                .total_cmp(&a.weight)
+                .then_with(|| (&a.symbol, &a.dso, &a.stage).cmp(&(&b.symbol, &b.dso, &b.stage)))
+        };
+        match self.sort {
+            SortBy::Samples => v.sort_by(by_weight),
+            SortBy::Symbol => v.sort_by(|a, b| a.symbol.cmp(&b.symbol).then(by_weight(a, b))),
+            SortBy::Stage => {
+                let rank = |s: &str| STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(STAGE_ORDER.len());
+                v.sort_by(|a, b| rank(&a.stage).cmp(&rank(&b.stage)).then(by_weight(a, b)))
+            }
+            SortBy::Dso => v.sort_by(|a, b| a.dso.cmp(&b.dso).then(by_weight(a, b))),
+        }
+        v
+    }
+}
+
+fn worker_lines(prev: &Snapshot, cur: &Snapshot, dt: f64) -> Vec<WorkerLine> {
+    let drops: Vec<usize> =
+        forwarder::stats::drop_counters().filter(|(_, n)| *n != "rx_missed").map(|(i, _)| i).collect();
+    (0..cur.workers.len())
+        .map(|w| {
+            let rate = |c: Ctr| cur.get(w, c).saturating_sub(prev.get(w, c)) as f64 / dt;
+            let dropped: u64 = drops
+                .iter()
+                .map(|&i| {
+                    let at = |s: &Snapshot| s.workers.get(w).and_then(|v| v.get(i)).copied().unwrap_or(0);
+                    at(cur).saturating_sub(at(prev))
+                })
+                .sum();
+            WorkerLine {
+                worker: w,
+                rx_mpps: rate(Ctr::RxPackets) / 1e6,
+                tx_mpps: rate(Ctr::TxPackets) / 1e6,
+                drops_per_s: dropped as f64 / dt,
+                rt_size: cur.get(w, Ctr::RtEntries),
+                in_hit: rate(Ctr::RtInHit),
+                in_tot: rate(Ctr::RtInSlowTot),
+                gc_tot: rate(Ctr::RtGcTotal),
+                prefetch: cur.get(w, Ctr::PrefetchDepth),
+                cache: forwarder::config::CacheMode::from_code(cur.get(w, Ctr::CacheMode) as u32)
+                    .map_or("?", |m| m.name())
+                    .to_string(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use analyzer::rules::Rules;
+    use analyzer::symbolize::{Kallsyms, Symbolizer};
+    use collector::records::Sample;
+
+    /// Kernel addresses only: the symbols come from a small kallsyms, the stages from the
+    /// Linux rules (fib_table_lookup lookup, kfree slab, ip_rcv ip, memcpy none).
+    fn model() -> Model {
+        let ks = Kallsyms::parse(
+            "ffffffff81000000 T fib_table_lookup\nffffffff81000100 T kfree\nffffffff81000200 T ip_rcv\nffffffff81000300 T memcpy\nffffffff81000400 T _etext\n",
+        );
+        Model::new("test", Attributor::new(Symbolizer::new(Vec::new(), Some(ks)), Rules::builtin()))
+    }
+
+    fn sample(ip: u64, period: u64, callchain: &[u64]) -> Sample {
+        Sample { time: 0, pid: 1, tid: 1, cpu: 0, ip, period, kernel: true, callchain: callchain.to_vec() }
+    }
+
+    fn counters(time_s: f64, per_worker: &[&[(&str, u64)]]) -> Batch {
+        let time = (time_s * 1e9) as u64;
+        let mut rows = Vec::new();
+        for (w, vals) in per_worker.iter().enumerate() {
+            for (name, value) in vals.iter() {
+                rows.push(CounterRow {
+                    time,
+                    source: "forwarder".into(),
+                    worker: w as i32,
+                    name: name.to_string(),
+                    value: *value,
+                });
+            }
+        }
+        Batch::Counters { time, rows }
+    }
+
+    fn line<'a>(m: &'a Model, stage: &str) -> &'a StageLine {
+        m.stages.iter().find(|l| l.stage == stage).expect("stage line")
+    }
+
+    #[test]
+    fn stages_and_rates_over_one_interval_by_hand() {
+        let mut m = model();
+        m.forwarder = Some(ForwarderInfo { tsc_hz: 1_000_000_000, ..ForwarderInfo::default() });
+        m.apply(counters(
+            10.0,
+            &[&[("tx_packets", 1_000), ("rx_packets", 1_000), ("drop_no_route", 0)], &[("tx_packets", 0)]],
+        ));
+        m.tick();
+        assert!(m.interval_packets.is_none(), "one snapshot: no interval yet");
+        // 3 lookup samples of 1000 ns, 1 slab of 1000 ns; memcpy called from ip_rcv is
+        // charged to ip (its return address + 1 byte lies in ip_rcv).
+        for _ in 0..3 {
+            m.apply(Batch::Samples(vec![sample(0xffffffff81000010, 1000, &[])]));
+        }
+        m.apply(Batch::Samples(vec![
+            sample(0xffffffff81000110, 1000, &[]),
+            sample(0xffffffff81000310, 1000, &[0xffffffff81000310, 0xffffffff81000211]),
+        ]));
+        // Half a second later: worker 0 forwarded 500 more, worker 1 1500; 20 dropped.
+        m.apply(counters(
+            10.5,
+            &[
+                &[("tx_packets", 1_500), ("rx_packets", 1_520), ("drop_no_route", 20), ("clk_lookup", 2_000_000)],
+                &[("tx_packets", 1_500), ("rx_packets", 1_500)],
+            ],
+        ));
+        m.tick();
+        assert_eq!(m.interval_packets, Some(2_000));
+        assert!((m.rates.tx_mpps - 2_000.0 / 0.5 / 1e6).abs() < 1e-9, "{:?}", m.rates);
+        assert!((m.rates.rx_mpps - 2_020.0 / 0.5 / 1e6).abs() < 1e-9);
+        assert!((m.rates.drop_mpps - 40.0 / 1e6).abs() < 1e-9);
+        assert_eq!(m.interval_samples, 5);
+        let l = line(&m, "lookup");
+        assert_eq!((l.samples, l.percent), (3, 60.0));
+        assert_eq!(l.per_packet, Some(3_000.0 / 2_000.0));
+        // Stage clock: 2e6 TSC cycles at 1 GHz = 2 ms over 2000 packets = 1000 ns each.
+        assert_eq!(l.clock_ns, Some(1_000.0));
+        assert_eq!(line(&m, "slab").samples, 1);
+        assert_eq!(line(&m, "ip").samples, 1, "memcpy charged to its caller");
+        assert_eq!(line(&m, "gc").samples, 0);
+        // Workers: 500 and 1500 packets in 0.5 s.
+        assert_eq!(m.workers.len(), 2);
+        assert!((m.workers[0].tx_mpps - 0.001).abs() < 1e-9 && (m.workers[1].tx_mpps - 0.003).abs() < 1e-9);
+        assert_eq!(m.workers[0].drops_per_s, 40.0);
+        assert_eq!(m.rtstat.len(), 1);
+        assert_eq!(m.history.len(), 1);
+        // The symbol table: fib_table_lookup first with 3 of 5.
+        assert_eq!(m.symbols[0].symbol, "fib_table_lookup");
+        assert!((m.symbols[0].percent - 60.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn decaying_and_cumulative_symbols() {
+        let mut m = model();
+        m.apply(Batch::Samples(vec![sample(0xffffffff81000010, 1, &[]); 8]));
+        m.tick();
+        assert_eq!(m.symbols[0].weight, 8.0);
+        m.tick();
+        assert_eq!(m.symbols[0].weight, 8.0 * DECAY, "one tick of decay");
+        m.toggle_mode();
+        assert_eq!(m.mode, SymbolMode::Cumulative);
+        assert!(m.symbols.is_empty(), "z starts the table over");
+        m.apply(Batch::Samples(vec![sample(0xffffffff81000010, 1, &[]); 4]));
+        m.tick();
+        m.tick();
+        assert_eq!(m.symbols[0].weight, 4.0, "no decay when cumulative");
+        // kfree (slab) gets more samples: first by samples, second by stage (lookup first).
+        m.apply(Batch::Samples(vec![sample(0xffffffff81000110, 1, &[]); 6]));
+        m.tick();
+        let names = |m: &Model| m.symbols.iter().map(|s| s.symbol.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&m), ["kfree", "fib_table_lookup"]);
+        m.sort = SortBy::Stage;
+        m.symbols_resort();
+        assert_eq!(names(&m), ["fib_table_lookup", "kfree"]);
+        m.sort = m.sort.next();
+        assert_eq!(m.sort, SortBy::Dso);
+    }
+
+    #[test]
+    fn events_line_says_what_was_used() {
+        let mut m = model();
+        assert_eq!(m.events_line(), "sampling: starting");
+        m.apply(Batch::Started {
+            sampling: SamplingInfo {
+                requested: "cycles".into(),
+                used: "cpu-clock".into(),
+                fallback: Some("cycles is not supported".into()),
+                freq: Some(1000),
+                period: None,
+                callchain: true,
+                kernel: true,
+                ring_pages: 128,
+            },
+            counting: Vec::new(),
+            target_pid: Some(7),
+        });
+        assert_eq!(
+            m.events_line(),
+            "sampling cpu-clock 1000 Hz (cycles not supported here: no hardware PMU), callchains"
+        );
+        assert_eq!(m.unit(), "ns");
+        m.sampling_error = Some("perf_event_open: permission denied".into());
+        assert!(m
+            .events_line()
+            .starts_with("no sampling, forwarder counters only: perf_event_open: permission denied"));
+        m.apply(Batch::Ended(String::new()));
+        assert_eq!(m.ended.as_deref(), Some("collection ended"));
+    }
+
+    #[test]
+    fn after_the_end_the_last_data_stays() {
+        let mut m = model();
+        m.apply(Batch::Samples(vec![sample(0xffffffff81000010, 1, &[]); 8]));
+        m.apply(Batch::Ended("target exited with status 0".into()));
+        m.tick();
+        let (stages, symbols) = (m.stages.clone(), m.symbols.clone());
+        assert_eq!(line(&m, "lookup").samples, 8);
+        for _ in 0..50 {
+            m.tick();
+        }
+        assert_eq!((m.stages.clone(), m.symbols.clone()), (stages, symbols), "no decay, no empty intervals");
+        assert_eq!(m.ticks, 51);
+    }
+}
