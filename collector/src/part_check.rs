@@ -125,7 +125,11 @@ fn check_pages(bytes: &[u8], start: u64, end: u64, values: u64, limit: u64) -> s
             PageType::DATA_PAGE => header.data_page_header.as_ref().map(|h| h.num_values),
             PageType::DATA_PAGE_V2 => header.data_page_header_v2.as_ref().map(|h| h.num_values),
             PageType::DICTIONARY_PAGE => {
-                let n = header.dictionary_page_header.as_ref().map(|h| h.num_values).ok_or_else(|| bad("no dictionary header"))?;
+                let n = header
+                    .dictionary_page_header
+                    .as_ref()
+                    .map(|h| h.num_values)
+                    .ok_or_else(|| bad("no dictionary header"))?;
                 let n = u64::try_from(n).map_err(|_| bad("negative dictionary size"))?;
                 // Every dictionary entry takes at least one byte.
                 if n > uncompressed.max(1) {
@@ -212,6 +216,7 @@ mod tests {
     }
 
     fn data(name: &str) -> Vec<u8> {
-        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)).expect("test data")
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name))
+            .expect("test data")
     }
 }

@@ -347,7 +347,10 @@ fn check_periods(df: &DataFrame, path: &Path) -> Result<()> {
     if let Some(row) = ca.iter().position(|p| p.is_some_and(|p| p > MAX_PERIOD)) {
         return Err(Error::Recording {
             path: path.to_path_buf(),
-            msg: format!("row {row}: period {} over the limit of {MAX_PERIOD} (corrupt part)", ca.get(row).unwrap_or(0)),
+            msg: format!(
+                "row {row}: period {} over the limit of {MAX_PERIOD} (corrupt part)",
+                ca.get(row).unwrap_or(0)
+            ),
         });
     }
     Ok(())
