@@ -9,12 +9,25 @@
 //!                                                             local 198.18.0.0/15 dev lo
 //! ```
 //!
-//! The sender routes the destination range 198.19.0.0/16 to the forwarding namespace; the
-//! forwarding namespace forwards with the kernel (net.ipv4.ip_forward=1) over a route table
-//! generated (`--routes N`) or loaded (`--table FILE`), every route inside 198.19.0.0/16 via
-//! the sink, which owns the whole lab range. `up` is idempotent (an incomplete lab is torn
-//! down and rebuilt); `down` deletes whatever namespaces of that name exist, so it also
-//! cleans up after a crash. Everything goes through iproute2 (`ip`).
+//! The sender routes the destination range 198.19.0.0/16 to the forwarding namespace. A
+//! route table is generated (`--routes N`) or loaded (`--table FILE`), every route inside
+//! 198.19.0.0/16 via the sink, which owns the whole lab range. Then, by `--mode`:
+//! - `kernel`: the forwarding namespace forwards with the kernel (net.ipv4.ip_forward=1)
+//!   over those routes;
+//! - `fwdscope`: kernel forwarding is off, and the bundled forwarder runs in the forwarding
+//!   namespace on NAME-f0 -> NAME-f1 with `--driver afpacket` over the same routes (started
+//!   detached, or with `--no-start` the command is printed, to run under `top`/`record`).
+//!
+//! Neighbours are static (nud permanent) both ways, so frames built by `lab send` and by the
+//! forwarder carry the right MACs from the first packet. `up` is idempotent (an incomplete
+//! lab is torn down and rebuilt); `down` stops the lab's forwarder and deletes whatever
+//! namespaces of that name exist, so it also cleans up after a crash. Namespaces and links
+//! go through iproute2 (`ip`); the lab's state (mode, routes, forwarder PID and log) lives in
+//! /run/fwdscope-lab/NAME/.
+//!
+//! `lab send` is the bundled traffic generator (flows, packets per flow, destination
+//! pattern, size, rate) transmitting through an AF_PACKET tx ring from inside the sender
+//! namespace; it prints what it sent, and `lab status` what the sink received.
 
 use anyhow::{bail, Context, Result};
 use std::io::Write;
@@ -24,6 +37,8 @@ use std::process::{Command, Stdio};
 pub enum LabCmd {
     /// Create the lab (or check it is complete).
     Up(UpArgs),
+    /// Send traffic from the sender namespace through AF_PACKET.
+    Send(SendArgs),
     /// Remove the lab's namespaces (and with them its veth pairs).
     Down(NameArg),
     /// Namespaces, interfaces and their packet counters.
@@ -49,11 +64,72 @@ pub struct UpArgs {
     /// 198.19.0.0/16; `#` comments).
     #[arg(long)]
     pub table: Option<std::path::PathBuf>,
+    /// Who forwards in the forwarding namespace.
+    #[arg(long, value_enum, default_value_t = Mode::Kernel)]
+    pub mode: Mode,
+    /// fwdscope mode: do not start the forwarder; print its command instead.
+    #[arg(long)]
+    pub no_start: bool,
+    /// fwdscope mode: flags for the forwarder (after `--`), e.g. `--cache nocache`.
+    #[arg(last = true)]
+    pub forwarder_flags: Vec<String>,
+}
+
+/// Who forwards in the forwarding namespace.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The Linux kernel (net.ipv4.ip_forward=1).
+    Kernel,
+    /// The bundled forwarder over AF_PACKET.
+    Fwdscope,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Kernel => "kernel",
+            Mode::Fwdscope => "fwdscope",
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SendArgs {
+    #[command(flatten)]
+    pub name: NameArg,
+    /// Concurrent flows.
+    #[arg(long, default_value_t = 1024)]
+    pub flows: usize,
+    /// Packets per flow before it is replaced by a new one.
+    #[arg(long, default_value_t = 10)]
+    pub pkts_per_flow: u32,
+    /// Destination pattern over the lab's routes.
+    #[arg(long, value_enum, default_value_t = forwarder::traffic::DstPattern::Random)]
+    pub dst: forwarder::traffic::DstPattern,
+    /// Frame size in bytes (64 to 1514).
+    #[arg(long, default_value_t = 64)]
+    pub size: u16,
+    /// Packets per second (250000, 250k, 1.5M) [default: as fast as the ring takes them].
+    #[arg(long, value_parser = forwarder::cli::parse_rate)]
+    pub rate: Option<f64>,
+    /// Stop after this many packets.
+    #[arg(long, default_value_t = 10_000)]
+    pub count: u64,
+    /// Stop after this many seconds, if earlier.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(cmd: &LabCmd) -> Result<()> {
     match cmd {
         LabCmd::Up(a) => up(a),
+        LabCmd::Send(a) => send(a),
         LabCmd::Down(n) => {
             let lab = Lab::new(&n.name)?;
             let removed = lab.down()?;
@@ -174,8 +250,59 @@ impl Lab {
         Ok(self.namespaces().into_iter().filter(|n| names.contains(&n.as_str())).collect())
     }
 
+    /// The lab's state directory.
+    pub fn state_dir(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from("/run/fwdscope-lab").join(&self.name)
+    }
+
+    /// The stats segment of the lab's forwarder (fwdscope mode).
+    pub fn segment_path(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from(format!("/dev/shm/fwdscope-lab-{}.stats", self.name))
+    }
+
+    /// The mode the lab was built in (none when it is down).
+    pub fn mode(&self) -> Option<Mode> {
+        match std::fs::read_to_string(self.state_dir().join("mode")).ok()?.trim() {
+            "kernel" => Some(Mode::Kernel),
+            "fwdscope" => Some(Mode::Fwdscope),
+            _ => None,
+        }
+    }
+
+    /// The lab's forwarder, if one was started and still runs.
+    pub fn forwarder_pid(&self) -> Option<i32> {
+        let pid: i32 = std::fs::read_to_string(self.state_dir().join("forwarder.pid")).ok()?.trim().parse().ok()?;
+        // SAFETY: signal 0 only checks for existence.
+        (pid > 0 && unsafe { libc::kill(pid, 0) } == 0).then_some(pid)
+    }
+
+    /// Stop the lab's forwarder: through its control block, then SIGTERM, then SIGKILL.
+    fn stop_forwarder(&self) {
+        let Some(pid) = self.forwarder_pid() else { return };
+        if let Ok(seg) = forwarder::stats::Segment::open(&self.segment_path()) {
+            seg.request_stop();
+        }
+        for (i, sig) in [(40, 0), (20, libc::SIGTERM), (20, libc::SIGKILL)] {
+            if sig != 0 {
+                // SAFETY: signalling the lab's own forwarder.
+                unsafe { libc::kill(pid, sig) };
+            }
+            for _ in 0..i {
+                // SAFETY: signal 0 only checks for existence; reap if it is our child.
+                if unsafe { libc::kill(pid, 0) } != 0 {
+                    return;
+                }
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+
     /// Delete every namespace of the lab that exists; returns how many.
     pub fn down(&self) -> Result<usize> {
+        self.stop_forwarder();
+        let _ = std::fs::remove_dir_all(self.state_dir());
+        let _ = std::fs::remove_file(self.segment_path());
         let existing = self.existing()?;
         for n in &existing {
             ip(&["netns", "del", n])?;
@@ -188,10 +315,15 @@ impl Lab {
         if self.existing()?.len() != 3 {
             return Ok(false);
         }
+        let Some(mode) = self.mode() else { return Ok(false) };
         let out = Command::new("ip")
             .args(["netns", "exec", &self.ns("fwd"), "sysctl", "-n", "net.ipv4.ip_forward"])
             .output()?;
-        if String::from_utf8_lossy(&out.stdout).trim() != "1" {
+        let want = if mode == Mode::Kernel { "1" } else { "0" };
+        if String::from_utf8_lossy(&out.stdout).trim() != want {
+            return Ok(false);
+        }
+        if mode == Mode::Fwdscope && !self.state_dir().join("no-start").exists() && self.forwarder_pid().is_none() {
             return Ok(false);
         }
         for (ns, ifname) in [("snd", "s0"), ("fwd", "f0"), ("fwd", "f1"), ("sink", "k0")] {
@@ -203,8 +335,15 @@ impl Lab {
         Ok(true)
     }
 
-    /// Build the lab with `routes` in the forwarding namespace.
-    pub fn up(&self, routes: &[(u32, u8)]) -> Result<()> {
+    /// The MAC address of `ifname` in namespace `ns`.
+    fn mac(&self, ns: &str, ifname: &str) -> Result<String> {
+        let json = ip(&["-n", &self.ns(ns), "-j", "link", "show", &format!("{}-{ifname}", self.name)])?;
+        let v: serde_json::Value = serde_json::from_str(&json).context("parsing `ip -j link`")?;
+        v[0]["address"].as_str().map(str::to_string).context("no MAC address in `ip -j link`")
+    }
+
+    /// Build the lab with `routes` in the forwarding namespace, forwarded by `mode`.
+    pub fn up(&self, routes: &[(u32, u8)], mode: Mode) -> Result<()> {
         let (snd, fwd, sink) = (self.ns("snd"), self.ns("fwd"), self.ns("sink"));
         let n = &self.name;
         for ns in [&snd, &fwd, &sink] {
@@ -241,17 +380,95 @@ impl Lab {
         ip_batch(&snd, &format!("addr add 198.18.0.1/30 dev {n}-s0\nlink set lo up\nlink set {n}-s0 up\nroute add 198.19.0.0/16 via 198.18.0.2\n"))?;
         ip_batch(&fwd, &format!("addr add 198.18.0.2/30 dev {n}-f0\naddr add 198.18.0.5/30 dev {n}-f1\nlink set lo up\nlink set {n}-f0 up\nlink set {n}-f1 up\n"))?;
         ip_batch(&sink, &format!("addr add 198.18.0.6/30 dev {n}-k0\nlink set lo up\nlink set {n}-k0 up\nroute add local 198.18.0.0/15 dev lo\n"))?;
-        let out =
-            Command::new("ip").args(["netns", "exec", &fwd, "sysctl", "-qw", "net.ipv4.ip_forward=1"]).output()?;
+        // Static neighbours: the sender's frames go to f0, the forwarder's to k0.
+        let (f0, k0) = (self.mac("fwd", "f0")?, self.mac("sink", "k0")?);
+        ip_batch(&snd, &format!("neigh replace 198.18.0.2 lladdr {f0} dev {n}-s0 nud permanent\n"))?;
+        ip_batch(&fwd, &format!("neigh replace 198.18.0.6 lladdr {k0} dev {n}-f1 nud permanent\n"))?;
+        let sysctl = format!("net.ipv4.ip_forward={}", u8::from(mode == Mode::Kernel));
+        let out = Command::new("ip").args(["netns", "exec", &fwd, "sysctl", "-qw", &sysctl]).output()?;
         if !out.status.success() {
-            bail!("enabling forwarding in {fwd}: {}", String::from_utf8_lossy(&out.stderr).trim());
+            bail!("setting {sysctl} in {fwd}: {}", String::from_utf8_lossy(&out.stderr).trim());
         }
-        let mut batch = String::with_capacity(routes.len() * 48);
+        let dir = self.state_dir();
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut table = String::with_capacity(routes.len() * 40);
         for (a, l) in routes {
-            batch.push_str(&format!("route replace {}/{l} via 198.18.0.6\n", std::net::Ipv4Addr::from(*a)));
+            table.push_str(&format!("{}/{l} via 198.18.0.6\n", std::net::Ipv4Addr::from(*a)));
         }
-        ip_batch(&fwd, &batch)?;
+        std::fs::write(dir.join("routes.txt"), &table).with_context(|| format!("writing {}", dir.display()))?;
+        if mode == Mode::Kernel {
+            let batch: String = table.lines().map(|l| format!("route replace {l}\n")).collect();
+            ip_batch(&fwd, &batch)?;
+        }
+        std::fs::write(dir.join("mode"), mode.name())?;
         Ok(())
+    }
+
+    /// The command that runs the bundled forwarder on the lab (fwdscope mode), before its
+    /// own flags: `ip netns exec NAME-fwd FWDSCOPE forward --driver afpacket ...`.
+    pub fn forwarder_command(&self, exe: &std::path::Path, extra: &[String]) -> Vec<String> {
+        let n = &self.name;
+        let mut v: Vec<String> = ["ip", "netns", "exec", &self.ns("fwd")].map(String::from).to_vec();
+        v.push(exe.display().to_string());
+        v.extend(
+            [
+                "forward",
+                "--driver",
+                "afpacket",
+                "--in",
+                &format!("{n}-f0"),
+                "--out",
+                &format!("{n}-f1"),
+                "--table",
+                &self.state_dir().join("routes.txt").display().to_string(),
+                "--stats",
+                &self.segment_path().display().to_string(),
+                "--duration",
+                "0",
+                "--no-pin",
+            ]
+            .map(String::from),
+        );
+        v.extend(extra.iter().cloned());
+        v
+    }
+
+    /// Start the lab's forwarder detached (output in the state directory's forwarder.log)
+    /// and wait until its stats segment says it runs.
+    pub fn start_forwarder(&self, extra: &[String]) -> Result<i32> {
+        let exe = std::env::current_exe().context("locating fwdscope's own executable")?;
+        let cmd = self.forwarder_command(&exe, extra);
+        let log_path = self.state_dir().join("forwarder.log");
+        let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+        let child = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting the forwarder")?;
+        let pid = child.id() as i32;
+        std::fs::write(self.state_dir().join("forwarder.pid"), pid.to_string())?;
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Ok(seg) = forwarder::stats::Segment::open(&self.segment_path()) {
+                if seg.state() == forwarder::stats::State::Running {
+                    return Ok(pid);
+                }
+            }
+            if self.forwarder_pid().is_none() || t0.elapsed() > std::time::Duration::from_secs(30) {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                bail!("the lab's forwarder did not start; its log ({}):\n{log}", log_path.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// IP packets received by the sink (its IP InReceives): what arrived.
+    pub fn sink_received(&self) -> Result<u64> {
+        let out = Command::new("ip").args(["netns", "exec", &self.ns("sink"), "cat", "/proc/net/snmp"]).output()?;
+        snmp_value(&String::from_utf8_lossy(&out.stdout), "Ip", "InReceives")
+            .context("no Ip InReceives in the sink's /proc/net/snmp")
     }
 
     /// Namespaces, interfaces, addresses, state and packet counters, and the route count.
@@ -287,10 +504,36 @@ impl Lab {
                 ));
             }
         }
-        if existing.contains(&self.ns("fwd")) {
-            let routes = ip(&["-n", &self.ns("fwd"), "route", "show"])?;
-            let n = routes.lines().filter(|l| l.contains("via 198.18.0.6")).count();
-            s.push_str(&format!("{} routes via the sink in {}\n", n, self.ns("fwd")));
+        if let Some(mode) = self.mode() {
+            let routes = std::fs::read_to_string(self.state_dir().join("routes.txt")).unwrap_or_default();
+            s.push_str(&format!(
+                "mode {}: {} routes via the sink in {}\n",
+                mode.name(),
+                routes.lines().count(),
+                self.ns("fwd")
+            ));
+            if mode == Mode::Fwdscope {
+                match (self.forwarder_pid(), forwarder::stats::Segment::open(&self.segment_path())) {
+                    (Some(pid), Ok(seg)) => {
+                        let snap = seg.snapshot();
+                        use forwarder::stats::Ctr;
+                        let drops: u64 = forwarder::stats::drop_counters()
+                            .map(|(i, _)| snap.workers.iter().map(|w| w.get(i).copied().unwrap_or(0)).sum::<u64>())
+                            .sum();
+                        s.push_str(&format!(
+                            "forwarder pid {pid}: rx {} tx {} dropped {} (segment {})\n",
+                            snap.total(Ctr::RxPackets),
+                            snap.total(Ctr::TxPackets),
+                            drops,
+                            self.segment_path().display()
+                        ));
+                    }
+                    _ => s.push_str("forwarder: not running\n"),
+                }
+            }
+        }
+        if existing.contains(&self.ns("sink")) {
+            s.push_str(&format!("sink received {} IP packets\n", self.sink_received()?));
         }
         Ok(s)
     }
@@ -311,18 +554,188 @@ fn up(a: &UpArgs) -> Result<()> {
         println!("lab {}: incomplete, rebuilding", lab.name);
         lab.down()?;
     }
-    if let Err(e) = lab.up(&routes) {
-        let _ = lab.down();
-        return Err(e.context(format!("lab {}: could not be built (cleaned up)", lab.name)));
-    }
+    let started = lab.up(&routes, a.mode).and_then(|_| match (a.mode, a.no_start) {
+        (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder_flags).map(Some),
+        (Mode::Fwdscope, true) => {
+            std::fs::write(lab.state_dir().join("no-start"), "")?;
+            Ok(None)
+        }
+        _ => Ok(None),
+    });
+    let pid = match started {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = lab.down();
+            return Err(e.context(format!("lab {}: could not be built (cleaned up)", lab.name)));
+        }
+    };
+    let who = match (a.mode, pid) {
+        (Mode::Kernel, _) => "kernel forwarding".to_string(),
+        (Mode::Fwdscope, Some(p)) => format!("fwdscope forwarder pid {p}, afpacket"),
+        (Mode::Fwdscope, None) => "fwdscope mode, forwarder not started".to_string(),
+    };
     println!(
-        "lab {}: up: {} (198.18.0.1) -> {} (198.18.0.2 | 198.18.0.5, kernel forwarding, {} routes) -> {} (owns 198.18.0.0/15)",
+        "lab {}: up: {} (198.18.0.1) -> {} (198.18.0.2 | 198.18.0.5, {who}, {} routes) -> {} (owns 198.18.0.0/15)",
         lab.name,
         lab.ns("snd"),
         lab.ns("fwd"),
         routes.len(),
         lab.ns("sink")
     );
+    if a.mode == Mode::Fwdscope && pid.is_none() {
+        let exe = std::env::current_exe().context("locating fwdscope's own executable")?;
+        println!("run the forwarder with: {}", lab.forwarder_command(&exe, &a.forwarder_flags).join(" "));
+    }
+    Ok(())
+}
+
+/// A value of /proc/net/snmp (`Ip: names...` then `Ip: values...`).
+pub fn snmp_value(text: &str, group: &str, name: &str) -> Option<u64> {
+    let tag = format!("{group}:");
+    let mut lines = text.lines().filter(|l| l.split_whitespace().next() == Some(tag.as_str()));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let i = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(i)?.parse().ok()
+}
+
+/// What `lab send` did.
+#[derive(Debug, serde::Serialize)]
+pub struct Sent {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Frames the kernel refused (malformed): not sent.
+    pub refused: u64,
+    pub seconds: f64,
+    pub pps: f64,
+    pub flows: usize,
+    pub pkts_per_flow: u32,
+    pub dst: String,
+    pub size: u16,
+}
+
+/// The generator draws sources from 198.18.0.0/16; 198.18.0.0/24 holds the lab's own
+/// links, where a source would be a martian (the forwarding namespace's own address or a
+/// link broadcast) and be dropped. Such a source moves to 198.18.128.0/24 (checksum redone).
+fn keep_off_lab_links(frame: &mut [u8]) {
+    use forwarder::packet::{checksum, off, put_u16, ETH_HLEN, IP_HLEN};
+    if frame[off::SADDR..off::SADDR + 3] == [198, 18, 0] {
+        frame[off::SADDR + 2] = 128;
+        put_u16(frame, off::CSUM, 0);
+        let c = checksum(&frame[ETH_HLEN..ETH_HLEN + IP_HLEN]);
+        put_u16(frame, off::CSUM, c);
+    }
+}
+
+/// Enter the network namespace `ns` (this thread; the process is single-threaded here).
+fn enter_netns(ns: &str) -> Result<()> {
+    let path = format!("/run/netns/{ns}");
+    let f = std::fs::File::open(&path).with_context(|| format!("opening {path} (is the lab up?)"))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: setns on a namespace file descriptor we hold open.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("setns into {ns}"));
+    }
+    Ok(())
+}
+
+fn send(a: &SendArgs) -> Result<()> {
+    use forwarder::nic::afpacket::{arp_table, if_mac, neighbour_mac, AfpTx};
+    use forwarder::traffic::{DstChooser, FlowGen, TrafficProfile};
+    let lab = Lab::new(&a.name.name)?;
+    let routes_path = lab.state_dir().join("routes.txt");
+    let table = forwarder::table::RouteTable::load(&routes_path, &forwarder::table::LoadOptions::default())
+        .with_context(|| format!("lab {}: is it up? (no route table)", lab.name))?;
+    let profile = TrafficProfile {
+        flows: a.flows,
+        pkts_per_flow: a.pkts_per_flow,
+        dst: a.dst,
+        size: usize::from(a.size),
+        seed: a.seed,
+        rate: None,
+        ttl: 64,
+    };
+    profile.validate()?;
+    let chooser = std::sync::Arc::new(DstChooser::new(&table.routes, a.dst, a.seed)?);
+    let mut gen = FlowGen::new(&profile, chooser, 0, 1);
+    enter_netns(&lab.ns("snd"))?;
+    let s0 = format!("{}-s0", lab.name);
+    let src = if_mac(&s0)?;
+    let dst = neighbour_mac(&arp_table()?, std::net::Ipv4Addr::new(198, 18, 0, 2), &s0)
+        .context("no neighbour entry for 198.18.0.2 in the sender namespace (rebuild the lab)")?;
+    let mut tx = AfpTx::open(&s0)?;
+    let mut buf = vec![0u8; forwarder::nic::BUF_SIZE];
+    let t0 = std::time::Instant::now();
+    let limit = a.duration.map(std::time::Duration::from_secs_f64);
+    let (mut queued, mut out) = (
+        0u64,
+        Sent {
+            packets: 0,
+            bytes: 0,
+            refused: 0,
+            seconds: 0.0,
+            pps: 0.0,
+            flows: a.flows,
+            pkts_per_flow: a.pkts_per_flow,
+            dst: format!("{:?}", a.dst).to_lowercase(),
+            size: a.size,
+        },
+    );
+    let account = |d: forwarder::nic::afpacket::TxDone, out: &mut Sent| {
+        out.packets += d.sent;
+        out.bytes += d.bytes;
+        out.refused += d.refused;
+    };
+    while queued < a.count && limit.is_none_or(|l| t0.elapsed() < l) {
+        if let Some(r) = a.rate {
+            // Paced: never ahead of rate x elapsed.
+            let due = (t0.elapsed().as_secs_f64() * r) as u64;
+            if queued >= due {
+                tx.kick();
+                account(tx.reclaim(), &mut out);
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                continue;
+            }
+        }
+        let len = usize::from(gen.next_frame(&mut buf));
+        buf[0..6].copy_from_slice(&dst);
+        buf[6..12].copy_from_slice(&src);
+        keep_off_lab_links(&mut buf);
+        while !tx.push(&buf[..len]) {
+            // Every slot with the kernel: let it send, then retry (back-pressure, no loss).
+            tx.kick();
+            account(tx.reclaim(), &mut out);
+            std::thread::yield_now();
+        }
+        queued += 1;
+        if queued % 64 == 0 {
+            tx.kick();
+            account(tx.reclaim(), &mut out);
+        }
+    }
+    account(tx.drain(2000), &mut out);
+    out.seconds = t0.elapsed().as_secs_f64();
+    out.pps = out.packets as f64 / out.seconds.max(1e-9);
+    if tx.in_flight() > 0 {
+        bail!("{} frames were still with the kernel after 2 s", tx.in_flight());
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        println!(
+            "lab {}: sent {} packets ({} bytes) in {:.2} s = {:.0} pps from {s0}: {} flows x {} packets, dst {}, {} bytes{}",
+            lab.name,
+            out.packets,
+            out.bytes,
+            out.seconds,
+            out.pps,
+            out.flows,
+            out.pkts_per_flow,
+            out.dst,
+            out.size,
+            if out.refused > 0 { format!("; {} refused by the kernel", out.refused) } else { String::new() }
+        );
+    }
     Ok(())
 }
 
@@ -340,6 +753,24 @@ mod tests {
         assert_eq!(r[0], (0xC613_0000, 24));
         assert_eq!(r[256], (0xC613_0001, 32));
         assert!(generate_routes(0).is_err() && generate_routes(65_537).is_err());
+    }
+
+    #[test]
+    fn sources_stay_off_the_lab_links() {
+        use forwarder::packet::{build_frame, checksum, ETH_HLEN, IP_HLEN};
+        let mut f = vec![0u8; 64];
+        let flow = |saddr| forwarder::packet::FlowKey { saddr, daddr: 0xC613_0101, sport: 1, dport: 2, tos: 0 };
+        build_frame(&mut f, &flow(0xC612_0005), 64, 64, [0; 6], [0; 6]);
+        keep_off_lab_links(&mut f);
+        assert_eq!(&f[26..30], &[198, 18, 128, 5]);
+        assert_eq!(checksum(&f[ETH_HLEN..ETH_HLEN + IP_HLEN]), 0, "header checksum still valid");
+        build_frame(&mut f, &flow(0xC612_0305), 64, 64, [0; 6], [0; 6]);
+        keep_off_lab_links(&mut f);
+        assert_eq!(&f[26..30], &[198, 18, 3, 5], "other sources untouched");
+        let snmp = "Ip: Forwarding DefaultTTL InReceives\nIp: 1 64 77\nUdp: InDatagrams\nUdp: 3\n";
+        assert_eq!(snmp_value(snmp, "Ip", "InReceives"), Some(77));
+        assert_eq!(snmp_value(snmp, "Udp", "InDatagrams"), Some(3));
+        assert_eq!(snmp_value(snmp, "Ip", "Nope"), None);
     }
 
     #[test]

@@ -9,7 +9,10 @@ fn fwdscope(args: &[&str]) -> std::process::Output {
 }
 
 fn can_make_namespaces() -> bool {
-    let probe = format!("fsprobe{}", std::process::id() % 100_000);
+    // One probe name per call: tests run in parallel.
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let k = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = format!("fsprobe{}-{k}", std::process::id() % 100_000);
     match Command::new("ip").args(["netns", "add", &probe]).output() {
         Ok(o) if o.status.success() => {
             let _ = Command::new("ip").args(["netns", "del", &probe]).output();
@@ -34,14 +37,99 @@ impl Drop for Down {
     }
 }
 
-/// IP ForwDatagrams of a namespace (/proc/net/snmp).
-fn forwarded(ns: &str) -> u64 {
+/// An Ip counter of a namespace (/proc/net/snmp).
+fn ip_counter(ns: &str, name: &str) -> u64 {
     let out = Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/snmp"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
     let (head, vals) = (ip.next().unwrap(), ip.next().unwrap());
-    let i = head.split_whitespace().position(|h| h == "ForwDatagrams").unwrap();
+    let i = head.split_whitespace().position(|h| h == name).unwrap();
     vals.split_whitespace().nth(i).unwrap().parse().unwrap()
+}
+
+fn forwarded(ns: &str) -> u64 {
+    ip_counter(ns, "ForwDatagrams")
+}
+
+/// `lab send --json`: packets the kernel took from the sender's tx ring.
+fn send(name: &str, args: &[&str]) -> u64 {
+    let mut a = vec!["lab", "send", "--name", name, "--json"];
+    a.extend_from_slice(args);
+    let out = fwdscope(&a);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("send JSON");
+    assert_eq!(v["refused"], 0);
+    v["packets"].as_u64().expect("packets")
+}
+
+/// Every packet the sender sent is received by the sink or dropped with a counted reason,
+/// with the kernel forwarding and with the bundled forwarder over AF_PACKET (two workers in
+/// a fanout group).
+#[test]
+fn sent_equals_received_plus_counted_drops_in_both_modes() {
+    if !can_make_namespaces() {
+        return;
+    }
+    let name = format!("s{}", std::process::id() % 100_000);
+    let _guard = Down(name.clone());
+    let (sink, fwd) = (format!("{name}-sink"), format!("{name}-fwd"));
+
+    // Kernel: every packet forwarded, every one received (no drops at this rate).
+    let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "500"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (r0, f0) = (ip_counter(&sink, "InReceives"), forwarded(&fwd));
+    let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (received, fwded) = (ip_counter(&sink, "InReceives") - r0, forwarded(&fwd) - f0);
+    let in_fwd = ip_counter(&fwd, "InReceives");
+    println!("kernel: sent {sent}, forwarded {fwded}, received {received}, fwd InReceives {in_fwd}");
+    assert_eq!(sent, 20_000);
+    assert_eq!(received, sent, "kernel mode lost packets");
+    assert_eq!(fwded, sent);
+
+    // fwdscope: the lab's forwarder with two workers; its counters account for every packet.
+    assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
+    let out =
+        fwdscope(&["lab", "up", "--name", &name, "--routes", "500", "--mode", "fwdscope", "--", "--workers", "2"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096"]);
+    let seg = forwarder::stats::Segment::open(std::path::Path::new(&format!("/dev/shm/fwdscope-lab-{name}.stats")))
+        .expect("the lab forwarder's segment");
+    use forwarder::stats::Ctr;
+    let drops = |s: &forwarder::stats::Snapshot| -> u64 {
+        forwarder::stats::drop_counters()
+            .filter(|(_, n)| *n != "rx_missed")
+            .map(|(i, _)| s.workers.iter().map(|w| w[i]).sum::<u64>())
+            .sum()
+    };
+    // Wait for the forwarder to drain what it was sent (it publishes every few ms).
+    let t0 = std::time::Instant::now();
+    let mut snap = seg.snapshot();
+    while snap.total(Ctr::RxPackets) + snap.total(Ctr::RxMissed) < sent && t0.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        snap = seg.snapshot();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    snap = seg.snapshot();
+    let (rx, tx, missed, dropped) =
+        (snap.total(Ctr::RxPackets), snap.total(Ctr::TxPackets), snap.total(Ctr::RxMissed), drops(&snap));
+    let received = ip_counter(&sink, "InReceives");
+    let per_worker: Vec<u64> = (0..2).map(|w| snap.get(w, Ctr::RxPackets)).collect();
+    println!(
+        "fwdscope: sent {sent}, rx {rx} {per_worker:?}, missed {missed}, tx {tx}, dropped {dropped}, sink {received}"
+    );
+    assert_eq!(sent, 20_000);
+    assert_eq!(rx + missed, sent, "every sent packet reached the forwarder or was counted missed");
+    assert_eq!(tx + dropped, rx, "every received packet was sent on or dropped with a reason");
+    assert_eq!(received, tx, "the sink received what the forwarder sent");
+    assert!(per_worker.iter().all(|&n| n > 1000), "fanout spread flows over both workers: {per_worker:?}");
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    assert!(status.contains("mode fwdscope") && status.contains(&format!("rx {rx} tx {tx}")), "{status}");
+    let pid: i32 =
+        std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid")).unwrap().trim().parse().unwrap();
+    assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
+    // SAFETY: signal 0 only checks for existence.
+    assert!(unsafe { libc::kill(pid, 0) } != 0, "down stops the lab's forwarder");
 }
 
 #[test]

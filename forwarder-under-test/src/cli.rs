@@ -122,6 +122,13 @@ pub struct ForwarderArgs {
     /// Stats segment path [default: /dev/shm/fwdscope-PID.stats].
     #[arg(long)]
     pub stats: Option<PathBuf>,
+    /// afpacket: the interface packets arrive on.
+    #[arg(long = "in", value_name = "IF")]
+    pub in_if: Option<String>,
+    /// afpacket: the interface packets leave by (next hops' MACs come from its neighbour
+    /// table, /proc/net/arp).
+    #[arg(long = "out", value_name = "IF")]
+    pub out_if: Option<String>,
 }
 
 impl ForwarderArgs {
@@ -170,6 +177,8 @@ impl ForwarderArgs {
             dma: self.dma,
             pin: !self.no_pin,
             stats_path: self.stats.clone(),
+            in_if: self.in_if.clone(),
+            out_if: self.out_if.clone(),
         };
         cfg.validate()?;
         Ok(cfg)

@@ -122,12 +122,15 @@ pub enum TableSource {
 pub enum DriverKind {
     /// The in-memory NIC fed by the traffic generator.
     Synthetic,
+    /// Real interfaces through AF_PACKET rings (`--in IF --out IF`).
+    Afpacket,
 }
 
 impl fmt::Display for DriverKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             DriverKind::Synthetic => "synthetic",
+            DriverKind::Afpacket => "afpacket",
         })
     }
 }
@@ -169,6 +172,11 @@ pub struct Config {
     pub pin: bool,
     /// Stats segment path (default /dev/shm/fwdscope-PID.stats).
     pub stats_path: Option<PathBuf>,
+    /// afpacket: the interface packets arrive on, and the one they leave by (default none).
+    #[serde(default)]
+    pub in_if: Option<String>,
+    #[serde(default)]
+    pub out_if: Option<String>,
 }
 
 impl Default for Config {
@@ -191,6 +199,8 @@ impl Default for Config {
             dma: DmaModel::Ddio,
             pin: true,
             stats_path: None,
+            in_if: None,
+            out_if: None,
         }
     }
 }
@@ -208,6 +218,15 @@ impl Config {
         }
         if self.rx_ring < 8 || self.tx_ring < 8 || self.rx_ring > 65536 || self.tx_ring > 65536 {
             return Err(Error::Config("ring sizes must be 8 to 65536 descriptors".into()));
+        }
+        match (self.driver, &self.in_if, &self.out_if) {
+            (DriverKind::Afpacket, Some(_), Some(_)) | (DriverKind::Synthetic, None, None) => {}
+            (DriverKind::Afpacket, _, _) => {
+                return Err(Error::Config("--driver afpacket needs --in IF and --out IF".into()))
+            }
+            (DriverKind::Synthetic, _, _) => {
+                return Err(Error::Config("--in and --out name interfaces for --driver afpacket".into()))
+            }
         }
         if self.nexthops == 0 {
             return Err(Error::Config("--nexthops must be at least 1".into()));

@@ -1,9 +1,11 @@
 //! Running a whole forwarder: load or generate the table, build the FIB, create the stats
 //! segment, start the workers (and the device thread), and stop them again.
 
-use crate::config::{Config, TableSource};
+use crate::config::{Config, DriverKind, TableSource};
 use crate::fib::Fib;
+use crate::nic::afpacket::{AfpQueue, AfpRx, AfpTx};
 use crate::nic::synthetic::{run_device_thread, DmaModel, GenMode, GenQueue};
+use crate::nic::RxDevice;
 use crate::nic::{BufferArena, RxRing};
 use crate::packet::{mac_for, port_mac};
 use crate::slab::{Depot, SlabCache};
@@ -63,6 +65,31 @@ pub fn resolve_nexthops(t: &RouteTable) -> Arc<[NhOut]> {
         .collect()
 }
 
+/// Output side of every next hop on a real interface (afpacket): the interface's own MAC as
+/// source, each gateway's MAC from the kernel's neighbour table on that interface.
+pub fn resolve_nexthops_on(t: &RouteTable, out_if: &str) -> Result<Arc<[NhOut]>> {
+    let src_mac = crate::nic::afpacket::if_mac(out_if)?;
+    let arp = crate::nic::afpacket::arp_table()?;
+    t.nexthops
+        .iter()
+        .map(|n| {
+            if n.gateway == Ipv4Addr::UNSPECIFIED {
+                return Err(Error::Config(format!(
+                    "afpacket: a route without a gateway (connected) on {out_if}: give every route `via GATEWAY`"
+                )));
+            }
+            let mac = crate::nic::afpacket::neighbour_mac(&arp, n.gateway, out_if).ok_or_else(|| {
+                Error::Config(format!(
+                    "afpacket: no neighbour entry for gateway {} on {out_if} (add one: ip neigh replace {} lladdr MAC dev {out_if} nud permanent)",
+                    n.gateway, n.gateway
+                ))
+            })?;
+            Ok(NhOut { dst_mac: Some(mac), src_mac, port: 0 })
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Arc::from)
+}
+
 /// Pin the calling thread to `cpu` (best effort: returns false if the kernel refused).
 pub fn pin_to_cpu(cpu: usize) -> bool {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.
@@ -92,7 +119,11 @@ impl Forwarder {
         let t0 = Instant::now();
         let fib = Arc::new(Fib::build(cfg.fib, &table.routes)?);
         let fib_build_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let nh_out = resolve_nexthops(&table);
+        let afpacket = cfg.driver == DriverKind::Afpacket;
+        let nh_out = match (&cfg.out_if, afpacket) {
+            (Some(out), true) => resolve_nexthops_on(&table, out)?,
+            _ => resolve_nexthops(&table),
+        };
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let gen_mode = match cfg.gen_mode {
             GenMode::Auto if cfg.workers < cores => GenMode::Thread,
@@ -126,6 +157,20 @@ impl Forwarder {
         let arena = Arc::new(BufferArena::new((per_queue * cfg.workers) as u32)?);
         let depot = Depot::new("pktbuf", arena.count(), 64, cfg.workers);
         let chooser = Arc::new(DstChooser::new(&table.routes, cfg.traffic.dst, cfg.traffic.seed)?);
+        // afpacket: each worker's sockets, opened here so a failure stops the start. With
+        // several workers the rx sockets share a fanout group (flows spread by hash).
+        let mut ports: Vec<Option<AfpQueue>> = Vec::new();
+        if let (true, Some(i), Some(o)) = (afpacket, &cfg.in_if, &cfg.out_if) {
+            let group = (std::process::id() & 0xffff) as u16;
+            for _ in 0..cfg.workers {
+                let rx = AfpRx::open(i, (cfg.workers > 1).then_some(group))?;
+                ports.push(Some(AfpQueue {
+                    rx,
+                    tx: AfpTx::open(o)?,
+                    dev: RxDevice { ring: Arc::new(RxRing::new(8)), filled: 0 },
+                }));
+            }
+        }
         let per_queue_rate = cfg.traffic.rate.map(|r| r / cfg.workers as f64);
         let stop = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
@@ -133,6 +178,12 @@ impl Forwarder {
         let mut pending = Vec::new();
         for q in 0..cfg.workers {
             let ring = Arc::new(RxRing::new(cfg.rx_ring));
+            if let Some(Some(port)) = ports.get_mut(q) {
+                // The kernel's rx ring is the device of this worker's descriptor ring.
+                port.dev = RxDevice { ring: ring.clone(), filled: 0 };
+                pending.push((q, ring, None, Arc::default(), ports[q].take()));
+                continue;
+            }
             let gen = FlowGen::new(&cfg.traffic, chooser.clone(), q, cfg.workers);
             let mut gq = GenQueue::new(ring.clone(), gen, arena.clone(), per_queue_rate);
             gq.dma = if gen_mode == GenMode::Thread { cfg.dma } else { DmaModel::Cached };
@@ -144,9 +195,9 @@ impl Forwarder {
                 None
             };
             // Build the worker on its own thread so its memory is first touched there.
-            pending.push((q, ring, inline, dev_stats));
+            pending.push((q, ring, inline, dev_stats, None));
         }
-        for (q, ring, inline, dev_stats) in pending {
+        for (q, ring, inline, dev_stats, port) in pending {
             let (cfg2, fib2, nh2, arena2, depot2, seg2, stop2) =
                 (cfg.clone(), fib.clone(), nh_out.clone(), arena.clone(), depot.clone(), seg.clone(), stop.clone());
             let h = std::thread::Builder::new()
@@ -167,6 +218,9 @@ impl Forwarder {
                         dev_stats,
                         Some(seg2),
                     );
+                    if let Some(p) = port {
+                        w.attach(p);
+                    }
                     w.run(&stop2);
                 })
                 .map_err(|e| Error::Sys { what: "spawning a worker thread".into(), source: e })?;

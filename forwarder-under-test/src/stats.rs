@@ -66,6 +66,8 @@ define_counters! {
     DropDstOverflow => "drop_dst_overflow",
     DropNoDst => "drop_no_dst",
     DropTxRingFull => "drop_tx_ring_full",
+    DropOversize => "drop_oversize",
+    DropTxError => "drop_tx_error",
     RxMissed => "rx_missed",
     RxNoBuffer => "rx_no_buffer",
     DevPackets => "dev_packets",

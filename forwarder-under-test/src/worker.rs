@@ -4,12 +4,13 @@
 
 use crate::config::{CacheMode, Config};
 use crate::fib::Fib;
+use crate::nic::afpacket::AfpQueue;
 use crate::nic::synthetic::{fwd_nic_generate, DeviceStats, GenQueue};
 use crate::nic::{BufferArena, RxDriver, RxRing, TxRing};
 use crate::rtcache::{RtCache, NIL};
 use crate::slab::{fwd_slab_free_bulk, SlabCache};
-use crate::stages::driver_rx::{fwd_driver_rx_burst, fwd_driver_rx_refill};
-use crate::stages::driver_tx::{fwd_driver_tx_burst, NhOut};
+use crate::stages::driver_rx::{fwd_driver_afp_rx, fwd_driver_rx_burst, fwd_driver_rx_refill};
+use crate::stages::driver_tx::{count_tx, fwd_driver_tx_burst, NhOut};
 use crate::stages::gc::{fwd_gc_rt_cache_flush, fwd_gc_rt_check_expire};
 use crate::stages::ip::fwd_ip_input_burst;
 use crate::stages::lookup::{fwd_lookup_burst, LookupCtx};
@@ -149,6 +150,8 @@ pub struct Worker {
     dropped: Vec<u32>,
     /// Tests: a copy of every transmitted frame.
     pub tx_tap: Option<Vec<Vec<u8>>>,
+    /// afpacket: the kernel's rings standing in for the device.
+    afp: Option<AfpQueue>,
 }
 
 impl Worker {
@@ -193,6 +196,7 @@ impl Worker {
             burst: Burst::default(),
             dropped: Vec::with_capacity(2 * MAX_BURST),
             tx_tap: None,
+            afp: None,
         };
         w.rt.clock = cfg.stage_clock;
         let mut clk = StageClock::new(false);
@@ -201,6 +205,11 @@ impl Worker {
             w.flush_seen = seg.control().flush.load(Ordering::Relaxed);
         }
         w
+    }
+
+    /// Take packets from real interfaces (afpacket) instead of a synthetic device.
+    pub fn attach(&mut self, q: AfpQueue) {
+        self.afp = Some(q);
     }
 
     /// Jiffies since the worker started.
@@ -217,6 +226,11 @@ impl Worker {
             self.clk.stage(Ctr::ClkNic, |_| fwd_nic_generate(g, burst));
         }
         let t_idle = if self.clk.enabled { rdtsc() } else { 0 };
+        if let Some(q) = self.afp.as_mut() {
+            let (arena, ctr, bsz) = (&self.arena, &mut self.ctr, self.burst_size);
+            let moved = self.clk.stage(Ctr::ClkDriverRx, |_| fwd_driver_afp_rx(q, arena, bsz, ctr));
+            self.dev_stats.packets.fetch_add(moved as u64, Ordering::Relaxed);
+        }
         let n = {
             let (arena, pf, rx, bufs, burst, ctr, bsz) = (
                 &self.arena,
@@ -274,9 +288,11 @@ impl Worker {
             let (tx, arena, burst, nh_out, bufs, rt, ctr) =
                 (&mut self.tx, &self.arena, &self.burst, &self.nh_out, &mut self.bufs, &mut self.rt, &mut self.ctr);
             let tap = self.tx_tap.as_mut();
+            let port = self.afp.as_mut().map(|q| &mut q.tx);
             let sl0 = rt.slab_tsc;
-            self.clk
-                .stage(Ctr::ClkDriverTx, |clk| fwd_driver_tx_burst(tx, arena, burst, nh_out, bufs, rt, ctr, clk, tap));
+            self.clk.stage(Ctr::ClkDriverTx, |clk| {
+                fwd_driver_tx_burst(tx, arena, burst, nh_out, bufs, rt, ctr, clk, tap, port)
+            });
             if self.clk.enabled {
                 // Per-packet dst frees (nocache) were timed by the route cache.
                 let sl = self.rt.slab_tsc - sl0;
@@ -305,6 +321,10 @@ impl Worker {
 
     /// Copy the worker's counters into its snapshot vector.
     pub fn fill_counters(&mut self) {
+        if let Some(q) = self.afp.as_mut() {
+            // Frames the kernel dropped because our rx ring was full.
+            self.dev_stats.missed.fetch_add(q.rx.take_drops(), Ordering::Relaxed);
+        }
         let s = &self.rt.stat;
         let c = &mut self.ctr;
         c[Ctr::RtEntries as usize] = self.rt.entries as u64;
@@ -386,9 +406,23 @@ impl Worker {
     /// and control requests applied every 16 bursts (or 1024 empty polls).
     pub fn run(&mut self, stop: &AtomicBool) {
         let mut ticks = 0u32;
+        let mut idle = 0u32;
         loop {
             let n = self.poll();
             ticks += if n == 0 { 1 } else { 64 };
+            // afpacket: after a run of empty polls, sleep in poll(2) for up to 1 ms rather
+            // than spin (the kernel shares these cores with the traffic).
+            idle = if n == 0 { idle + 1 } else { 0 };
+            if idle >= 64 {
+                if let Some(q) = &self.afp {
+                    let t = if self.clk.enabled { rdtsc() } else { 0 };
+                    q.rx.wait(1);
+                    if self.clk.enabled {
+                        self.clk.acc[Ctr::ClkIdle as usize] += rdtsc().wrapping_sub(t);
+                    }
+                    ticks += 64;
+                }
+            }
             if ticks >= 1024 {
                 ticks = 0;
                 self.publish();
@@ -396,6 +430,11 @@ impl Worker {
                     break;
                 }
             }
+        }
+        if let Some(q) = self.afp.as_mut() {
+            // Frames still with the kernel: wait for them, so the counts are final.
+            let done = q.tx.drain(200);
+            count_tx(&mut self.ctr, 0, done);
         }
         self.publish();
     }

@@ -8,6 +8,7 @@
 //!
 //! [`synthetic`] is the in-memory NIC whose "DMA engine" is a traffic generator.
 
+pub mod afpacket;
 pub mod synthetic;
 
 use crate::{Error, Result};

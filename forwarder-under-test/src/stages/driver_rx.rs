@@ -2,6 +2,7 @@
 //! ring with fresh buffers from the packet-buffer slab.
 
 use crate::fib::prefetch_ptr;
+use crate::nic::afpacket::AfpQueue;
 use crate::nic::{BufferArena, RxDriver};
 use crate::slab::{fwd_slab_alloc_bulk, SlabCache};
 use crate::stats::Ctr;
@@ -52,6 +53,17 @@ pub fn fwd_driver_rx_burst(
     ctr[Ctr::RxPackets as usize] += n as u64;
     ctr[Ctr::RxBytes as usize] += bytes;
     fwd_driver_rx_refill(rx, bufs, ctr, clk);
+    n
+}
+
+/// afpacket: move up to `max` frames from the kernel's rx ring into the buffers posted on
+/// the worker's rx ring, as a NIC's DMA would (stage: driver). Oversize frames are dropped
+/// and counted. Returns frames moved.
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_driver_afp_rx(q: &mut AfpQueue, arena: &BufferArena, max: usize, ctr: &mut [u64]) -> usize {
+    let (n, oversize) = q.rx.fill(&mut q.dev, arena, max);
+    ctr[Ctr::DropOversize as usize] += oversize;
     n
 }
 

@@ -1,6 +1,7 @@
 //! Stage driver tx: reclaim buffers the device has sent, rewrite MAC addresses from the
 //! neighbour table, place packets on the tx ring and ring the doorbell.
 
+use crate::nic::afpacket::AfpTx;
 use crate::nic::{BufferArena, TxRing};
 use crate::packet::mac_for;
 use crate::rtcache::{RtCache, NIL};
@@ -32,6 +33,7 @@ pub fn fwd_driver_tx_burst(
     ctr: &mut [u64],
     clk: &mut StageClock,
     tap: Option<&mut Vec<Vec<u8>>>,
+    port: Option<&mut AfpTx>,
 ) {
     fwd_driver_tx_reclaim(tx, bufs, clk);
     let mut dropped = [0u32; MAX_BURST];
@@ -58,7 +60,28 @@ pub fn fwd_driver_tx_burst(
     if nd > 0 {
         clk.nested(Ctr::ClkSlab, || fwd_slab_free_bulk(bufs, &dropped[..nd]));
     }
-    fwd_driver_tx_doorbell(tx, arena, ctr, tap);
+    match port {
+        Some(p) => fwd_driver_afp_tx_doorbell(p, tx, arena, ctr),
+        None => fwd_driver_tx_doorbell(tx, arena, ctr, tap),
+    }
+}
+
+/// afpacket doorbell: copy the placed frames into the kernel's tx ring and kick it
+/// (stage: driver). `tx_packets` counts frames the kernel has finished with; a full kernel
+/// ring drops with `drop_tx_ring_full`, a refused frame counts as `drop_tx_error`.
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_driver_afp_tx_doorbell(port: &mut AfpTx, tx: &mut TxRing, arena: &BufferArena, ctr: &mut [u64]) {
+    let (full, done) = port.send(tx, arena);
+    count_tx(ctr, full, done);
+}
+
+/// Add what an afpacket send or drain reported to the counters.
+pub fn count_tx(ctr: &mut [u64], full: u64, done: crate::nic::afpacket::TxDone) {
+    ctr[Ctr::DropTxRingFull as usize] += full;
+    ctr[Ctr::TxPackets as usize] += done.sent;
+    ctr[Ctr::TxBytes as usize] += done.bytes;
+    ctr[Ctr::DropTxError as usize] += done.refused;
 }
 
 /// Free the buffers of descriptors the device has completed (stage: driver).
