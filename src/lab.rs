@@ -39,6 +39,9 @@ pub enum LabCmd {
     Up(UpArgs),
     /// Send traffic from the sender namespace through AF_PACKET.
     Send(SendArgs),
+    /// Packets per second forwarded by the kernel and by the bundled forwarder on the same
+    /// lab and routes, with each one's stage split from a recording.
+    Bench(BenchArgs),
     /// Remove the lab's namespaces (and with them its veth pairs).
     Down(NameArg),
     /// Namespaces, interfaces and their packet counters.
@@ -94,6 +97,28 @@ impl Mode {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Lab name (built and removed by the benchmark).
+    #[arg(long, default_value = "fsb")]
+    pub name: String,
+    /// Routes inside 198.19.0.0/16, the same table for both.
+    #[arg(long, default_value_t = 8000)]
+    pub routes: u32,
+    /// Concurrent flows of the sender.
+    #[arg(long, default_value_t = 32768)]
+    pub flows: usize,
+    /// Seconds of traffic per measurement.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Frame size in bytes.
+    #[arg(long, default_value_t = 64)]
+    pub size: u16,
+    /// Forwarder flags for the fwdscope run (after `--`).
+    #[arg(last = true)]
+    pub forwarder_flags: Vec<String>,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct SendArgs {
     #[command(flatten)]
     pub name: NameArg,
@@ -130,6 +155,7 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
     match cmd {
         LabCmd::Up(a) => up(a),
         LabCmd::Send(a) => send(a),
+        LabCmd::Bench(a) => bench(a),
         LabCmd::Down(n) => {
             let lab = Lab::new(&n.name)?;
             let removed = lab.down()?;
@@ -586,6 +612,111 @@ fn up(a: &UpArgs) -> Result<()> {
         let exe = std::env::current_exe().context("locating fwdscope's own executable")?;
         println!("run the forwarder with: {}", lab.forwarder_command(&exe, &a.forwarder_flags).join(" "));
     }
+    Ok(())
+}
+
+/// One mode's figures in `lab bench`.
+struct BenchRun {
+    sent: u64,
+    received: u64,
+    seconds: f64,
+    stages: String,
+}
+
+/// `fwdscope` itself with `args`; stdout, or an error with its stderr.
+fn self_run(args: &[String]) -> Result<String> {
+    let exe = std::env::current_exe().context("locating fwdscope's own executable")?;
+    let out = Command::new(exe).args(args).output().with_context(|| format!("running fwdscope {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!("fwdscope {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn bench_mode(a: &BenchArgs, lab: &Lab, mode: Mode) -> Result<BenchRun> {
+    let mut up: Vec<String> =
+        ["lab", "up", "--name", &a.name, "--routes", &a.routes.to_string(), "--mode", mode.name()]
+            .map(String::from)
+            .to_vec();
+    if mode == Mode::Fwdscope {
+        up.push("--".into());
+        up.extend(a.forwarder_flags.iter().cloned());
+    }
+    lab.down()?;
+    self_run(&up)?;
+    let send_args: Vec<String> = [
+        "lab",
+        "send",
+        "--name",
+        &a.name,
+        "--json",
+        "--count",
+        "18446744073709551615",
+        "--duration",
+        &a.seconds.to_string(),
+        "--flows",
+        &a.flows.to_string(),
+        "--size",
+        &a.size.to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    // 1. Throughput, nothing else running.
+    let r0 = lab.sink_received()?;
+    let sent: serde_json::Value = serde_json::from_str(&self_run(&send_args)?)?;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let received = lab.sink_received()? - r0;
+    // 2. The same load again under `record`, for the stage split.
+    let dir = lab.state_dir().join(format!("rec-{}", mode.name()));
+    let mut rec: Vec<String> = ["record", "--force", "-g", "-F", "999", "-o", &dir.display().to_string(), "--duration"]
+        .map(String::from)
+        .to_vec();
+    rec.push(format!("{}", a.seconds + 1.0));
+    match (mode, lab.forwarder_pid()) {
+        (Mode::Fwdscope, Some(pid)) => rec.extend(["-p".to_string(), pid.to_string()]),
+        _ => rec.push("-a".into()),
+    }
+    let exe = std::env::current_exe()?;
+    let recorder = Command::new(&exe).args(&rec).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    self_run(&send_args)?;
+    let out = recorder.wait_with_output()?;
+    if !out.status.success() {
+        bail!("fwdscope record failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let stages = self_run(&["report".into(), "-i".into(), dir.display().to_string(), "--top".into(), "8".into()])?;
+    Ok(BenchRun {
+        sent: sent["packets"].as_u64().unwrap_or(0),
+        received,
+        seconds: sent["seconds"].as_f64().unwrap_or(0.0),
+        stages,
+    })
+}
+
+fn bench(a: &BenchArgs) -> Result<()> {
+    let lab = Lab::new(&a.name)?;
+    let result = (|| -> Result<(BenchRun, BenchRun)> {
+        Ok((bench_mode(a, &lab, Mode::Kernel)?, bench_mode(a, &lab, Mode::Fwdscope)?))
+    })();
+    let _ = lab.down();
+    let (k, f) = result?;
+    let pps = |r: &BenchRun| r.received as f64 / r.seconds.max(1e-9);
+    println!(
+        "lab bench: {} routes, {} flows, {}-byte frames, {:.1} s per run, sender at full speed through AF_PACKET",
+        a.routes, a.flows, a.size, a.seconds
+    );
+    for (name, r) in [("kernel", &k), ("fwdscope afpacket", &f)] {
+        println!(
+            "{name:<18} sent {:>10}  received {:>10}  forwarded {:>10.0} pps  ({:.1}% of sent)",
+            r.sent,
+            r.received,
+            pps(r),
+            100.0 * r.received as f64 / r.sent.max(1) as f64
+        );
+    }
+    println!("ratio fwdscope / kernel: {:.2}", pps(&f) / pps(&k).max(1e-9));
+    println!("\n== kernel forwarding: stage split (record -a, Linux rules)\n{}", k.stages);
+    println!("== fwdscope afpacket: stage split (record -p on the lab forwarder)\n{}", f.stages);
     Ok(())
 }
 

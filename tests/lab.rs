@@ -168,3 +168,53 @@ fn lab_up_forwards_and_down_cleans_up() {
     // A second down is fine.
     assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
 }
+
+/// `record -a` while the kernel forwards in the lab, then `report`: the Linux rules put
+/// fib_table_lookup in lookup, veth in driver, skb allocation in slab.
+#[test]
+fn recording_the_kernel_forwarding_in_the_lab() {
+    if !can_make_namespaces() {
+        return;
+    }
+    let name = format!("k{}", std::process::id() % 100_000);
+    let _guard = Down(name.clone());
+    let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "2000"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = std::env::temp_dir().join(format!("fwdscope-lab-rec-{name}"));
+    let rec = Command::new(env!("CARGO_BIN_EXE_fwdscope"))
+        .args(["record", "--force", "-a", "-g", "-F", "2000", "--duration", "3", "-o"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("record");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    send(&name, &["--duration", "2", "--count", "100000000", "--flows", "32768"]);
+    let out = rec.wait_with_output().expect("record");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = fwdscope(&["report", "-i", dir.to_str().unwrap(), "--format", "json", "--top", "200"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+    let stage_of = |sym: &str| -> Option<String> {
+        t["symbols"].as_array()?.iter().find(|s| s["symbol"] == sym).and_then(|s| s["stage"].as_str().map(String::from))
+    };
+    let samples = |stage: &str| -> u64 {
+        t["stages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["stage"] == stage)
+            .map(|s| s["samples"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    println!("stages: {}", t["stages"]);
+    assert_eq!(stage_of("fib_table_lookup").as_deref(), Some("lookup"), "fib_table_lookup sampled as lookup");
+    assert!(samples("lookup") > 0 && samples("driver") > 0 && samples("slab") > 0 && samples("ip") > 0);
+    let veth = t["symbols"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["symbol"].as_str().is_some_and(|n| n.starts_with("veth_")));
+    assert!(veth.clone().count() > 0 && veth.clone().all(|s| s["stage"] == "driver"), "veth symbols are driver");
+    let _ = std::fs::remove_dir_all(&dir);
+}
