@@ -7,6 +7,7 @@ mod lab;
 mod record;
 mod report;
 mod stat;
+mod sweep;
 mod top;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +33,8 @@ enum Cmd {
     Diff(diff::DiffArgs),
     /// Write a recording's stacks as folded, SVG flame graph, pprof, speedscope, CSV, JSON or Parquet.
     Export(export::ExportArgs),
+    /// Compare settings: runs of every combination, repeated and interleaved, with statistics.
+    Sweep(sweep::SweepArgs),
     /// The live, top-like view: stages, symbols, rtstat; keys change prefetch and cache mode.
     Top(top::TopArgs),
     /// Network namespaces and veth pairs for real-interface runs (198.18.0.0/15 only).
@@ -49,6 +52,7 @@ fn main() {
         Some(Cmd::Diff(a)) => diff::run(&a),
         Some(Cmd::Export(a)) => export::run(&a),
         Some(Cmd::Top(a)) => top::run(&a),
+        Some(Cmd::Sweep(a)) => sweep::run(&a),
         Some(Cmd::Lab(c)) => lab::run(&c),
         None => {
             // The embedded default: a few seconds of the bundled forwarder on its synthetic NIC.

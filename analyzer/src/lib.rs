@@ -14,6 +14,7 @@ pub mod perfdata;
 pub mod pprof;
 pub mod rules;
 pub mod stages;
+pub mod sweep;
 pub mod symbolize;
 
 pub use error::{Error, Result};
