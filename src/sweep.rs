@@ -142,7 +142,7 @@ fn run_one(a: &SweepArgs, s: &Setting, dir: &Path, program: &Path, base: &[Strin
 }
 
 pub fn run(a: &SweepArgs) -> Result<()> {
-    if a.repeat == 0 || !(a.duration > 0.0) {
+    if a.repeat == 0 || !a.duration.is_finite() || a.duration <= 0.0 {
         bail!("--repeat must be at least 1 and --duration positive");
     }
     if a.output.exists() {
