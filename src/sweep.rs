@@ -2,6 +2,11 @@
 //! (prefetch depth, cache mode, FIB engine, workers), each repeated, in interleaved order
 //! (round r runs the settings rotated by r, so drift spreads over all of them); every run
 //! is a recording; then one results Parquet and the table (analyzer::sweep).
+//!
+//! `--experiment NAME` runs one of the historic experiments (fixtures/experiments/NAME.toml,
+//! embedded in the binary; a path works too): its settings as the posts ran them, then its
+//! table beside what was reported then, both as ratios to the first setting (the hardware
+//! differs by two decades).
 
 use crate::record::forwarder_command;
 use analyzer::rules::Rules;
@@ -30,12 +35,16 @@ pub struct SweepArgs {
     /// Worker counts to sweep, e.g. 1,2.
     #[arg(long, value_delimiter = ',')]
     pub workers: Vec<usize>,
-    /// Runs per setting.
-    #[arg(long, default_value_t = 5)]
-    pub repeat: usize,
-    /// Seconds of forwarding per run.
-    #[arg(long, default_value_t = 3.0)]
-    pub duration: f64,
+    /// Runs per setting [default: 5, or the experiment's].
+    #[arg(long)]
+    pub repeat: Option<usize>,
+    /// Seconds of forwarding per run [default: 3, or the experiment's].
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// A historic experiment: prefetch-2005, rtcache-flood-2003, rtcache-removal-2012, or a
+    /// TOML file of the same form.
+    #[arg(long, conflicts_with_all = ["prefetch", "cache", "fib", "workers"])]
+    pub experiment: Option<String>,
     /// Output directory: runs/NNN/ recordings, results.parquet, table.txt.
     #[arg(short = 'o', long, default_value = "sweep-out")]
     pub output: PathBuf,
@@ -54,11 +63,89 @@ pub struct SweepArgs {
 }
 
 /// One setting: its label, its parameters, and the forwarder flags that make it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Setting {
     pub label: String,
     pub params: BTreeMap<String, String>,
     pub flags: Vec<String>,
+    /// Flush the route cache at this fraction of the run (through the control block).
+    pub flush_at: Option<f64>,
+    /// What was reported then, in the experiment's unit.
+    pub reported: Option<f64>,
+}
+
+/// The historic experiments, embedded (fixtures/experiments/).
+pub const EXPERIMENTS: [(&str, &str); 3] = [
+    ("prefetch-2005", include_str!("../fixtures/experiments/prefetch-2005.toml")),
+    ("rtcache-flood-2003", include_str!("../fixtures/experiments/rtcache-flood-2003.toml")),
+    ("rtcache-removal-2012", include_str!("../fixtures/experiments/rtcache-removal-2012.toml")),
+];
+
+/// An experiment file.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub title: String,
+    pub source: String,
+    pub unit: String,
+    pub repeat: usize,
+    pub duration: f64,
+    /// Forwarder flags every setting shares.
+    #[serde(default)]
+    pub flags: Vec<String>,
+    pub setting: Vec<ExperimentSetting>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentSetting {
+    pub label: String,
+    #[serde(default)]
+    pub flags: Vec<String>,
+    pub reported: Option<f64>,
+    /// Fraction of the run at which the route cache is flushed.
+    pub flush_at: Option<f64>,
+}
+
+/// An embedded experiment by name, or an experiment file; errors name the file and line.
+pub fn load_experiment(name: &str) -> Result<Experiment> {
+    let (origin, text) = match EXPERIMENTS.iter().find(|(n, _)| *n == name) {
+        Some((n, t)) => (format!("fixtures/experiments/{n}.toml"), t.to_string()),
+        None => {
+            let p = Path::new(name);
+            if !p.exists() {
+                let known: Vec<&str> = EXPERIMENTS.iter().map(|(n, _)| *n).collect();
+                bail!("--experiment {name}: no such experiment (known: {}) and no such file", known.join(", "));
+            }
+            (p.display().to_string(), std::fs::read_to_string(p).with_context(|| format!("reading {name}"))?)
+        }
+    };
+    let e: Experiment = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
+        anyhow::anyhow!("{origin}{}: {}", line.map_or(String::new(), |l| format!(":{l}")), e.message())
+    })?;
+    if e.setting.is_empty() {
+        bail!("{origin}: no [[setting]]");
+    }
+    if let Some(s) = e.setting.iter().find(|s| s.flush_at.is_some_and(|f| !(0.0..1.0).contains(&f))) {
+        bail!("{origin}: setting `{}`: flush_at is a fraction of the run, 0 to 1", s.label);
+    }
+    Ok(e)
+}
+
+impl Experiment {
+    pub fn settings(&self) -> Vec<Setting> {
+        self.setting
+            .iter()
+            .map(|s| Setting {
+                label: s.label.clone(),
+                params: BTreeMap::new(),
+                flags: self.flags.iter().chain(&s.flags).cloned().collect(),
+                flush_at: s.flush_at,
+                reported: s.reported,
+            })
+            .collect()
+    }
 }
 
 /// Every combination of the swept values (one setting, the base, when nothing is swept).
@@ -77,7 +164,7 @@ pub fn settings(a: &SweepArgs) -> Vec<Setting> {
     if !a.workers.is_empty() {
         axes.push(("workers", a.workers.iter().map(usize::to_string).collect()));
     }
-    let mut out = vec![Setting { label: String::new(), params: BTreeMap::new(), flags: Vec::new() }];
+    let mut out = vec![Setting::default()];
     for (name, values) in &axes {
         out = out
             .into_iter()
@@ -120,16 +207,66 @@ fn mpps(rec: &Recording) -> Result<f64> {
     Ok((at(t1).saturating_sub(at(t0))) as f64 / ((t1 - t0) as f64 / 1e9) / 1e6)
 }
 
-fn run_one(a: &SweepArgs, s: &Setting, dir: &Path, program: &Path, base: &[String]) -> Result<RunResult> {
+/// The stats segment of a forwarder this process started (a child of ours), once running.
+fn child_segment() -> Option<forwarder::stats::Segment> {
+    let me = std::process::id();
+    for e in std::fs::read_dir("/dev/shm").ok()?.flatten() {
+        let name = e.file_name();
+        let Some(pid) =
+            name.to_str().and_then(|n| n.strip_prefix("fwdscope-")?.strip_suffix(".stats")?.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // /proc/PID/stat: `pid (comm) state ppid ...`; comm may hold spaces, so split after ')'.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(me) {
+            if let Ok(seg) = forwarder::stats::Segment::open(&e.path()) {
+                if seg.pid() == pid && seg.state() == forwarder::stats::State::Running {
+                    return Some(seg);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Flush the route cache of the forwarder we start next once it has run for `after`.
+fn flush_later(after: Duration) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            if let Some(seg) = child_segment() {
+                std::thread::sleep(after);
+                seg.request_flush();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
+fn run_one(
+    a: &SweepArgs,
+    duration: f64,
+    s: &Setting,
+    dir: &Path,
+    program: &Path,
+    base: &[String],
+) -> Result<RunResult> {
     let mut args = base.to_vec();
     args.extend(a.rest.iter().cloned());
     args.extend(s.flags.iter().cloned());
-    args.extend(["--duration".to_string(), a.duration.to_string(), "-i".into(), a.duration.to_string()]);
+    args.extend(["--duration".to_string(), duration.to_string(), "-i".into(), duration.to_string()]);
+    let flusher = s.flush_at.map(|f| flush_later(Duration::from_secs_f64(duration * f)));
     let mut o = RecordOptions::new(dir.to_path_buf(), Target::Forwarder { program: program.to_path_buf(), args });
     o.force = true;
     o.freq = Some(a.freq);
     o.callchain = a.callchain;
     record(&o, &AtomicBool::new(false), None, &mut |_| {})?;
+    if let Some(f) = flusher {
+        let _ = f.join();
+    }
     let rec = Recording::open(dir)?;
     let t = analyzer::stages::stage_table(&rec, &Rules::builtin())?;
     Ok(RunResult {
@@ -142,7 +279,10 @@ fn run_one(a: &SweepArgs, s: &Setting, dir: &Path, program: &Path, base: &[Strin
 }
 
 pub fn run(a: &SweepArgs) -> Result<()> {
-    if a.repeat == 0 || !a.duration.is_finite() || a.duration <= 0.0 {
+    let exp = a.experiment.as_deref().map(load_experiment).transpose()?;
+    let repeat = a.repeat.or(exp.as_ref().map(|e| e.repeat)).unwrap_or(5);
+    let duration = a.duration.or(exp.as_ref().map(|e| e.duration)).unwrap_or(3.0);
+    if repeat == 0 || !duration.is_finite() || duration <= 0.0 {
         bail!("--repeat must be at least 1 and --duration positive");
     }
     if a.output.exists() {
@@ -152,8 +292,11 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         std::fs::remove_dir_all(&a.output).with_context(|| format!("removing {}", a.output.display()))?;
     }
     std::fs::create_dir_all(a.output.join("runs"))?;
-    let sets = settings(a);
-    let plan = order(sets.len(), a.repeat);
+    let sets = match &exp {
+        Some(e) => e.settings(),
+        None => settings(a),
+    };
+    let plan = order(sets.len(), repeat);
     let (program, base) = forwarder_command(&None)?;
     let bar = indicatif::ProgressBar::new(plan.len() as u64);
     bar.set_style(
@@ -166,7 +309,8 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         let s = &sets[si];
         bar.set_message(format!("{} (repeat {})", s.label, r + 1));
         let dir = a.output.join("runs").join(format!("{:03}", k + 1));
-        let mut res = run_one(a, s, &dir, &program, &base).with_context(|| format!("run {} ({})", k + 1, s.label))?;
+        let mut res =
+            run_one(a, duration, s, &dir, &program, &base).with_context(|| format!("run {} ({})", k + 1, s.label))?;
         res.repeat = r;
         results.push(res);
         bar.inc(1);
@@ -176,14 +320,20 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     write_parquet(&a.output.join("results.parquet"), &results)?;
     let sums = summarize(&results);
     let stages = ["lookup", "gc", "slab", "driver", "ip"];
-    let mut text = format!(
-        "sweep: {} settings x {} repeats, {:.1} s each, interleaved; sampling cpu-clock or cycles per the recordings\n",
+    let event = Recording::open(&a.output.join("runs").join("001")).map(|r| r.meta.sampling.used).unwrap_or_default();
+    let mut text = String::new();
+    if let Some(e) = &exp {
+        text.push_str(&format!("experiment: {}\nsource: {}\n", e.title, e.source));
+    }
+    text.push_str(&format!(
+        "sweep: {} settings x {repeat} repeats, {duration:.1} s each, interleaved; stages sampled with {event}\n",
         sets.len(),
-        a.repeat,
-        a.duration
-    );
-    text.push_str(&table_text(&sums, &stages, "ns"));
-    let forwarding = Duration::from_secs_f64(a.duration * plan.len() as f64);
+    ));
+    text.push_str(&table_text(&sums, &stages, if event.ends_with("clock") { "ns" } else { &event }));
+    if let Some(e) = &exp {
+        text.push_str(&then_and_now(&sets, &sums, &e.unit));
+    }
+    let forwarding = Duration::from_secs_f64(duration * plan.len() as f64);
     let overhead = wall.saturating_sub(forwarding);
     text.push_str(&format!(
         "time: {:.1} s in all, {:.1} s forwarding; overhead (start-up, recording, analysis) {:.1} s = {:.1}%\n",
@@ -196,6 +346,39 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     print!("{text}");
     println!("runs: {}/runs/NNN  results: {}/results.parquet", a.output.display(), a.output.display());
     Ok(())
+}
+
+/// An experiment's settings beside what was reported then, each as a ratio to the first
+/// setting (absolute rates are not comparable across two decades of hardware).
+pub fn then_and_now(sets: &[Setting], sums: &[analyzer::sweep::Summary], unit: &str) -> String {
+    let w = sets.iter().map(|s| s.label.len()).max().unwrap_or(7).max(7);
+    let base_then = sets.first().and_then(|s| s.reported);
+    let base_now = sums.first().map(|s| s.median);
+    let mut out = format!("\nthen and now, as ratios to `{}`:\n", sets.first().map_or("", |s| s.label.as_str()));
+    out.push_str(&format!(
+        "  {:<w$} {:>14} {:>8} {:>12} {:>8}\n",
+        "setting",
+        format!("then ({unit})"),
+        "ratio",
+        "now (Mpps)",
+        "ratio"
+    ));
+    for s in sets {
+        let now = sums.iter().find(|x| x.setting == s.label).map(|x| x.median);
+        let ratio = |v: Option<f64>, b: Option<f64>| match (v, b) {
+            (Some(v), Some(b)) if b > 0.0 => format!("{:.3}", v / b),
+            _ => "-".into(),
+        };
+        out.push_str(&format!(
+            "  {:<w$} {:>14} {:>8} {:>12} {:>8}\n",
+            s.label,
+            s.reported.map_or("-".into(), |v| format!("{v:.0}")),
+            ratio(s.reported, base_then),
+            now.map_or("-".into(), |v| format!("{v:.3}")),
+            ratio(now, base_now),
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -230,5 +413,49 @@ mod tests {
         assert_eq!(o.iter().map(|x| x.0).collect::<Vec<_>>(), [0, 1, 2, 1, 2, 0, 2, 0, 1]);
         assert!(o.windows(2).all(|w| w[0].0 != w[1].0));
         assert_eq!(settings(&Cli::parse_from(["x"]).a)[0].label, "base");
+    }
+
+    #[test]
+    fn every_experiment_parses_and_bad_files_name_their_line() {
+        for (name, _) in EXPERIMENTS {
+            let e = load_experiment(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(e.setting.len() >= 2, "{name}");
+            assert!(e.settings().iter().all(|s| s.flags.starts_with(&e.flags)));
+        }
+        let e = load_experiment("prefetch-2005").unwrap();
+        let reported: Vec<f64> = e.setting.iter().filter_map(|s| s.reported).collect();
+        assert_eq!(reported, [756.0, 805.0, 821.0, 803.0]);
+        let p = std::env::temp_dir().join(format!("fwdscope-exp-{}.toml", std::process::id()));
+        std::fs::write(&p, "title = \"t\"\nsource = \"s\"\nunit = \"kpps\"\nrepeat = 1\nduration = 1.0\n[[setting]]\nlabel = \"a\"\nflagz = []\n").unwrap();
+        let err = load_experiment(p.to_str().unwrap()).unwrap_err().to_string();
+        assert!(err.contains(":8:") && err.contains("flagz"), "{err}");
+        assert!(load_experiment("no-such-experiment").unwrap_err().to_string().contains("known: prefetch-2005"));
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn then_and_now_in_ratios() {
+        let e = load_experiment("prefetch-2005").unwrap();
+        let sets = e.settings();
+        let sums: Vec<analyzer::sweep::Summary> = [1.0, 1.1]
+            .iter()
+            .zip(&sets)
+            .map(|(m, s)| analyzer::sweep::Summary {
+                setting: s.label.clone(),
+                runs: 1,
+                median: *m,
+                mean: *m,
+                ci95: (*m, *m),
+                stages: BTreeMap::new(),
+                best: false,
+                vs_best: None,
+            })
+            .collect();
+        let t = then_and_now(&sets, &sums, "kpps");
+        let row = t.lines().find(|l| l.trim_start().starts_with("prefetch 1")).unwrap();
+        // 805 / 756 = 1.065 then; 1.1 / 1.0 now.
+        assert!(row.contains("805") && row.contains("1.065") && row.contains("1.100"), "{row}");
+        let row = t.lines().find(|l| l.trim_start().starts_with("prefetch 5")).unwrap();
+        assert!(row.ends_with("-"), "not measured: {row}");
     }
 }

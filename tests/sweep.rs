@@ -1,0 +1,64 @@
+//! `fwdscope sweep`: every historic experiment parses and runs for a short duration, and
+//! prints its table beside what was reported then; a swept setting list runs interleaved
+//! and writes a run directory per run and results.parquet. Needs perf_event_open (root or a
+//! low perf_event_paranoid); skips, saying why, without it.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_fwdscope");
+
+fn can_sample() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(3);
+    if !(root || paranoid <= 2) {
+        println!("SKIP: sampling the forwarder needs root or perf_event_paranoid <= 2 (it is {paranoid})");
+        return false;
+    }
+    true
+}
+
+fn sweep(args: &[&str], out: &std::path::Path) -> String {
+    let o = Command::new(BIN).arg("sweep").arg("-o").arg(out).arg("--force").args(args).output().expect("sweep");
+    assert!(o.status.success(), "sweep {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn every_experiment_runs_briefly_and_prints_then_and_now() {
+    if !can_sample() {
+        return;
+    }
+    for (name, settings) in [("prefetch-2005", 4), ("rtcache-flood-2003", 4), ("rtcache-removal-2012", 3)] {
+        let out = std::env::temp_dir().join(format!("fwdscope-sweep-{name}-{}", std::process::id()));
+        let text = sweep(&["--experiment", name, "--repeat", "1", "--duration", "0.3"], &out);
+        println!("{text}");
+        assert!(text.contains("experiment: ") && text.contains("then and now"), "{text}");
+        assert_eq!(std::fs::read_dir(out.join("runs")).expect("runs").count(), settings);
+        assert!(out.join("results.parquet").exists() && out.join("table.txt").exists());
+        assert_eq!(text.lines().filter(|l| l.starts_with('*')).count(), 1, "one best setting: {text}");
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+#[test]
+fn a_swept_list_runs_every_setting_each_repeat() {
+    if !can_sample() {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("fwdscope-sweep-list-{}", std::process::id()));
+    let text =
+        sweep(&["--cache", "rtcache,nocache", "--repeat", "2", "--duration", "0.3", "--", "--routes", "5000"], &out);
+    println!("{text}");
+    assert_eq!(std::fs::read_dir(out.join("runs")).expect("runs").count(), 4);
+    for label in ["cache rtcache", "cache nocache"] {
+        let row = text.lines().find(|l| l[2..].starts_with(label)).unwrap_or_else(|| panic!("{label}: {text}"));
+        let runs: usize = row[2..].split_whitespace().nth(2).and_then(|n| n.parse().ok()).expect("runs column");
+        assert_eq!(runs, 2, "{row}");
+    }
+    assert!(text.contains("overhead"), "{text}");
+    let _ = std::fs::remove_dir_all(&out);
+}
