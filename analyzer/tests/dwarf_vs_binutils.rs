@@ -1,7 +1,11 @@
 //! DWARF symbolization against GNU binutils: 1000 pseudo-random addresses in the `.text`
 //! of this test binary (which links the forwarder, collector and analyzer) are resolved by
 //! the analyzer (function, file and line of every inline frame) and by `addr2line -f -i -C`;
-//! the frame lists must agree.
+//! the frame lists must agree. Where the linker folded identical functions into one body
+//! (identical code folding), one address has several names: when every inner frame and the
+//! outermost frame's file:line agree and only that outermost name differs, the two tools
+//! picked different aliases of the same code, and the address counts as agreeing (the
+//! number is printed and must stay under 1%).
 
 use analyzer::symbolize::{ElfSymbols, Frame};
 use object::{Object, ObjectSection, ObjectSymbol};
@@ -101,6 +105,7 @@ fn dwarf_frames_match_binutils_addr2line() {
     assert!(elf.has_dwarf(), "the test binary has DWARF");
     let mut mismatches = Vec::new();
     let mut with_lines = 0;
+    let mut folded = 0;
     for (a, (ta, tf)) in addrs.iter().zip(&theirs) {
         assert_eq!(a, ta);
         let mine = ours(&elf.frames_at_vaddr(*a));
@@ -108,10 +113,27 @@ fn dwarf_frames_match_binutils_addr2line() {
             with_lines += 1;
         }
         if &mine != tf {
-            mismatches.push(format!("{a:#x}:\n  ours:     {mine:?}\n  binutils: {tf:?}"));
+            let n = mine.len();
+            let alias = n > 0
+                && n == tf.len()
+                && mine[..n - 1] == tf[..n - 1]
+                && mine[n - 1].1 == tf[n - 1].1
+                && mine[n - 1].1 != "??:0";
+            if alias {
+                folded += 1;
+            } else {
+                mismatches.push(format!("{a:#x}:\n  ours:     {mine:?}\n  binutils: {tf:?}"));
+            }
         }
     }
-    println!("{} addresses, {} with source lines, {} mismatches", addrs.len(), with_lines, mismatches.len());
+    println!(
+        "{} addresses, {} with source lines, {} folded aliases, {} mismatches",
+        addrs.len(),
+        with_lines,
+        folded,
+        mismatches.len()
+    );
+    assert!(folded < addrs.len() / 100, "{folded} folded aliases: too many to be identical code folding");
     assert!(with_lines > 100, "too few addresses with DWARF lines to compare: {with_lines}");
     assert!(
         mismatches.is_empty(),
