@@ -46,6 +46,10 @@ pub struct ReportArgs {
     /// Also print a stage table per thread (forwarder workers get per-packet figures).
     #[arg(long)]
     pub per_worker: bool,
+    /// Write one self-contained HTML page for a sweep directory (-i from `fwdscope sweep -o`):
+    /// Mpps with confidence intervals, stage bars, rtstat series, a flame graph per run.
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<PathBuf>,
 }
 
 /// The built-in rules with the user's `--stages FILE` tried first.
@@ -82,6 +86,15 @@ pub fn load_table(
 }
 
 pub fn run(a: &ReportArgs) -> Result<()> {
+    if let Some(out) = &a.html {
+        if !a.input.join("results.parquet").exists() {
+            anyhow::bail!("--html: {} is not a sweep directory (no results.parquet)", a.input.display());
+        }
+        let page = analyzer::html::sweep_page(&a.input, &rules(a.stages.as_deref())?)?;
+        std::fs::write(out, page).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+        println!("wrote {}", out.display());
+        return Ok(());
+    }
     let rules = rules(a.stages.as_deref())?;
     let mut t = load_table(&a.input, &rules, a.kallsyms.as_deref())?;
     t.sort_symbols(match a.sort {

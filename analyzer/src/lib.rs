@@ -9,6 +9,7 @@ pub mod aggregate;
 pub mod diff;
 mod error;
 pub mod export;
+pub mod html;
 pub mod import;
 pub mod perfdata;
 pub mod pprof;
