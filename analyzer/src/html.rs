@@ -70,30 +70,53 @@ fn x_range(n: usize) -> std::ops::Range<usize> {
     0..n.saturating_sub(1).max(1)
 }
 
+/// A chart with one x segment per setting (labelled with its name) and a y axis from 0 to
+/// `hi`, mesh drawn: the frame of the Mpps and the stage charts.
+type SettingChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<
+        plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordusize>,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
+
+fn setting_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    sums: &[Summary],
+    caption: &str,
+    y_desc: &str,
+    hi: f64,
+) -> Result<SettingChart<'a, 'b>> {
+    let n = sums.len();
+    let mut ch = ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x_range(n).into_segmented(), 0.0..hi)
+        .map_err(chart_err)?;
+    ch.configure_mesh()
+        .disable_x_mesh()
+        .y_desc(y_desc)
+        .x_labels(n)
+        .x_label_formatter(&|x| match x {
+            SegmentValue::CenterOf(i) => sums.get(*i).map_or(String::new(), |s| s.setting.clone()),
+            _ => String::new(),
+        })
+        .draw()
+        .map_err(chart_err)?;
+    Ok(ch)
+}
+
 fn mpps_chart(sums: &[Summary]) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let hi = sums.iter().map(|s| s.ci95.1.max(s.median)).fold(0.0f64, f64::max) * 1.15 + 1e-9;
-        let n = sums.len();
-        let mut ch = ChartBuilder::on(&root)
-            .caption("Forwarded Mpps by setting (median, 95% CI of the mean)", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(x_range(n).into_segmented(), 0.0..hi)
-            .map_err(chart_err)?;
-        ch.configure_mesh()
-            .disable_x_mesh()
-            .y_desc("Mpps")
-            .x_labels(n)
-            .x_label_formatter(&|x| match x {
-                SegmentValue::CenterOf(i) => sums.get(*i).map_or(String::new(), |s| s.setting.clone()),
-                _ => String::new(),
-            })
-            .draw()
-            .map_err(chart_err)?;
+        let caption = "Forwarded Mpps by setting (median, 95% CI of the mean)";
+        let mut ch = setting_chart(&root, sums, caption, "Mpps", hi)?;
         ch.draw_series(sums.iter().enumerate().map(|(i, s)| {
             let style = if s.best { RED.filled() } else { BLUE.filled() };
             ErrorBar::new_vertical(SegmentValue::CenterOf(i), s.ci95.0, s.median, s.ci95.1, style, 12)
@@ -110,24 +133,8 @@ fn stage_chart(sums: &[Summary], unit: &str) -> Result<String> {
         root.fill(&WHITE).map_err(chart_err)?;
         let total = |s: &Summary| STAGE_ORDER.iter().filter_map(|st| s.stages.get(*st)).sum::<f64>();
         let hi = sums.iter().map(total).fold(0.0f64, f64::max) * 1.15 + 1e-9;
-        let n = sums.len();
-        let mut ch = ChartBuilder::on(&root)
-            .caption(format!("Cost per packet by stage ({unit}/packet, medians)"), ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(x_range(n).into_segmented(), 0.0..hi)
-            .map_err(chart_err)?;
-        ch.configure_mesh()
-            .disable_x_mesh()
-            .y_desc(format!("{unit}/packet"))
-            .x_labels(n)
-            .x_label_formatter(&|x| match x {
-                SegmentValue::CenterOf(i) => sums.get(*i).map_or(String::new(), |s| s.setting.clone()),
-                _ => String::new(),
-            })
-            .draw()
-            .map_err(chart_err)?;
+        let caption = format!("Cost per packet by stage ({unit}/packet, medians)");
+        let mut ch = setting_chart(&root, sums, &caption, &format!("{unit}/packet"), hi)?;
         for (k, st) in STAGE_ORDER.iter().enumerate() {
             let color = STAGE_COLORS[k % STAGE_COLORS.len()];
             let bars: Vec<Rectangle<(SegmentValue<usize>, f64)>> = sums
