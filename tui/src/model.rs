@@ -323,7 +323,8 @@ impl Model {
         let (base_i, base_t) = *self.epoch.get_or_insert((Instant::now(), time));
         let at = base_i + Duration::from_nanos(time.saturating_sub(base_t));
         let mut workers: Vec<Vec<u64>> = Vec::new();
-        for r in rows.iter().filter(|r| r.source == "forwarder" && r.worker >= 0) {
+        // A recording is user input: a worker index beyond the forwarder's 64 is corrupt.
+        for r in rows.iter().filter(|r| r.source == "forwarder" && (0..64).contains(&r.worker)) {
             let Some(i) = COUNTER_NAMES.iter().position(|n| *n == r.name) else { continue };
             let w = r.worker as usize;
             if workers.len() <= w {
@@ -685,6 +686,23 @@ mod tests {
             .starts_with("no sampling, forwarder counters only: perf_event_open: permission denied"));
         m.apply(Batch::Ended(String::new()));
         assert_eq!(m.ended.as_deref(), Some("collection ended"));
+    }
+
+    #[test]
+    fn a_corrupt_worker_index_is_ignored() {
+        let mut m = model();
+        m.apply(Batch::Counters {
+            time: 1,
+            rows: vec![CounterRow {
+                time: 1,
+                source: "forwarder".into(),
+                worker: i32::MAX,
+                name: "tx_packets".into(),
+                value: 5,
+            }],
+        });
+        m.tick();
+        assert!(m.workers.is_empty() && m.interval_packets.is_none());
     }
 
     #[test]

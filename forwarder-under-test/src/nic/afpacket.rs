@@ -253,6 +253,12 @@ impl AfpRx {
                     continue;
                 }
             }
+            // The kernel's offsets are checked like any input: a packet header that would
+            // not fit in the block ends the block.
+            if self.off + 28 > RX_BLOCK_SIZE as usize {
+                self.release();
+                continue;
+            }
             let Some(buf) = dev.posted(0) else { break };
             // tpacket3_hdr: tp_next_offset u32, tp_sec, tp_nsec, tp_snaplen u32 (at 12),
             // tp_len (16), tp_status (20), tp_mac u16 (24), tp_net u16.
