@@ -246,39 +246,56 @@ fn flush_later(after: Duration) -> std::thread::JoinHandle<()> {
     })
 }
 
-fn run_one(
-    a: &SweepArgs,
+/// What every run of a sweep shares, and where its time went.
+struct Runner<'a> {
+    a: &'a SweepArgs,
     duration: f64,
-    s: &Setting,
-    dir: &Path,
-    program: &Path,
-    base: &[String],
-) -> Result<RunResult> {
-    let mut args = base.to_vec();
-    args.extend(a.rest.iter().cloned());
-    args.extend(s.flags.iter().cloned());
-    args.extend(["--duration".to_string(), duration.to_string(), "-i".into(), duration.to_string()]);
-    let flusher = s.flush_at.map(|f| flush_later(Duration::from_secs_f64(duration * f)));
-    let mut o = RecordOptions::new(dir.to_path_buf(), Target::Forwarder { program: program.to_path_buf(), args });
-    o.force = true;
-    o.freq = Some(a.freq);
-    o.callchain = a.callchain;
-    record(&o, &AtomicBool::new(false), None, &mut |_| {})?;
-    if let Some(f) = flusher {
-        let _ = f.join();
+    program: PathBuf,
+    base: Vec<String>,
+    /// One symbolizer for the whole sweep: the binary and the kernel are the same each run.
+    sym: Option<analyzer::symbolize::Symbolizer>,
+    /// The forwarder's start-up, its runs and writing the recordings.
+    recording: Duration,
+    /// Reading the recordings back and their stage tables.
+    analysis: Duration,
+}
+
+impl Runner<'_> {
+    fn run_one(&mut self, s: &Setting, dir: &Path) -> Result<RunResult> {
+        let (a, duration) = (self.a, self.duration);
+        let mut args = self.base.clone();
+        args.extend(a.rest.iter().cloned());
+        args.extend(s.flags.iter().cloned());
+        args.extend(["--duration".to_string(), duration.to_string(), "-i".into(), duration.to_string()]);
+        let flusher = s.flush_at.map(|f| flush_later(Duration::from_secs_f64(duration * f)));
+        let mut o = RecordOptions::new(dir.to_path_buf(), Target::Forwarder { program: self.program.clone(), args });
+        o.force = true;
+        o.freq = Some(a.freq);
+        o.callchain = a.callchain;
+        let t_rec = Instant::now();
+        record(&o, &AtomicBool::new(false), None, &mut |_| {})?;
+        self.recording += t_rec.elapsed();
+        if let Some(f) = flusher {
+            let _ = f.join();
+        }
+        let t_an = Instant::now();
+        let rec = Recording::open(dir)?;
+        let (t, sym) = analyzer::stages::stage_table_reusing(&rec, &Rules::builtin(), self.sym.take())?;
+        self.sym = Some(sym);
+        let res = RunResult {
+            setting: s.label.clone(),
+            params: s.params.clone(),
+            repeat: 0,
+            mpps: mpps(&rec)?,
+            stages: t.stages.iter().filter_map(|r| Some((r.stage.clone(), r.per_packet?))).collect(),
+        };
+        self.analysis += t_an.elapsed();
+        Ok(res)
     }
-    let rec = Recording::open(dir)?;
-    let t = analyzer::stages::stage_table(&rec, &Rules::builtin())?;
-    Ok(RunResult {
-        setting: s.label.clone(),
-        params: s.params.clone(),
-        repeat: 0,
-        mpps: mpps(&rec)?,
-        stages: t.stages.iter().filter_map(|r| Some((r.stage.clone(), r.per_packet?))).collect(),
-    })
 }
 
 pub fn run(a: &SweepArgs) -> Result<()> {
+    let t0 = Instant::now();
     let exp = a.experiment.as_deref().map(load_experiment).transpose()?;
     let repeat = a.repeat.or(exp.as_ref().map(|e| e.repeat)).unwrap_or(5);
     let duration = a.duration.or(exp.as_ref().map(|e| e.duration)).unwrap_or(3.0);
@@ -303,22 +320,22 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {elapsed} elapsed, {eta} left  {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let t0 = Instant::now();
     let mut results = Vec::new();
+    let mut runner =
+        Runner { a, duration, program, base, sym: None, recording: Duration::ZERO, analysis: Duration::ZERO };
     for (k, &(si, r)) in plan.iter().enumerate() {
         let s = &sets[si];
         bar.set_message(format!("{} (repeat {})", s.label, r + 1));
         let dir = a.output.join("runs").join(format!("{:03}", k + 1));
-        let mut res =
-            run_one(a, duration, s, &dir, &program, &base).with_context(|| format!("run {} ({})", k + 1, s.label))?;
+        let mut res = runner.run_one(s, &dir).with_context(|| format!("run {} ({})", k + 1, s.label))?;
         res.repeat = r;
         results.push(res);
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let wall = t0.elapsed();
     write_parquet(&a.output.join("results.parquet"), &results)?;
     let sums = summarize(&results);
+    let wall = t0.elapsed();
     let stages = ["lookup", "gc", "slab", "driver", "ip"];
     let event = Recording::open(&a.output.join("runs").join("001")).map(|r| r.meta.sampling.used).unwrap_or_default();
     let mut text = String::new();
@@ -335,12 +352,17 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     }
     let forwarding = Duration::from_secs_f64(duration * plan.len() as f64);
     let overhead = wall.saturating_sub(forwarding);
+    let secs = |d: Duration| d.as_secs_f64();
     text.push_str(&format!(
-        "time: {:.1} s in all, {:.1} s forwarding; overhead (start-up, recording, analysis) {:.1} s = {:.1}%\n",
-        wall.as_secs_f64(),
-        forwarding.as_secs_f64(),
-        overhead.as_secs_f64(),
-        100.0 * overhead.as_secs_f64() / wall.as_secs_f64().max(1e-9)
+        "time: {:.2} s in all, {:.2} s forwarding; overhead {:.2} s = {:.1}% (start-up and recording {:.2} s, \
+         analysis {:.2} s, the rest {:.2} s)\n",
+        secs(wall),
+        secs(forwarding),
+        secs(overhead),
+        100.0 * secs(overhead) / secs(wall).max(1e-9),
+        secs(runner.recording.saturating_sub(forwarding)),
+        secs(runner.analysis),
+        secs(wall.saturating_sub(runner.recording + runner.analysis)),
     ));
     std::fs::write(a.output.join("table.txt"), &text)?;
     print!("{text}");

@@ -59,6 +59,18 @@ fn a_swept_list_runs_every_setting_each_repeat() {
         let runs: usize = row[2..].split_whitespace().nth(2).and_then(|n| n.parse().ok()).expect("runs column");
         assert_eq!(runs, 2, "{row}");
     }
-    assert!(text.contains("overhead"), "{text}");
+    // `time: W s in all, F s forwarding; overhead O s = P% (start-up and recording R s,
+    // analysis A s, the rest X s)`: the parts add up to the overhead, and it is W - F.
+    let line = text.lines().find(|l| l.starts_with("time: ")).unwrap_or_else(|| panic!("no time line: {text}"));
+    let nums: Vec<f64> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter(|w| !w.is_empty() && *w != ".")
+        .map(|w| w.parse().unwrap_or_else(|e| panic!("{w:?} in {line}: {e}")))
+        .collect();
+    let [wall, fwd, over, pct, rec, an, rest] = nums[..] else { panic!("seven figures expected: {line}") };
+    assert!((fwd - 4.0 * 0.3).abs() < 0.05, "{line}");
+    assert!((wall - fwd - over).abs() < 0.02, "{line}");
+    assert!((rec + an + rest - over).abs() < 0.03, "{line}");
+    assert!((100.0 * over / wall - pct).abs() < 0.3, "{line}");
     let _ = std::fs::remove_dir_all(&out);
 }

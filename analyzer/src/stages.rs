@@ -116,8 +116,22 @@ fn unit_of(event: &str) -> String {
 /// Build the stage table of a recording with `rules`: samples are grouped in polars, each
 /// distinct stack is symbolized once.
 pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
+    Ok(stage_table_reusing(rec, rules, None)?.0)
+}
+
+/// [`stage_table`] with the symbolizer of an earlier recording of the same program (see
+/// [`Symbolizer::reuse_for`]); returns it for the next one.
+pub fn stage_table_reusing(
+    rec: &Recording,
+    rules: &Rules,
+    prev: Option<Symbolizer>,
+) -> Result<(StageTable, Symbolizer)> {
+    let sym = match prev {
+        Some(p) => p.reuse_for(rec)?,
+        None => Symbolizer::for_recording(rec)?,
+    };
     let groups = crate::aggregate::group(rec.samples_df()?)?;
-    let mut at = Attributor::new(Symbolizer::for_recording(rec)?, rules.clone());
+    let mut at = Attributor::new(sym, rules.clone());
     let names = thread_names(&rec.tasks()?);
     let per_worker = packets_per_worker(rec)?;
     let m = &rec.meta.sampling;
@@ -137,7 +151,7 @@ pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
             r.per_packet = w.packets.map(|p| r.period as f64 / p as f64);
         }
     }
-    Ok(t)
+    Ok((t, at.into_symbolizer()))
 }
 
 /// x86-64 kernel addresses live in the upper half.
@@ -172,6 +186,11 @@ impl Attributor {
 
     pub fn rules(&self) -> &Rules {
         &self.rules
+    }
+
+    /// The symbolizer back (to reuse for another recording).
+    pub fn into_symbolizer(self) -> Symbolizer {
+        self.sym
     }
 
     /// Mappings seen after the start (a live target): resolved names may change, so what

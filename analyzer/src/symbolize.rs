@@ -34,13 +34,36 @@ pub struct Frame {
 }
 
 /// A binary's function symbols, its file-offset -> address map, and (built on first use)
-/// its DWARF context.
+/// its DWARF context. Names stay raw slices of the mapped file until a lookup asks for one;
+/// each is demangled once then (a release binary has tens of thousands of symbols and an
+/// analysis needs a few hundred).
 pub struct ElfSymbols {
     path: std::path::PathBuf,
-    syms: Vec<(u64, u64, String)>,
+    /// The bytes the names live in: the mapped binary, or a symbol map's text.
+    names: NameStore,
+    /// (address, size, name offset in `names`, name length), sorted by address.
+    syms: Vec<(u64, u64, usize, u32)>,
+    /// Each symbol's readable name, made on first use.
+    shown: Vec<std::cell::OnceCell<String>>,
     segs: Vec<(u64, u64, u64)>,
     pub build_id: Option<String>,
     dwarf: std::cell::OnceCell<Option<addr2line::Loader>>,
+}
+
+enum NameStore {
+    /// Raw (mangled) names in a mapped ELF file.
+    Mapped(memmap2::Mmap),
+    /// Names already demangled (a symbol map).
+    Text(String),
+}
+
+impl NameStore {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            NameStore::Mapped(m) => m,
+            NameStore::Text(t) => t.as_bytes(),
+        }
+    }
 }
 
 impl ElfSymbols {
@@ -51,27 +74,41 @@ impl ElfSymbols {
         // SAFETY: read-only private mapping of a binary.
         let data = unsafe { memmap2::Mmap::map(&f) }.ok()?;
         let file = object::File::parse(&*data).ok()?;
-        let mut syms: Vec<(u64, u64, String)> = file
+        let base = data.as_ptr() as usize;
+        let in_file = |name: &[u8]| {
+            let off = (name.as_ptr() as usize).checked_sub(base)?;
+            (off + name.len() <= data.len()).then_some((off, u32::try_from(name.len()).ok()?))
+        };
+        let mut syms: Vec<(u64, u64, usize, u32)> = file
             .symbols()
             .chain(file.dynamic_symbols())
             .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
             .filter_map(|s| {
-                let raw = s.name().ok()?;
-                // Rust (legacy and v0) and C++ (Itanium) names demangled; others kept.
-                Some((s.address(), s.size(), addr2line::demangle_auto(raw.into(), None).into_owned()))
+                let (off, len) = in_file(s.name_bytes().ok()?)?;
+                Some((s.address(), s.size(), off, len))
             })
             .collect();
         syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         syms.dedup_by_key(|s| s.0);
         let segs = file.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
         let build_id = file.build_id().ok().flatten().map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
-        Some(ElfSymbols { path: path.to_path_buf(), syms, segs, build_id, dwarf: std::cell::OnceCell::new() })
+        let shown = (0..syms.len()).map(|_| std::cell::OnceCell::new()).collect();
+        Some(ElfSymbols {
+            path: path.to_path_buf(),
+            names: NameStore::Mapped(data),
+            syms,
+            shown,
+            segs,
+            build_id,
+            dwarf: std::cell::OnceCell::new(),
+        })
     }
 
     /// Symbols from a symbol map (`FILE_OFFSET SIZE NAME` lines, hex): offsets stand in
     /// for addresses, so lookups by file offset work without the binary.
     pub fn from_symbol_map(text: &str, origin: &std::path::Path, build_id: &str) -> crate::Result<ElfSymbols> {
         let mut syms = Vec::new();
+        let mut names = String::new();
         for (i, line) in text.lines().enumerate() {
             let bad = |what: &str| crate::Error::Import {
                 path: origin.display().to_string(),
@@ -85,16 +122,35 @@ impl ElfSymbols {
             let off = it.next().and_then(|x| u64::from_str_radix(x, 16).ok()).ok_or_else(|| bad("offset"))?;
             let size = it.next().and_then(|x| u64::from_str_radix(x, 16).ok()).ok_or_else(|| bad("size"))?;
             let name = it.next().filter(|n| !n.is_empty()).ok_or_else(|| bad("name"))?;
-            syms.push((off, size, name.to_string()));
+            let len = u32::try_from(name.len()).map_err(|_| bad("name"))?;
+            syms.push((off, size, names.len(), len));
+            names.push_str(name);
         }
         syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         syms.dedup_by_key(|s| s.0);
+        let shown = (0..syms.len()).map(|_| std::cell::OnceCell::new()).collect();
         Ok(ElfSymbols {
             path: origin.to_path_buf(),
+            names: NameStore::Text(names),
             syms,
+            shown,
             segs: vec![(0, u64::MAX, 0)],
             build_id: Some(build_id.to_string()),
             dwarf: std::cell::OnceCell::from(None),
+        })
+    }
+
+    /// The readable name of symbol `i`: Rust (legacy and v0) and C++ (Itanium) names
+    /// demangled, others kept; made on first use.
+    fn name(&self, i: usize) -> &str {
+        self.shown[i].get_or_init(|| {
+            let (_, _, off, len) = self.syms[i];
+            let raw = self.names.bytes().get(off..off + len as usize).unwrap_or_default();
+            let raw = String::from_utf8_lossy(raw);
+            match self.names {
+                NameStore::Mapped(_) => addr2line::demangle_auto(raw, None).into_owned(),
+                NameStore::Text(_) => raw.into_owned(),
+            }
         })
     }
 
@@ -102,9 +158,9 @@ impl ElfSymbols {
     /// only functions inside a file-backed segment, by file offset.
     pub fn symbol_map(&self) -> String {
         let mut out = String::new();
-        for (va, size, name) in &self.syms {
-            let Some(&(fo, _, sva)) = self.segs.iter().find(|(_, sz, v)| *va >= *v && *va < v + sz) else { continue };
-            out.push_str(&format!("{:x} {:x} {}\n", va - sva + fo, size, name.replace('\n', " ")));
+        for (i, &(va, size, _, _)) in self.syms.iter().enumerate() {
+            let Some(&(fo, _, sva)) = self.segs.iter().find(|(_, sz, v)| va >= *v && va < v + sz) else { continue };
+            out.push_str(&format!("{:x} {:x} {}\n", va - sva + fo, size, self.name(i).replace('\n', " ")));
         }
         out
     }
@@ -118,9 +174,9 @@ impl ElfSymbols {
     /// The function containing virtual address `vaddr` (zero-size symbols extend to the next one).
     pub fn at_vaddr(&self, vaddr: u64) -> Option<&str> {
         let i = self.syms.partition_point(|s| s.0 <= vaddr).checked_sub(1)?;
-        let (a, sz, name) = &self.syms[i];
-        let end = if *sz > 0 { a + sz } else { self.syms.get(i + 1).map_or(u64::MAX, |n| n.0) };
-        (vaddr < end).then_some(name.as_str())
+        let (a, sz, _, _) = self.syms[i];
+        let end = if sz > 0 { a + sz } else { self.syms.get(i + 1).map_or(u64::MAX, |n| n.0) };
+        (vaddr < end).then(|| self.name(i))
     }
 
     /// Whether DWARF could be loaded for this binary (loads it on first call).
@@ -192,6 +248,19 @@ pub fn write_symbol_maps(dir: &std::path::Path, maps: &[Mapping]) -> crate::Resu
     Ok(written)
 }
 
+/// Forget the binaries `maps` would not accept: one rebuilt since it was read (a mapping
+/// of its path names another build-id) or one that could not be read then (it may be
+/// readable now). They are read again on first use.
+fn keep_matching(elfs: &mut HashMap<String, Option<ElfSymbols>>, maps: &[Mapping]) {
+    elfs.retain(|path, e| {
+        maps.iter().filter(|m| &m.path == path).all(|m| match (e.as_ref(), &m.build_id) {
+            (Some(e), Some(want)) => e.build_id.as_deref() == Some(want.as_str()),
+            (None, _) => false,
+            (Some(_), None) => true,
+        })
+    });
+}
+
 /// The kernel's symbols from a kallsyms snapshot (`ADDR TYPE NAME [MODULE]` lines).
 pub struct Kallsyms {
     /// The file's text; names are slices of it.
@@ -232,6 +301,12 @@ impl Kallsyms {
     /// Read a kallsyms file (plain or gzipped); an empty or address-less file is an error,
     /// since it would leave every kernel sample unresolved.
     pub fn load(path: &std::path::Path) -> crate::Result<Kallsyms> {
+        Kallsyms::load_reusing(path, None)
+    }
+
+    /// [`Kallsyms::load`], returning `prev` instead of parsing again when the file holds
+    /// the same text.
+    pub fn load_reusing(path: &std::path::Path, prev: Option<Kallsyms>) -> crate::Result<Kallsyms> {
         let io = |e| crate::Error::Io { path: path.into(), source: e };
         let bytes = std::fs::read(path).map_err(io)?;
         let text = if bytes.starts_with(&[0x1f, 0x8b]) {
@@ -241,6 +316,9 @@ impl Kallsyms {
         } else {
             String::from_utf8_lossy(&bytes).into_owned()
         };
+        if let Some(p) = prev.filter(|p| p.text == text && !p.is_empty()) {
+            return Ok(p);
+        }
         let k = Kallsyms::from_text(text);
         if k.is_empty() {
             return Err(crate::Error::Kallsyms {
@@ -300,15 +378,30 @@ impl Symbolizer {
 
     /// Symbolizer for a recording directory (maps.json and the kallsyms snapshot).
     pub fn for_recording(rec: &collector::recording::Recording) -> crate::Result<Symbolizer> {
+        Symbolizer::load(rec, None)
+    }
+
+    /// Symbolizer for another recording, keeping what this one already loaded where it
+    /// still holds: binaries' symbol tables (checked against each mapping's build-id as
+    /// always) and the kernel's symbols when the new snapshot is the same text. A series of
+    /// recordings of one program on one boot (a sweep) then parses each only once.
+    pub fn reuse_for(self, rec: &collector::recording::Recording) -> crate::Result<Symbolizer> {
+        Symbolizer::load(rec, Some(self))
+    }
+
+    fn load(rec: &collector::recording::Recording, prev: Option<Symbolizer>) -> crate::Result<Symbolizer> {
         let maps = rec.maps()?;
+        let (prev_ks, mut elfs) = prev.map_or((None, HashMap::new()), |p| (p.kallsyms, p.elfs));
+        keep_matching(&mut elfs, &maps);
         // The snapshot (`kallsyms`, or gzipped `kallsyms.gz`); one without addresses (taken
         // without the right to see them) resolves nothing and is ignored.
         let ks = ["kallsyms", "kallsyms.gz"]
             .iter()
             .map(|f| rec.dir.join(f))
             .find(|p| p.exists())
-            .and_then(|p| Kallsyms::load(&p).ok());
+            .and_then(|p| Kallsyms::load_reusing(&p, prev_ks).ok());
         let mut sym = Symbolizer::new(maps, ks);
+        sym.elfs = elfs;
         let dir = rec.dir.join("symbols");
         if let Ok(rd) = std::fs::read_dir(&dir) {
             for e in rd.flatten() {
@@ -402,6 +495,51 @@ mod tests {
         assert_eq!(k.lookup(0xffffffff81000150), Some("fib_table_lookup"));
         assert_eq!(k.lookup(0xffffffff81000200), Some("ip_rcv"));
         assert_eq!(k.lookup(0x10), None);
+    }
+
+    #[test]
+    fn kallsyms_are_reused_only_when_the_snapshot_is_the_same() {
+        let dir = std::env::temp_dir().join(format!("fwdscope-ks-reuse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::fs::write(&a, "ffffffff81000000 T _text\nffffffff81000100 t fib_table_lookup\n").unwrap();
+        std::fs::write(&b, "ffffffff81000000 T _text\nffffffff81000100 t ip_route_input_slow\n").unwrap();
+        let ka = Kallsyms::load(&a).unwrap();
+        let again = Kallsyms::load_reusing(&a, Some(ka)).unwrap();
+        assert_eq!(again.lookup(0xffffffff81000150), Some("fib_table_lookup"));
+        // Another snapshot is parsed, not answered from the previous one.
+        let kb = Kallsyms::load_reusing(&b, Some(again)).unwrap();
+        assert_eq!(kb.lookup(0xffffffff81000150), Some("ip_route_input_slow"));
+        std::fs::write(&a, "0000000000000000 T _text\n").unwrap();
+        assert!(Kallsyms::load_reusing(&a, Some(kb)).is_err(), "an address-less snapshot is still refused");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_reused_binary_is_dropped_when_the_recording_names_another_build_id() {
+        let exe = std::env::current_exe().unwrap();
+        let path = exe.display().to_string();
+        let elf = ElfSymbols::load(&exe).unwrap();
+        let id = elf.build_id.clone().expect("test binaries carry a build-id");
+        let map_of = |path: &str, build_id: Option<&str>| Mapping {
+            time: 0,
+            pid: 1,
+            tid: 1,
+            start: 0x1000,
+            len: 0x1000,
+            pgoff: 0,
+            path: path.to_string(),
+            build_id: build_id.map(str::to_string),
+        };
+        let map = |build_id: Option<&str>| map_of(&path, build_id);
+        let mut elfs = HashMap::from([(path.clone(), Some(elf)), ("/gone".to_string(), None)]);
+        keep_matching(&mut elfs, &[map(Some(&id)), map_of("/gone", None)]);
+        assert!(elfs.get(&path).is_some_and(Option::is_some), "same build-id: kept");
+        assert!(!elfs.contains_key("/gone"), "unreadable then: tried again");
+        keep_matching(&mut elfs, &[map(None)]);
+        assert!(elfs.contains_key(&path), "no build-id recorded: kept");
+        keep_matching(&mut elfs, &[map(Some("00ff"))]);
+        assert!(elfs.is_empty(), "rebuilt: read again");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! maps shipped in the recording stand in for them.
 
 use analyzer::rules::Rules;
-use analyzer::stages::stage_table;
+use analyzer::stages::{stage_table, stage_table_reusing, StageTable};
 use collector::recording::Recording;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +14,10 @@ fn data() -> PathBuf {
 }
 
 fn rows(dir: &Path) -> Vec<String> {
-    let t = stage_table(&Recording::open(dir).unwrap(), &Rules::builtin()).unwrap();
+    table_rows(&stage_table(&Recording::open(dir).unwrap(), &Rules::builtin()).unwrap())
+}
+
+fn table_rows(t: &StageTable) -> Vec<String> {
     assert_eq!(t.event, "cpu-clock");
     assert_eq!(t.packets, Some(14_184_480));
     t.stages
@@ -57,6 +60,15 @@ fn forwarder_recording_matches_golden_with_and_without_its_binaries() {
     assert_ne!(maps, moved);
     std::fs::write(tmp.join("maps.json"), moved).unwrap();
     assert_eq!(rows(&tmp), want);
+
+    // One symbolizer carried across recordings (as `sweep` does) gives the same tables:
+    // the original, the copy without binaries, the original again.
+    let mut sym = None;
+    for dir in [&rec, &tmp, &rec] {
+        let (t, s) = stage_table_reusing(&Recording::open(dir).unwrap(), &Rules::builtin(), sym.take()).unwrap();
+        sym = Some(s);
+        assert_eq!(table_rows(&t), want, "{}", dir.display());
+    }
 
     // Without the symbol maps, the forwarder's functions can no longer be named: the
     // table changes (the maps were doing the work).
