@@ -73,6 +73,16 @@ pub struct UpArgs {
     /// fwdscope mode: do not start the forwarder; print its command instead.
     #[arg(long)]
     pub no_start: bool,
+    /// What the sink does with what arrives.
+    #[arg(long, value_enum, default_value_t = Sink::Ip)]
+    pub sink: Sink,
+    /// Steer the forwarding namespace's receive processing (RPS on NAME-f0) to this CPU
+    /// [default: none; it runs on the CPU that sent the frame].
+    #[arg(long)]
+    pub rps_cpu: Option<usize>,
+    /// fwdscope mode: run the forwarder on this CPU only [default: any CPU].
+    #[arg(long)]
+    pub forwarder_cpu: Option<usize>,
     /// fwdscope mode: flags for the forwarder (after `--`), e.g. `--cache nocache`.
     #[arg(last = true)]
     pub forwarder_flags: Vec<String>,
@@ -85,6 +95,46 @@ pub enum Mode {
     Kernel,
     /// The bundled forwarder over AF_PACKET.
     Fwdscope,
+}
+
+/// What the lab's sink does with what arrives.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sink {
+    /// Its IP stack receives each packet; counted by its IP InReceives.
+    Ip,
+    /// The forwarding namespace's neighbour entry for the sink names a MAC the sink does
+    /// not own: frames are counted at its interface (rx_packets) and discarded at once
+    /// (PACKET_OTHERHOST), so the sink costs next to nothing on whichever CPU delivers
+    /// them. `lab bench` uses it, keeping the sink's own IP work out of both forwarders'
+    /// figures.
+    Discard,
+}
+
+/// The MAC `--sink discard` sends to: locally administered, owned by nobody in the lab.
+const DISCARD_MAC: &str = "02:66:73:00:00:01";
+
+impl Sink {
+    fn name(self) -> &'static str {
+        match self {
+            Sink::Ip => "ip",
+            Sink::Discard => "discard",
+        }
+    }
+}
+
+/// How the lab is built besides its mode and routes (`lab up` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabOptions {
+    /// Default: [`Sink::Ip`].
+    pub sink: Sink,
+    /// RPS target CPU for the forwarding namespace's input interface. Default: none.
+    pub rps_cpu: Option<usize>,
+}
+
+impl Default for LabOptions {
+    fn default() -> LabOptions {
+        LabOptions { sink: Sink::Ip, rps_cpu: None }
+    }
 }
 
 impl Mode {
@@ -108,12 +158,16 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 32768)]
     pub flows: usize,
     /// Seconds of traffic per measurement.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
+    /// Measurements per setup (interleaved rounds).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
     /// Frame size in bytes.
     #[arg(long, default_value_t = 64)]
     pub size: u16,
-    /// Forwarder flags for the fwdscope run (after `--`).
+    /// Forwarder flags for the fwdscope run (after `--`) [default: `--cache nocache`, like
+    /// the kernel, which has had no route cache since Linux 3.6].
     #[arg(last = true)]
     pub forwarder_flags: Vec<String>,
 }
@@ -149,6 +203,9 @@ pub struct SendArgs {
     /// Print the result as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Run the sender on this CPU only [default: any CPU].
+    #[arg(long)]
+    pub cpu: Option<usize>,
 }
 
 pub fn run(cmd: &LabCmd) -> Result<()> {
@@ -180,6 +237,15 @@ fn ip(args: &[&str]) -> Result<String> {
         bail!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Set sysctls (`name=value`) inside namespace `ns`.
+fn sysctl(ns: &str, settings: &[&str]) -> Result<()> {
+    let out = Command::new("ip").args(["netns", "exec", ns, "sysctl", "-qw"]).args(settings).output()?;
+    if !out.status.success() {
+        bail!("setting {} in {ns}: {}", settings.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
 }
 
 /// Run `ip -n NS -batch -` with `lines`.
@@ -369,7 +435,7 @@ impl Lab {
     }
 
     /// Build the lab with `routes` in the forwarding namespace, forwarded by `mode`.
-    pub fn up(&self, routes: &[(u32, u8)], mode: Mode) -> Result<()> {
+    pub fn up(&self, routes: &[(u32, u8)], mode: Mode, opts: &LabOptions) -> Result<()> {
         let (snd, fwd, sink) = (self.ns("snd"), self.ns("fwd"), self.ns("sink"));
         let n = &self.name;
         for ns in [&snd, &fwd, &sink] {
@@ -403,18 +469,23 @@ impl Lab {
             "netns",
             &sink,
         ])?;
+        // IPv4 only: no IPv6 link-local chatter (router solicitations, MLD) on the lab's
+        // links, which would also count as frames at a discard sink.
+        for ns in [&snd, &fwd, &sink] {
+            sysctl(ns, &["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])?;
+        }
         ip_batch(&snd, &format!("addr add 198.18.0.1/30 dev {n}-s0\nlink set lo up\nlink set {n}-s0 up\nroute add 198.19.0.0/16 via 198.18.0.2\n"))?;
         ip_batch(&fwd, &format!("addr add 198.18.0.2/30 dev {n}-f0\naddr add 198.18.0.5/30 dev {n}-f1\nlink set lo up\nlink set {n}-f0 up\nlink set {n}-f1 up\n"))?;
         ip_batch(&sink, &format!("addr add 198.18.0.6/30 dev {n}-k0\nlink set lo up\nlink set {n}-k0 up\nroute add local 198.18.0.0/15 dev lo\n"))?;
         // Static neighbours: the sender's frames go to f0, the forwarder's to k0.
-        let (f0, k0) = (self.mac("fwd", "f0")?, self.mac("sink", "k0")?);
+        let f0 = self.mac("fwd", "f0")?;
+        let k0 = match opts.sink {
+            Sink::Ip => self.mac("sink", "k0")?,
+            Sink::Discard => DISCARD_MAC.to_string(),
+        };
         ip_batch(&snd, &format!("neigh replace 198.18.0.2 lladdr {f0} dev {n}-s0 nud permanent\n"))?;
         ip_batch(&fwd, &format!("neigh replace 198.18.0.6 lladdr {k0} dev {n}-f1 nud permanent\n"))?;
-        let sysctl = format!("net.ipv4.ip_forward={}", u8::from(mode == Mode::Kernel));
-        let out = Command::new("ip").args(["netns", "exec", &fwd, "sysctl", "-qw", &sysctl]).output()?;
-        if !out.status.success() {
-            bail!("setting {sysctl} in {fwd}: {}", String::from_utf8_lossy(&out.stderr).trim());
-        }
+        sysctl(&fwd, &[&format!("net.ipv4.ip_forward={}", u8::from(mode == Mode::Kernel))])?;
         let dir = self.state_dir();
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut table = String::with_capacity(routes.len() * 40);
@@ -427,7 +498,67 @@ impl Lab {
             ip_batch(&fwd, &batch)?;
         }
         std::fs::write(dir.join("mode"), mode.name())?;
+        std::fs::write(dir.join("sink"), opts.sink.name())?;
+        if let Some(cpu) = opts.rps_cpu {
+            self.steer_input(cpu)?;
+        }
+        if mode == Mode::Fwdscope {
+            let note = self.drop_at_ingress()?;
+            std::fs::write(dir.join("ingress"), &note)?;
+        }
         Ok(())
+    }
+
+    /// RPS: the forwarding namespace's receive processing of NAME-f0 on `cpu`.
+    fn steer_input(&self, cpu: usize) -> Result<()> {
+        check_cpu("--rps-cpu", cpu)?;
+        let path = format!("/sys/class/net/{}-f0/queues/rx-0/rps_cpus", self.name);
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns("fwd"), "sh", "-c", &format!("echo {:x} > {path}", 1u64 << cpu)])
+            .output()?;
+        if !out.status.success() {
+            bail!("setting {path} in {}: {}", self.ns("fwd"), String::from_utf8_lossy(&out.stderr).trim());
+        }
+        std::fs::write(self.state_dir().join("rps"), cpu.to_string())?;
+        Ok(())
+    }
+
+    /// fwdscope mode: a netdev ingress rule on NAME-f0 that drops every frame once the
+    /// forwarder's AF_PACKET tap has its copy (taps run before ingress hooks), so the
+    /// namespace's own IP stack does not process each frame a second time (forwarding is
+    /// off there: it would only fail a route lookup). Needs `nft`; without it the lab
+    /// works, slower, and says so. Returns that note.
+    fn drop_at_ingress(&self) -> Result<String> {
+        let ruleset = format!(
+            "table netdev fwdscope_lab {{\n  chain ingress_f0 {{\n    type filter hook ingress device \"{}-f0\" priority 0; policy drop;\n  }}\n}}\n",
+            self.name
+        );
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.ns("fwd"), "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = child.context("running `ip netns exec ... nft`")?;
+        child.stdin.take().context("nft stdin")?.write_all(ruleset.as_bytes())?;
+        let out = child.wait_with_output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            Ok(format!("frames dropped at {}-f0 ingress after the forwarder's tap (nft)", self.name))
+        } else if err.contains("No such file") || err.contains("not found") {
+            // `ip netns exec` reports a missing nft on stderr.
+            Ok("no ingress drop (nft not installed): the namespace's IP stack also receives every frame".into())
+        } else {
+            bail!("nft ingress rule in {}: {}", self.ns("fwd"), err.trim())
+        }
+    }
+
+    /// How the lab's sink counts (written by `up`; `ip` for labs built before the option).
+    pub fn sink(&self) -> Sink {
+        match std::fs::read_to_string(self.state_dir().join("sink")).ok().as_deref().map(str::trim) {
+            Some("discard") => Sink::Discard,
+            _ => Sink::Ip,
+        }
     }
 
     /// The command that runs the bundled forwarder on the lab (fwdscope mode), before its
@@ -461,12 +592,27 @@ impl Lab {
 
     /// Start the lab's forwarder detached (output in the state directory's forwarder.log)
     /// and wait until its stats segment says it runs.
-    pub fn start_forwarder(&self, extra: &[String]) -> Result<i32> {
+    pub fn start_forwarder(&self, extra: &[String], cpu: Option<usize>) -> Result<i32> {
         let exe = std::env::current_exe().context("locating fwdscope's own executable")?;
         let cmd = self.forwarder_command(&exe, extra);
         let log_path = self.state_dir().join("forwarder.log");
         let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let child = Command::new(&cmd[0])
+        let mut command = Command::new(&cmd[0]);
+        if let Some(c) = cpu {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: sched_setaffinity is a plain system call, safe between fork and exec;
+            // the forwarder (started with --no-pin) and its threads inherit the mask.
+            unsafe {
+                command.pre_exec(move || {
+                    if forwarder::run::pin_to_cpu(c) {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                })
+            };
+        }
+        let child = command
             .args(&cmd[1..])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -490,11 +636,23 @@ impl Lab {
         }
     }
 
-    /// IP packets received by the sink (its IP InReceives): what arrived.
+    /// What arrived at the sink: its IP InReceives, or with `--sink discard` the frames
+    /// its interface received.
     pub fn sink_received(&self) -> Result<u64> {
-        let out = Command::new("ip").args(["netns", "exec", &self.ns("sink"), "cat", "/proc/net/snmp"]).output()?;
-        snmp_value(&String::from_utf8_lossy(&out.stdout), "Ip", "InReceives")
-            .context("no Ip InReceives in the sink's /proc/net/snmp")
+        match self.sink() {
+            Sink::Ip => {
+                let out =
+                    Command::new("ip").args(["netns", "exec", &self.ns("sink"), "cat", "/proc/net/snmp"]).output()?;
+                snmp_value(&String::from_utf8_lossy(&out.stdout), "Ip", "InReceives")
+                    .context("no Ip InReceives in the sink's /proc/net/snmp")
+            }
+            Sink::Discard => {
+                let k0 = format!("{}-k0", self.name);
+                let json = ip(&["-n", &self.ns("sink"), "-s", "-j", "link", "show", &k0])?;
+                let v: serde_json::Value = serde_json::from_str(&json).context("parsing `ip -j -s link`")?;
+                v[0]["stats64"]["rx"]["packets"].as_u64().with_context(|| format!("no rx packet count for {k0}"))
+            }
+        }
     }
 
     /// Namespaces, interfaces, addresses, state and packet counters, and the route count.
@@ -558,15 +716,43 @@ impl Lab {
                 }
             }
         }
+        for (file, what) in [("ingress", "input"), ("rps", "receive steered (RPS) to CPU")] {
+            if let Ok(t) = std::fs::read_to_string(self.state_dir().join(file)) {
+                s.push_str(&format!("{what} {}\n", t.trim()));
+            }
+        }
         if existing.contains(&self.ns("sink")) {
-            s.push_str(&format!("sink received {} IP packets\n", self.sink_received()?));
+            match self.sink() {
+                Sink::Ip => s.push_str(&format!("sink received {} IP packets\n", self.sink_received()?)),
+                Sink::Discard => s.push_str(&format!(
+                    "sink received {} frames at its interface (discard sink: counted, then dropped)\n",
+                    self.sink_received()?
+                )),
+            }
         }
         Ok(s)
     }
 }
 
+/// CPUs this process may run on.
+fn cpu_count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `cpu` names one of this machine's CPUs (and fits an RPS mask).
+fn check_cpu(flag: &str, cpu: usize) -> Result<()> {
+    let n = cpu_count();
+    if cpu >= n || cpu >= 64 {
+        bail!("{flag} {cpu}: expected a CPU number from 0 to {}", n.min(64) - 1);
+    }
+    Ok(())
+}
+
 fn up(a: &UpArgs) -> Result<()> {
     let lab = Lab::new(&a.name.name)?;
+    if let Some(c) = a.forwarder_cpu {
+        check_cpu("--forwarder-cpu", c)?;
+    }
     let routes = match (&a.table, a.routes) {
         (Some(p), _) => load_routes(p)?,
         (None, Some(n)) => generate_routes(n)?,
@@ -580,8 +766,9 @@ fn up(a: &UpArgs) -> Result<()> {
         println!("lab {}: incomplete, rebuilding", lab.name);
         lab.down()?;
     }
-    let started = lab.up(&routes, a.mode).and_then(|_| match (a.mode, a.no_start) {
-        (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder_flags).map(Some),
+    let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu };
+    let started = lab.up(&routes, a.mode, &opts).and_then(|_| match (a.mode, a.no_start) {
+        (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder_flags, a.forwarder_cpu).map(Some),
         (Mode::Fwdscope, true) => {
             std::fs::write(lab.state_dir().join("no-start"), "")?;
             Ok(None)
@@ -615,12 +802,51 @@ fn up(a: &UpArgs) -> Result<()> {
     Ok(())
 }
 
-/// One mode's figures in `lab bench`.
-struct BenchRun {
+/// What `lab bench` measures: the kernel forwarding as it does by default (in the receive
+/// softirq, on the CPU that delivered the frame: the sender's), the kernel with its
+/// receive processing steered (RPS) to the device-under-test CPU, and the bundled
+/// forwarder over AF_PACKET on that CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setup {
+    Kernel,
+    KernelRps,
+    Fwdscope,
+}
+
+impl Setup {
+    fn label(self, dut: Option<usize>) -> String {
+        let cpu = dut.map_or("any CPU".to_string(), |c| format!("CPU {c}"));
+        match self {
+            Setup::Kernel => "kernel (softirq on the sender's CPU)".into(),
+            Setup::KernelRps => format!("kernel (RPS: receive on {cpu})"),
+            Setup::Fwdscope => format!("fwdscope afpacket (forwarder on {cpu})"),
+        }
+    }
+}
+
+/// Where `lab bench` runs things: the sender on one CPU, the device under test on another
+/// (both None on a one-CPU machine: nothing is pinned).
+#[derive(Clone, Copy)]
+struct Placement {
+    sender: Option<usize>,
+    dut: Option<usize>,
+}
+
+/// One measurement of `lab bench`.
+struct Measured {
+    setup: Setup,
     sent: u64,
-    received: u64,
+    arrived: u64,
     seconds: f64,
-    stages: String,
+}
+
+impl Measured {
+    fn pps(&self) -> f64 {
+        self.arrived as f64 / self.seconds.max(1e-9)
+    }
+    fn offered(&self) -> f64 {
+        self.sent as f64 / self.seconds.max(1e-9)
+    }
 }
 
 /// `fwdscope` itself with `args`; stdout, or an error with its stderr.
@@ -633,90 +859,173 @@ fn self_run(args: &[String]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn bench_mode(a: &BenchArgs, lab: &Lab, mode: Mode) -> Result<BenchRun> {
-    let mut up: Vec<String> =
-        ["lab", "up", "--name", &a.name, "--routes", &a.routes.to_string(), "--mode", mode.name()]
-            .map(String::from)
-            .to_vec();
-    if mode == Mode::Fwdscope {
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// (Re)build the lab for `setup`, the sink discarding at its interface.
+fn bench_up(a: &BenchArgs, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<()> {
+    let mode = if setup == Setup::Fwdscope { Mode::Fwdscope } else { Mode::Kernel };
+    let mut up = strings(&["lab", "up", "--name", &a.name, "--routes", &a.routes.to_string(), "--sink", "discard"]);
+    up.extend(strings(&["--mode", mode.name()]));
+    match (setup, at.dut) {
+        (Setup::KernelRps, Some(c)) => up.extend(strings(&["--rps-cpu", &c.to_string()])),
+        (Setup::Fwdscope, Some(c)) => up.extend(strings(&["--forwarder-cpu", &c.to_string()])),
+        _ => {}
+    }
+    if setup == Setup::Fwdscope {
         up.push("--".into());
-        up.extend(a.forwarder_flags.iter().cloned());
+        up.extend(flags.iter().cloned());
     }
     lab.down()?;
     self_run(&up)?;
-    let send_args: Vec<String> = [
-        "lab",
-        "send",
-        "--name",
-        &a.name,
-        "--json",
-        "--count",
-        "18446744073709551615",
-        "--duration",
-        &a.seconds.to_string(),
-        "--flows",
-        &a.flows.to_string(),
-        "--size",
-        &a.size.to_string(),
-    ]
-    .map(String::from)
-    .to_vec();
-    // 1. Throughput, nothing else running.
+    Ok(())
+}
+
+/// The sender at full speed for `a.seconds`: (packets sent, seconds).
+fn bench_send(a: &BenchArgs, at: Placement) -> Result<(u64, f64)> {
+    let mut args = strings(&["lab", "send", "--name", &a.name, "--json", "--count", &u64::MAX.to_string()]);
+    args.extend(strings(&["--duration", &a.seconds.to_string(), "--flows", &a.flows.to_string()]));
+    args.extend(strings(&["--size", &a.size.to_string()]));
+    if let Some(c) = at.sender {
+        args.extend(strings(&["--cpu", &c.to_string()]));
+    }
+    let sent: serde_json::Value = serde_json::from_str(&self_run(&args)?)?;
+    Ok((sent["packets"].as_u64().unwrap_or(0), sent["seconds"].as_f64().unwrap_or(0.0)))
+}
+
+fn bench_measure(a: &BenchArgs, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<Measured> {
+    bench_up(a, lab, setup, at, flags)?;
     let r0 = lab.sink_received()?;
-    let sent: serde_json::Value = serde_json::from_str(&self_run(&send_args)?)?;
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let received = lab.sink_received()? - r0;
-    // 2. The same load again under `record`, for the stage split.
-    let dir = lab.state_dir().join(format!("rec-{}", mode.name()));
-    let mut rec: Vec<String> = ["record", "--force", "-g", "-F", "999", "-o", &dir.display().to_string(), "--duration"]
-        .map(String::from)
-        .to_vec();
-    rec.push(format!("{}", a.seconds + 1.0));
-    match (mode, lab.forwarder_pid()) {
-        (Mode::Fwdscope, Some(pid)) => rec.extend(["-p".to_string(), pid.to_string()]),
+    let (sent, seconds) = bench_send(a, at)?;
+    // Frames still in flight (rings, backlogs) arrive within milliseconds.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let arrived = lab.sink_received()? - r0;
+    Ok(Measured { setup, sent, arrived, seconds })
+}
+
+/// The same load once more under `record` (-a for the kernel, -p on the lab's forwarder),
+/// then `report`: the stage split.
+fn bench_stages(a: &BenchArgs, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<String> {
+    bench_up(a, lab, setup, at, flags)?;
+    let dir = lab.state_dir().join("recording");
+    let mut rec = strings(&["record", "--force", "-g", "-F", "999", "-o", &dir.display().to_string()]);
+    rec.extend(["--duration".to_string(), format!("{}", a.seconds + 1.0)]);
+    match (setup, lab.forwarder_pid()) {
+        (Setup::Fwdscope, Some(pid)) => rec.extend(["-p".to_string(), pid.to_string()]),
         _ => rec.push("-a".into()),
     }
     let exe = std::env::current_exe()?;
     let recorder = Command::new(&exe).args(&rec).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
     std::thread::sleep(std::time::Duration::from_millis(500));
-    self_run(&send_args)?;
+    bench_send(a, at)?;
     let out = recorder.wait_with_output()?;
     if !out.status.success() {
         bail!("fwdscope record failed: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
-    let stages = self_run(&["report".into(), "-i".into(), dir.display().to_string(), "--top".into(), "8".into()])?;
-    Ok(BenchRun {
-        sent: sent["packets"].as_u64().unwrap_or(0),
-        received,
-        seconds: sent["seconds"].as_f64().unwrap_or(0.0),
-        stages,
-    })
+    self_run(&strings(&["report", "-i", &dir.display().to_string(), "--top", "8"]))
 }
 
 fn bench(a: &BenchArgs) -> Result<()> {
+    use analyzer::sweep::{median, welch_p};
+    if a.repeat == 0 || !a.seconds.is_finite() || a.seconds <= 0.0 {
+        bail!("--repeat must be at least 1 and --seconds positive");
+    }
     let lab = Lab::new(&a.name)?;
-    let result = (|| -> Result<(BenchRun, BenchRun)> {
-        Ok((bench_mode(a, &lab, Mode::Kernel)?, bench_mode(a, &lab, Mode::Fwdscope)?))
-    })();
-    let _ = lab.down();
-    let (k, f) = result?;
-    let pps = |r: &BenchRun| r.received as f64 / r.seconds.max(1e-9);
-    println!(
-        "lab bench: {} routes, {} flows, {}-byte frames, {:.1} s per run, sender at full speed through AF_PACKET",
-        a.routes, a.flows, a.size, a.seconds
+    let at = if cpu_count() >= 2 {
+        Placement { sender: Some(0), dut: Some(1) }
+    } else {
+        Placement { sender: None, dut: None }
+    };
+    let setups: Vec<Setup> = if at.dut.is_some() {
+        vec![Setup::Kernel, Setup::KernelRps, Setup::Fwdscope]
+    } else {
+        vec![Setup::Kernel, Setup::Fwdscope]
+    };
+    // Like for like: Linux since 3.6 looks every packet up in its FIB (no route cache).
+    let flags = if a.forwarder_flags.is_empty() { strings(&["--cache", "nocache"]) } else { a.forwarder_flags.clone() };
+    let bar = indicatif::ProgressBar::new((setups.len() * a.repeat + 2) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {eta} left  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    for (name, r) in [("kernel", &k), ("fwdscope afpacket", &f)] {
+    let result = (|| -> Result<(Vec<Measured>, String, String)> {
+        let mut runs = Vec::new();
+        // Interleaved rounds, each in another order, so drift on a shared machine spreads
+        // over every setup.
+        for r in 0..a.repeat {
+            for i in 0..setups.len() {
+                let s = setups[(i + r) % setups.len()];
+                bar.set_message(s.label(at.dut));
+                runs.push(bench_measure(a, &lab, s, at, &flags)?);
+                bar.inc(1);
+            }
+        }
+        bar.set_message("stage split: kernel");
+        let k = bench_stages(a, &lab, Setup::Kernel, at, &flags)?;
+        bar.inc(1);
+        bar.set_message("stage split: fwdscope");
+        let f = bench_stages(a, &lab, Setup::Fwdscope, at, &flags)?;
+        bar.inc(1);
+        Ok((runs, k, f))
+    })();
+    bar.finish_and_clear();
+    let ingress = std::fs::read_to_string(lab.state_dir().join("ingress")).unwrap_or_default();
+    let _ = lab.down();
+    let (runs, k_stages, f_stages) = result?;
+    println!(
+        "lab bench: {} routes, {} flows, {}-byte frames; {} runs x {:.1} s per setup, interleaved; sender at full speed \
+         through AF_PACKET{}; sink: counts frames at its interface and discards them",
+        a.routes,
+        a.flows,
+        a.size,
+        a.repeat,
+        a.seconds,
+        match (at.sender, at.dut) {
+            (Some(s), Some(d)) => format!(" on CPU {s}; device under test on CPU {d}"),
+            _ => " (one CPU: nothing pinned)".to_string(),
+        }
+    );
+    println!("fwdscope forwarder flags: {}; {}", flags.join(" "), ingress.trim());
+    println!(
+        "{:<42} {:>4} {:>14} {:>25} {:>14} {:>8}",
+        "setup", "runs", "forwarded pps", "[min .. max]", "offered pps", "lost"
+    );
+    let mut medians = Vec::new();
+    for s in &setups {
+        let mine: Vec<&Measured> = runs.iter().filter(|m| m.setup == *s).collect();
+        let pps: Vec<f64> = mine.iter().map(|m| m.pps()).collect();
+        let (lo, hi) = pps.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        let lost: u64 = mine.iter().map(|m| m.sent.saturating_sub(m.arrived)).sum();
+        let sent: u64 = mine.iter().map(|m| m.sent).sum();
+        let med = median(&pps);
+        medians.push((*s, med, pps));
         println!(
-            "{name:<18} sent {:>10}  received {:>10}  forwarded {:>10.0} pps  ({:.1}% of sent)",
-            r.sent,
-            r.received,
-            pps(r),
-            100.0 * r.received as f64 / r.sent.max(1) as f64
+            "{:<42} {:>4} {:>14.0} {:>25} {:>14.0} {:>7.1}%",
+            s.label(at.dut),
+            mine.len(),
+            med,
+            format!("[{lo:.0} .. {hi:.0}]"),
+            median(&mine.iter().map(|m| m.offered()).collect::<Vec<_>>()),
+            100.0 * lost as f64 / sent.max(1) as f64
         );
     }
-    println!("ratio fwdscope / kernel: {:.2}", pps(&f) / pps(&k).max(1e-9));
-    println!("\n== kernel forwarding: stage split (record -a, Linux rules)\n{}", k.stages);
-    println!("== fwdscope afpacket: stage split (record -p on the lab forwarder)\n{}", f.stages);
+    let fwd = medians.iter().find(|m| m.0 == Setup::Fwdscope);
+    let best = medians.iter().filter(|m| m.0 != Setup::Fwdscope).max_by(|x, y| x.1.total_cmp(&y.1));
+    if let (Some((_, f, fp)), Some((k, kv, kp))) = (fwd, best) {
+        let p = welch_p(fp, kp);
+        println!(
+            "ratio fwdscope / best kernel setup ({}): {:.2} (medians); difference of means {}significant (Welch p = {p:.3})",
+            k.label(at.dut),
+            f / kv.max(1e-9),
+            if p < 0.05 { "" } else { "not " },
+        );
+    }
+    println!(
+        "(a setup that lost 0% was limited by the sender, not by itself: its own capacity is higher than its figure)"
+    );
+    println!("\n== kernel forwarding: stage split (record -a, Linux rules)\n{k_stages}");
+    println!("== fwdscope afpacket: stage split (record -p on the lab forwarder)\n{f_stages}");
     Ok(())
 }
 
@@ -787,6 +1096,12 @@ fn send(a: &SendArgs) -> Result<()> {
         ttl: 64,
     };
     profile.validate()?;
+    if let Some(c) = a.cpu {
+        check_cpu("--cpu", c)?;
+        if !forwarder::run::pin_to_cpu(c) {
+            bail!("--cpu {c}: sched_setaffinity failed: {}", std::io::Error::last_os_error());
+        }
+    }
     let chooser = std::sync::Arc::new(DstChooser::new(&table.routes, a.dst, a.seed)?);
     let mut gen = FlowGen::new(&profile, chooser, 0, 1);
     enter_netns(&lab.ns("snd"))?;

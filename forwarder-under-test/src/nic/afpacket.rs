@@ -31,6 +31,8 @@ const TX_FRAME: u32 = 2048;
 const TX_FRAMES: u32 = 4096;
 /// Frame data starts after the aligned tpacket2_hdr (TPACKET2_HDRLEN - sizeof(sockaddr_ll)).
 const TX_DATA_OFF: usize = 32;
+/// `struct virtio_net_hdr`, put before each tx frame when PACKET_VNET_HDR is on.
+const VNET_HDR_LEN: usize = 10;
 
 fn sys(what: impl Into<String>) -> Error {
     Error::Sys { what: what.into(), source: std::io::Error::last_os_error() }
@@ -182,6 +184,20 @@ unsafe fn status<'a>(p: *mut u8) -> &'a AtomicU32 {
     unsafe { &*(p as *const AtomicU32) }
 }
 
+/// A classic BPF socket filter passing IPv4 frames whole and nothing else
+/// (`ldh [12]; jeq #0x800, pass, drop; pass: ret #262144; drop: ret #0`).
+fn attach_ipv4_filter(fd: i32, what: &str) -> Result<()> {
+    let f = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let prog = [
+        f((libc::BPF_LD | libc::BPF_H | libc::BPF_ABS) as u16, 0, 0, 12),
+        f((libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16, 0, 1, libc::ETH_P_IP as u32),
+        f((libc::BPF_RET | libc::BPF_K) as u16, 0, 0, 1 << 18),
+        f((libc::BPF_RET | libc::BPF_K) as u16, 0, 0, 0),
+    ];
+    let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr() as *mut libc::sock_filter };
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog, &format!("{what}: IPv4 filter"))
+}
+
 /// The receive side: a TPACKET_V3 ring on the input interface.
 pub struct AfpRx {
     fd: OwnedFd,
@@ -198,11 +214,17 @@ unsafe impl Send for AfpRx {}
 impl AfpRx {
     /// Open a receive ring on `ifname` for IPv4 frames; with `fanout`, join that group
     /// (flows spread by hash over every socket in it).
+    ///
+    /// The socket is a tap (ETH_P_ALL, with a kernel filter passing IPv4 only): taps see a
+    /// frame before the interface's ingress hooks, so a `netdev` ingress drop rule can keep
+    /// the kernel's own IP stack from processing every frame a second time (what the lab
+    /// does). A socket bound to ETH_P_IP would get frames only after those hooks.
     pub fn open(ifname: &str, fanout: Option<u16>) -> Result<AfpRx> {
         let what = format!("afpacket rx on {ifname}");
         let idx = ifindex(ifname)?;
-        let fd = packet_socket(libc::ETH_P_IP as u16, &what)?;
+        let fd = packet_socket(libc::ETH_P_ALL as u16, &what)?;
         let raw = fd.as_raw_fd();
+        attach_ipv4_filter(raw, &what)?;
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3, &what)?;
         let req = libc::tpacket_req3 {
             tp_block_size: RX_BLOCK_SIZE,
@@ -217,7 +239,7 @@ impl AfpRx {
         let ring = Ring::map(raw, (RX_BLOCK_SIZE * RX_BLOCKS) as usize, &what)?;
         // Our own transmissions on this interface are not input (Linux 4.20+; best effort).
         let _ = setsockopt(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1i32, &what);
-        bind(raw, idx, libc::ETH_P_IP as u16, &what)?;
+        bind(raw, idx, libc::ETH_P_ALL as u16, &what)?;
         if let Some(g) = fanout {
             let arg: u32 = u32::from(g) | (libc::PACKET_FANOUT_HASH << 16);
             setsockopt(raw, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg, &format!("{what}: fanout group {g}"))?;
@@ -335,6 +357,8 @@ impl AfpRx {
 pub struct AfpTx {
     fd: OwnedFd,
     ring: Ring,
+    /// Bytes of virtio_net_hdr before each frame (0 when the kernel refused the option).
+    vnet: usize,
     /// Frames submitted so far, and how many of them the kernel has finished with.
     next: u64,
     done: u64,
@@ -360,6 +384,14 @@ impl AfpTx {
         let raw = fd.as_raw_fd();
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V2, &what)?;
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1i32, &what)?;
+        // With a virtio_net_hdr whose hdr_len is the whole frame, the kernel copies each
+        // frame into the skb's linear part. Without it the frame stays in the ring's page
+        // as a zero-copy fragment, which a veth into another namespace must then copy out
+        // into a freshly allocated page (skb_copy_ubufs): a page allocation per packet.
+        let vnet = match setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &1i32, &what) {
+            Ok(()) => VNET_HDR_LEN,
+            Err(_) => 0,
+        };
         let req = libc::tpacket_req {
             tp_block_size: TX_FRAME * 64,
             tp_block_nr: TX_FRAMES / 64,
@@ -369,7 +401,7 @@ impl AfpTx {
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_TX_RING, &req, &what)?;
         let ring = Ring::map(raw, (TX_FRAME * TX_FRAMES) as usize, &what)?;
         bind(raw, idx, 0, &what)?;
-        Ok(AfpTx { fd, ring, next: 0, done: 0 })
+        Ok(AfpTx { fd, ring, vnet, next: 0, done: 0 })
     }
 
     fn frame(&self, seq: u64) -> *mut u8 {
@@ -388,7 +420,8 @@ impl AfpTx {
             } else if st == libc::TP_STATUS_AVAILABLE {
                 d.sent += 1;
                 // SAFETY: tp_len (u32 at 4) of a frame the kernel finished with.
-                d.bytes += u64::from(unsafe { std::ptr::read(f.add(4) as *const u32) });
+                let tp_len = unsafe { std::ptr::read(f.add(4) as *const u32) };
+                d.bytes += u64::from(tp_len).saturating_sub(self.vnet as u64);
             } else {
                 break; // still queued or being sent
             }
@@ -427,13 +460,20 @@ impl AfpTx {
         if self.next - self.done >= u64::from(TX_FRAMES) {
             return false;
         }
-        let len = frame.len().min(TX_FRAME as usize - TX_DATA_OFF);
+        let len = frame.len().min(TX_FRAME as usize - TX_DATA_OFF - self.vnet);
         let f = self.frame(self.next);
+        let tp_len = (self.vnet + len) as u32;
         // SAFETY: the frame slot is free (checked) and inside the ring.
         unsafe {
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), f.add(TX_DATA_OFF), len);
-            std::ptr::write(f.add(4) as *mut u32, len as u32);
-            std::ptr::write(f.add(8) as *mut u32, len as u32);
+            if self.vnet > 0 {
+                // virtio_net_hdr: no checksum offload, no GSO, hdr_len = the whole frame.
+                let mut h = [0u8; VNET_HDR_LEN];
+                h[2..4].copy_from_slice(&(len as u16).to_le_bytes());
+                std::ptr::copy_nonoverlapping(h.as_ptr(), f.add(TX_DATA_OFF), VNET_HDR_LEN);
+            }
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), f.add(TX_DATA_OFF + self.vnet), len);
+            std::ptr::write(f.add(4) as *mut u32, tp_len);
+            std::ptr::write(f.add(8) as *mut u32, tp_len);
             std::ptr::write(f.add(12) as *mut u16, TX_DATA_OFF as u16);
             fence(Ordering::Release);
             status(f).store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
