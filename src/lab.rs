@@ -882,10 +882,10 @@ fn bench_up(a: &BenchArgs, lab: &Lab, setup: Setup, at: Placement, flags: &[Stri
     Ok(())
 }
 
-/// The sender at full speed for `a.seconds`: (packets sent, seconds).
-fn bench_send(a: &BenchArgs, at: Placement) -> Result<(u64, f64)> {
+/// The sender at full speed for `seconds`: (packets sent, seconds).
+fn bench_send(a: &BenchArgs, at: Placement, seconds: f64) -> Result<(u64, f64)> {
     let mut args = strings(&["lab", "send", "--name", &a.name, "--json", "--count", &u64::MAX.to_string()]);
-    args.extend(strings(&["--duration", &a.seconds.to_string(), "--flows", &a.flows.to_string()]));
+    args.extend(strings(&["--duration", &seconds.to_string(), "--flows", &a.flows.to_string()]));
     args.extend(strings(&["--size", &a.size.to_string()]));
     if let Some(c) = at.sender {
         args.extend(strings(&["--cpu", &c.to_string()]));
@@ -896,8 +896,11 @@ fn bench_send(a: &BenchArgs, at: Placement) -> Result<(u64, f64)> {
 
 fn bench_measure(a: &BenchArgs, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<Measured> {
     bench_up(a, lab, setup, at, flags)?;
+    // Warm-up (not measured): first-touch page faults of the rings, caches, the flows.
+    bench_send(a, at, 0.5)?;
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let r0 = lab.sink_received()?;
-    let (sent, seconds) = bench_send(a, at)?;
+    let (sent, seconds) = bench_send(a, at, a.seconds)?;
     // Frames still in flight (rings, backlogs) arrive within milliseconds.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let arrived = lab.sink_received()? - r0;
@@ -918,7 +921,7 @@ fn bench_stages(a: &BenchArgs, lab: &Lab, setup: Setup, at: Placement, flags: &[
     let exe = std::env::current_exe()?;
     let recorder = Command::new(&exe).args(&rec).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
     std::thread::sleep(std::time::Duration::from_millis(500));
-    bench_send(a, at)?;
+    bench_send(a, at, a.seconds)?;
     let out = recorder.wait_with_output()?;
     if !out.status.success() {
         bail!("fwdscope record failed: {}", String::from_utf8_lossy(&out.stderr).trim());

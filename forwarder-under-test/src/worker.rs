@@ -10,7 +10,7 @@ use crate::nic::{BufferArena, RxDriver, RxRing, TxRing};
 use crate::rtcache::{RtCache, NIL};
 use crate::slab::{fwd_slab_free_bulk, SlabCache};
 use crate::stages::driver_rx::{fwd_driver_afp_rx, fwd_driver_rx_burst, fwd_driver_rx_refill};
-use crate::stages::driver_tx::{count_tx, fwd_driver_tx_burst, NhOut};
+use crate::stages::driver_tx::{count_tx, fwd_driver_afp_tx_flush, fwd_driver_tx_burst, NhOut};
 use crate::stages::gc::{fwd_gc_rt_cache_flush, fwd_gc_rt_check_expire};
 use crate::stages::ip::fwd_ip_input_burst;
 use crate::stages::lookup::{fwd_lookup_burst, LookupCtx};
@@ -250,6 +250,11 @@ impl Worker {
                 let d = rdtsc().wrapping_sub(t_idle);
                 self.clk.acc[Ctr::ClkDriverRx as usize] = self.clk.acc[Ctr::ClkDriverRx as usize].saturating_sub(d);
                 self.clk.acc[Ctr::ClkIdle as usize] += d;
+            }
+            if let Some(q) = self.afp.as_mut() {
+                // Nothing came in: what waits for a batch goes out now.
+                let ctr = &mut self.ctr;
+                self.clk.stage(Ctr::ClkDriverTx, |_| fwd_driver_afp_tx_flush(&mut q.tx, ctr));
             }
             return 0;
         }

@@ -29,6 +29,11 @@ const RX_BLOCK_TIMEOUT_MS: u32 = 1;
 /// Transmit ring: 2048-byte frames, 4096 of them.
 const TX_FRAME: u32 = 2048;
 const TX_FRAMES: u32 = 4096;
+/// `send` rings the kernel (one sendto) once this many frames wait; `flush` sends fewer.
+/// Each sendto costs a system call and the kernel's per-call setup, so batching them past
+/// one burst pays under load; a worker whose rx poll comes back empty flushes, so at low
+/// rates no frame waits for a batch.
+pub const TX_KICK_BATCH: u64 = 128;
 /// Frame data starts after the aligned tpacket2_hdr (TPACKET2_HDRLEN - sizeof(sockaddr_ll)).
 const TX_DATA_OFF: usize = 32;
 /// `struct virtio_net_hdr`, put before each tx frame when PACKET_VNET_HDR is on.
@@ -359,8 +364,10 @@ pub struct AfpTx {
     ring: Ring,
     /// Bytes of virtio_net_hdr before each frame (0 when the kernel refused the option).
     vnet: usize,
-    /// Frames submitted so far, and how many of them the kernel has finished with.
+    /// Frames submitted so far, how many of them the kernel was asked to send, and how
+    /// many it has finished with.
     next: u64,
+    kicked: u64,
     done: u64,
 }
 
@@ -401,7 +408,7 @@ impl AfpTx {
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_TX_RING, &req, &what)?;
         let ring = Ring::map(raw, (TX_FRAME * TX_FRAMES) as usize, &what)?;
         bind(raw, idx, 0, &what)?;
-        Ok(AfpTx { fd, ring, vnet, next: 0, done: 0 })
+        Ok(AfpTx { fd, ring, vnet, next: 0, kicked: 0, done: 0 })
     }
 
     fn frame(&self, seq: u64) -> *mut u8 {
@@ -432,9 +439,10 @@ impl AfpTx {
         d
     }
 
-    /// Copy the frames placed on `tx` since the last doorbell into the kernel's ring and
-    /// kick it; they complete on `tx` at once (their buffers are free to reuse). Returns
-    /// the frames that found no free slot (dropped) and what the kernel finished.
+    /// Copy the frames placed on `tx` since the last doorbell into the kernel's ring, and
+    /// kick it once [`TX_KICK_BATCH`] frames wait; they complete on `tx` at once (their
+    /// buffers are free to reuse). Returns the frames that found no free slot (dropped)
+    /// and what the kernel finished.
     pub fn send(&mut self, tx: &mut TxRing, arena: &BufferArena) -> (u64, TxDone) {
         let mut full = 0u64;
         let mut done = self.reclaim();
@@ -447,7 +455,9 @@ impl AfpTx {
             }
         }
         tx.head = tx.tail;
-        self.kick();
+        if self.next - self.kicked >= TX_KICK_BATCH || full > 0 {
+            self.kick();
+        }
         let more = self.reclaim();
         done.sent += more.sent;
         done.bytes += more.bytes;
@@ -483,11 +493,20 @@ impl AfpTx {
     }
 
     /// Ask the kernel to send every frame marked SEND_REQUEST (without blocking).
-    pub fn kick(&self) {
+    pub fn kick(&mut self) {
         if self.next > self.done {
             // SAFETY: a zero-length send on our packet socket.
             unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
         }
+        self.kicked = self.next;
+    }
+
+    /// Send what waits for a batch now; returns what the kernel finished.
+    pub fn flush(&mut self) -> TxDone {
+        if self.next > self.kicked {
+            self.kick();
+        }
+        self.reclaim()
     }
 
     /// Frames still with the kernel.

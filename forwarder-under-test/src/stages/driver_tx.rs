@@ -76,6 +76,15 @@ pub fn fwd_driver_afp_tx_doorbell(port: &mut AfpTx, tx: &mut TxRing, arena: &Buf
     count_tx(ctr, full, done);
 }
 
+/// afpacket: the rx poll came back empty: send the frames waiting for a batch (stage:
+/// driver).
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_driver_afp_tx_flush(port: &mut AfpTx, ctr: &mut [u64]) {
+    let done = port.flush();
+    count_tx(ctr, 0, done);
+}
+
 /// Add what an afpacket send or drain reported to the counters.
 pub fn count_tx(ctr: &mut [u64], full: u64, done: crate::nic::afpacket::TxDone) {
     ctr[Ctr::DropTxRingFull as usize] += full;
