@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 
 fn example() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(|p| p.parent()).unwrap().join("examples/split_70_30")
+    exe.parent().and_then(|p| p.parent()).unwrap().join("examples/analyzer_split_70_30")
 }
 
 fn share(t: &StageTable, stage: &str) -> f64 {
