@@ -312,3 +312,49 @@ fn discard_sink_rps_and_cpu_placement() {
     let out = fwdscope(&["lab", "send", "--name", &name, "--cpu", "4096"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--cpu 4096"));
 }
+
+/// `lab bench`, briefly: every setup measured and listed, the ratio line, both stage
+/// splits, and the lab removed afterwards.
+#[test]
+fn lab_bench_runs_every_setup_and_cleans_up() {
+    if !can_make_namespaces() {
+        return;
+    }
+    let name = format!("b{}", std::process::id() % 100_000);
+    let _guard = Down(name.clone());
+    let out = fwdscope(&[
+        "lab",
+        "bench",
+        "--name",
+        &name,
+        "--routes",
+        "300",
+        "--flows",
+        "256",
+        "--seconds",
+        "0.3",
+        "--repeat",
+        "2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{text}");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let two_cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let mut setups = vec!["kernel (softirq on the sender's CPU)", "fwdscope afpacket"];
+    if two_cpus {
+        setups.push("kernel (RPS: receive on CPU 1)");
+    }
+    for s in setups {
+        let row = text.lines().find(|l| l.starts_with(s)).unwrap_or_else(|| panic!("no row for {s}: {text}"));
+        // `runs` is the first number after the label; forwarded pps the second.
+        let nums: Vec<f64> =
+            row[s.len()..].split_whitespace().filter_map(|w| w.trim_end_matches('%').parse().ok()).collect();
+        assert_eq!(nums.first().copied(), Some(2.0), "{row}");
+        assert!(nums.get(1).is_some_and(|&pps| pps > 1000.0), "forwarded something: {row}");
+    }
+    assert!(text.contains("ratio fwdscope / best kernel setup"), "{text}");
+    assert!(text.contains("== kernel forwarding: stage split") && text.contains("== fwdscope afpacket: stage split"));
+    assert!(text.contains("--cache nocache"), "the default forwarder flags are printed: {text}");
+    let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
+    assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}-"))), "the bench removed its lab: {ns}");
+}
