@@ -20,7 +20,7 @@
 //!
 //! Neighbours are static (nud permanent) both ways, so frames built by `lab send` and by the
 //! forwarder carry the right MACs from the first packet. `up` is idempotent (an incomplete
-//! lab is torn down and rebuilt); `down` stops the lab's forwarder and deletes whatever
+//! lab, or one built with other settings, is torn down and rebuilt); `down` stops the lab's forwarder and deletes whatever
 //! namespaces of that name exist, so it also cleans up after a crash. Namespaces and links
 //! go through iproute2 (`ip`); the lab's state (mode, routes, forwarder PID and log) lives in
 //! /run/fwdscope-lab/NAME/.
@@ -293,6 +293,15 @@ pub fn generate_routes(n: u32) -> Result<Vec<(u32, u8)>> {
     Ok(v)
 }
 
+/// The lab's route table as the forwarder reads it (routes.txt): `PREFIX/LEN via SINK`.
+fn routes_text(routes: &[(u32, u8)]) -> String {
+    let mut table = String::with_capacity(routes.len() * 40);
+    for (a, l) in routes {
+        table.push_str(&format!("{}/{l} via 198.18.0.6\n", std::net::Ipv4Addr::from(*a)));
+    }
+    table
+}
+
 /// Routes of a table file (`PREFIX/LEN` per line).
 pub fn load_routes(path: &std::path::Path) -> Result<Vec<(u32, u8)>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -488,10 +497,7 @@ impl Lab {
         sysctl(&fwd, &[&format!("net.ipv4.ip_forward={}", u8::from(mode == Mode::Kernel))])?;
         let dir = self.state_dir();
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut table = String::with_capacity(routes.len() * 40);
-        for (a, l) in routes {
-            table.push_str(&format!("{}/{l} via 198.18.0.6\n", std::net::Ipv4Addr::from(*a)));
-        }
+        let table = routes_text(routes);
         std::fs::write(dir.join("routes.txt"), &table).with_context(|| format!("writing {}", dir.display()))?;
         if mode == Mode::Kernel {
             let batch: String = table.lines().map(|l| format!("route replace {l}\n")).collect();
@@ -758,9 +764,27 @@ fn up(a: &UpArgs) -> Result<()> {
         (None, Some(n)) => generate_routes(n)?,
         (None, None) => vec![DEST],
     };
+    // What this command asks for besides the routes; a lab built otherwise is rebuilt.
+    let spec = serde_json::json!({
+        "mode": a.mode.name(),
+        "sink": a.sink.name(),
+        "rps_cpu": a.rps_cpu,
+        "forwarder_cpu": a.forwarder_cpu,
+        "forwarder_flags": a.forwarder_flags,
+        "no_start": a.no_start,
+    })
+    .to_string();
     if lab.complete()? {
-        println!("lab {}: already up", lab.name);
-        return Ok(());
+        let built = std::fs::read_to_string(lab.state_dir().join("spec")).unwrap_or_default();
+        // Routes count only when given: `lab up` alone keeps the table it finds.
+        let same_routes = (a.table.is_none() && a.routes.is_none())
+            || std::fs::read_to_string(lab.state_dir().join("routes.txt")).is_ok_and(|t| t == routes_text(&routes));
+        if built == spec && same_routes {
+            println!("lab {}: already up", lab.name);
+            return Ok(());
+        }
+        println!("lab {}: up with other settings, rebuilding", lab.name);
+        lab.down()?;
     }
     if !lab.existing()?.is_empty() {
         println!("lab {}: incomplete, rebuilding", lab.name);
@@ -774,6 +798,10 @@ fn up(a: &UpArgs) -> Result<()> {
             Ok(None)
         }
         _ => Ok(None),
+    });
+    let started = started.and_then(|p| {
+        std::fs::write(lab.state_dir().join("spec"), &spec)?;
+        Ok(p)
     });
     let pid = match started {
         Ok(p) => p,

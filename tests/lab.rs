@@ -178,6 +178,14 @@ fn lab_up_forwards_and_down_cleans_up() {
     assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
     assert_eq!(forwarded(&fwd) - before, 50);
 
+    // Another mode is another lab: rebuilt, not "already up"; the same command again is.
+    let again = || fwdscope(&["lab", "up", "--name", &name, "--mode", "fwdscope", "--no-start"]);
+    let out = again();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("up with other settings, rebuilding"), "{out:?}");
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    assert!(status.contains("mode fwdscope"), "{status}");
+    assert!(String::from_utf8_lossy(&again().stdout).contains("already up"));
+
     let out = fwdscope(&["lab", "down", "--name", &name]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("3 namespaces removed"), "{out:?}");
     let list =
