@@ -19,10 +19,16 @@
 //!   detached, or with `--no-start` the command is printed, to run under `top`/`record`).
 //!
 //! Neighbours are static (nud permanent) both ways, so frames built by `lab send` and by the
-//! forwarder carry the right MACs from the first packet. `up` is idempotent (an incomplete
-//! lab, or one built with other settings, is torn down and rebuilt); `down` stops the lab's forwarder and deletes whatever
-//! namespaces of that name exist, so it also cleans up after a crash. Namespaces and links
-//! go through iproute2 (`ip`); the lab's state (mode, routes, forwarder PID and log) lives in
+//! forwarder carry the right MACs from the first packet. IPv6 is off in the namespaces. In
+//! fwdscope mode an nft netdev ingress rule on NAME-f0 drops each input frame after the
+//! forwarder's tap, so the namespace's own IP stack does not process it too. `--sink
+//! discard` counts frames at the sink's interface and discards them at once; `--rps-cpu`
+//! and `--forwarder-cpu` place the work (what `lab bench` uses).
+//!
+//! `up` is idempotent (an incomplete lab, or one built with other settings, is torn down
+//! and rebuilt); `down` stops the lab's forwarder and deletes whatever namespaces of that
+//! name exist, so it also cleans up after a crash. Namespaces and links go through iproute2
+//! (`ip`); the lab's state (mode, sink, settings, routes, forwarder PID and log) lives in
 //! /run/fwdscope-lab/NAME/.
 //!
 //! `lab send` is the bundled traffic generator (flows, packets per flow, destination
