@@ -1169,7 +1169,11 @@ fn send(a: &SendArgs) -> Result<()> {
         out.bytes += d.bytes;
         out.refused += d.refused;
     };
-    while queued < a.count && limit.is_none_or(|l| t0.elapsed() < l) {
+    // The clock is read every 64 frames at full speed (reading it per frame cost the
+    // sender about 4% of its CPU), every frame when paced.
+    let expired = |t0: std::time::Instant| limit.is_some_and(|l| t0.elapsed() >= l);
+    let mut done = expired(t0);
+    while queued < a.count && !done {
         if let Some(r) = a.rate {
             // Paced: never ahead of rate x elapsed.
             let due = (t0.elapsed().as_secs_f64() * r) as u64;
@@ -1177,6 +1181,7 @@ fn send(a: &SendArgs) -> Result<()> {
                 tx.kick();
                 account(tx.reclaim(), &mut out);
                 std::thread::sleep(std::time::Duration::from_micros(50));
+                done = expired(t0);
                 continue;
             }
         }
@@ -1194,6 +1199,9 @@ fn send(a: &SendArgs) -> Result<()> {
         if queued % 64 == 0 {
             tx.kick();
             account(tx.reclaim(), &mut out);
+            done = expired(t0);
+        } else if a.rate.is_some() {
+            done = expired(t0);
         }
     }
     account(tx.drain(2000), &mut out);
