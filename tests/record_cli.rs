@@ -53,9 +53,15 @@ fn a_killed_recorder_leaves_every_finished_chunk_readable() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let rec = collector::recording::Recording::open(&out).expect("meta.json readable after SIGKILL");
-    // The orphaned forwarder is ours to stop.
+    // The orphaned forwarder is ours to stop, and the stats segment it can no longer
+    // remove ours to delete (/dev/shm would keep one per test run).
     if let Some(pid) = rec.meta.target_pid {
         unsafe { libc::kill(pid, libc::SIGKILL) };
+        let t0 = Instant::now();
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_file(format!("/dev/shm/fwdscope-{pid}.stats"));
     }
     assert_eq!(rec.meta.status, "recording", "the writer never finished");
     let samples = rec.samples().expect("every part readable");
