@@ -37,17 +37,35 @@ pub struct Frame {
 /// its DWARF context. Names stay raw slices of the mapped file until a lookup asks for one;
 /// each is demangled once then (a release binary has tens of thousands of symbols and an
 /// analysis needs a few hundred).
+///
+/// A stripped binary (a distribution's libc) keeps only its dynamic symbols; its full
+/// symbol table lives in a separate debug file named by its build-id
+/// (`/usr/lib/debug/.build-id/NN/REST.debug`, as Debian's `-dbg` and `-dbgsym` packages
+/// install them). When that file exists, its symbols are read too, as perf does.
 pub struct ElfSymbols {
     path: std::path::PathBuf,
-    /// The bytes the names live in: the mapped binary, or a symbol map's text.
-    names: NameStore,
-    /// (address, size, name offset in `names`, name length), sorted by address.
-    syms: Vec<(u64, u64, usize, u32)>,
+    /// The bytes the names live in: the mapped binary (and its debug file), or a symbol
+    /// map's text.
+    names: Vec<NameStore>,
+    /// Sorted by address.
+    syms: Vec<Sym>,
     /// Each symbol's readable name, made on first use.
     shown: Vec<std::cell::OnceCell<String>>,
     segs: Vec<(u64, u64, u64)>,
     pub build_id: Option<String>,
+    /// The debug file whose symbols were added, if any.
+    pub debug_file: Option<std::path::PathBuf>,
     dwarf: std::cell::OnceCell<Option<addr2line::Loader>>,
+}
+
+/// One function: its address and size, and where its name is (`names[store][off..off+len]`).
+#[derive(Debug, Clone, Copy)]
+struct Sym {
+    addr: u64,
+    size: u64,
+    store: u32,
+    len: u32,
+    off: usize,
 }
 
 enum NameStore {
@@ -66,40 +84,78 @@ impl NameStore {
     }
 }
 
+/// Where distributions install debug files by build-id.
+pub const DEBUG_ROOT: &str = "/usr/lib/debug";
+
+/// The function symbols of a mapped ELF file, names as offsets into `data`; with its
+/// segments and build-id.
+type ElfParts = (Vec<Sym>, Vec<(u64, u64, u64)>, Option<String>);
+
+fn elf_parts(data: &memmap2::Mmap, store: u32) -> Option<ElfParts> {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let file = object::File::parse(&**data).ok()?;
+    let base = data.as_ptr() as usize;
+    let in_file = |name: &[u8]| {
+        let off = (name.as_ptr() as usize).checked_sub(base)?;
+        (off + name.len() <= data.len()).then_some((off, u32::try_from(name.len()).ok()?))
+    };
+    let syms = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
+        .filter_map(|s| {
+            let (off, len) = in_file(s.name_bytes().ok()?)?;
+            Some(Sym { addr: s.address(), size: s.size(), store, len, off })
+        })
+        .collect();
+    let segs = file.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
+    let build_id = file.build_id().ok().flatten().map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
+    Some((syms, segs, build_id))
+}
+
+fn map_file(path: &std::path::Path) -> Option<memmap2::Mmap> {
+    let f = std::fs::File::open(path).ok()?;
+    // SAFETY: read-only private mapping of a binary.
+    unsafe { memmap2::Mmap::map(&f) }.ok()
+}
+
 impl ElfSymbols {
-    /// Read the symbol table (mapping the file; nothing else is parsed).
+    /// Read the symbol table (mapping the file; nothing else is parsed), and the symbols
+    /// of its debug file under [`DEBUG_ROOT`] when there is one.
     pub fn load(path: &std::path::Path) -> Option<ElfSymbols> {
-        use object::{Object, ObjectSegment, ObjectSymbol};
-        let f = std::fs::File::open(path).ok()?;
-        // SAFETY: read-only private mapping of a binary.
-        let data = unsafe { memmap2::Mmap::map(&f) }.ok()?;
-        let file = object::File::parse(&*data).ok()?;
-        let base = data.as_ptr() as usize;
-        let in_file = |name: &[u8]| {
-            let off = (name.as_ptr() as usize).checked_sub(base)?;
-            (off + name.len() <= data.len()).then_some((off, u32::try_from(name.len()).ok()?))
-        };
-        let mut syms: Vec<(u64, u64, usize, u32)> = file
-            .symbols()
-            .chain(file.dynamic_symbols())
-            .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
-            .filter_map(|s| {
-                let (off, len) = in_file(s.name_bytes().ok()?)?;
-                Some((s.address(), s.size(), off, len))
-            })
-            .collect();
-        syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        syms.dedup_by_key(|s| s.0);
-        let segs = file.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
-        let build_id = file.build_id().ok().flatten().map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
+        ElfSymbols::load_with_debug(path, Some(std::path::Path::new(DEBUG_ROOT)))
+    }
+
+    /// [`ElfSymbols::load`] with debug files looked up under `debug_root` (none: not at all).
+    pub fn load_with_debug(path: &std::path::Path, debug_root: Option<&std::path::Path>) -> Option<ElfSymbols> {
+        let data = map_file(path)?;
+        let (mut syms, segs, build_id) = elf_parts(&data, 0)?;
+        let mut names = vec![NameStore::Mapped(data)];
+        let mut debug_file = None;
+        if let (Some(root), Some(id)) = (debug_root, build_id.as_deref().filter(|id| id.len() > 2)) {
+            let p = root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
+            // The debug file must be the same build (its own build-id note says so).
+            if let Some(dbg) = p.exists().then(|| map_file(&p)).flatten() {
+                if let Some((more, _, Some(dbg_id))) = elf_parts(&dbg, 1) {
+                    if dbg_id == id {
+                        syms.extend(more);
+                        names.push(NameStore::Mapped(dbg));
+                        debug_file = Some(p);
+                    }
+                }
+            }
+        }
+        syms.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
+        syms.dedup_by_key(|s| s.addr);
         let shown = (0..syms.len()).map(|_| std::cell::OnceCell::new()).collect();
         Some(ElfSymbols {
             path: path.to_path_buf(),
-            names: NameStore::Mapped(data),
+            names,
             syms,
             shown,
             segs,
             build_id,
+            debug_file,
             dwarf: std::cell::OnceCell::new(),
         })
     }
@@ -123,19 +179,20 @@ impl ElfSymbols {
             let size = it.next().and_then(|x| u64::from_str_radix(x, 16).ok()).ok_or_else(|| bad("size"))?;
             let name = it.next().filter(|n| !n.is_empty()).ok_or_else(|| bad("name"))?;
             let len = u32::try_from(name.len()).map_err(|_| bad("name"))?;
-            syms.push((off, size, names.len(), len));
+            syms.push(Sym { addr: off, size, store: 0, len, off: names.len() });
             names.push_str(name);
         }
-        syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        syms.dedup_by_key(|s| s.0);
+        syms.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
+        syms.dedup_by_key(|s| s.addr);
         let shown = (0..syms.len()).map(|_| std::cell::OnceCell::new()).collect();
         Ok(ElfSymbols {
             path: origin.to_path_buf(),
-            names: NameStore::Text(names),
+            names: vec![NameStore::Text(names)],
             syms,
             shown,
             segs: vec![(0, u64::MAX, 0)],
             build_id: Some(build_id.to_string()),
+            debug_file: None,
             dwarf: std::cell::OnceCell::from(None),
         })
     }
@@ -144,10 +201,11 @@ impl ElfSymbols {
     /// demangled, others kept; made on first use.
     fn name(&self, i: usize) -> &str {
         self.shown[i].get_or_init(|| {
-            let (_, _, off, len) = self.syms[i];
-            let raw = self.names.bytes().get(off..off + len as usize).unwrap_or_default();
+            let Sym { store, off, len, .. } = self.syms[i];
+            let Some(names) = self.names.get(store as usize) else { return String::new() };
+            let raw = names.bytes().get(off..off + len as usize).unwrap_or_default();
             let raw = String::from_utf8_lossy(raw);
-            match self.names {
+            match names {
                 NameStore::Mapped(_) => addr2line::demangle_auto(raw, None).into_owned(),
                 NameStore::Text(_) => raw.into_owned(),
             }
@@ -158,7 +216,7 @@ impl ElfSymbols {
     /// only functions inside a file-backed segment, by file offset.
     pub fn symbol_map(&self) -> String {
         let mut out = String::new();
-        for (i, &(va, size, _, _)) in self.syms.iter().enumerate() {
+        for (i, &Sym { addr: va, size, .. }) in self.syms.iter().enumerate() {
             let Some(&(fo, _, sva)) = self.segs.iter().find(|(_, sz, v)| va >= *v && va < v + sz) else { continue };
             out.push_str(&format!("{:x} {:x} {}\n", va - sva + fo, size, self.name(i).replace('\n', " ")));
         }
@@ -173,9 +231,9 @@ impl ElfSymbols {
 
     /// The function containing virtual address `vaddr` (zero-size symbols extend to the next one).
     pub fn at_vaddr(&self, vaddr: u64) -> Option<&str> {
-        let i = self.syms.partition_point(|s| s.0 <= vaddr).checked_sub(1)?;
-        let (a, sz, _, _) = self.syms[i];
-        let end = if sz > 0 { a + sz } else { self.syms.get(i + 1).map_or(u64::MAX, |n| n.0) };
+        let i = self.syms.partition_point(|s| s.addr <= vaddr).checked_sub(1)?;
+        let Sym { addr: a, size: sz, .. } = self.syms[i];
+        let end = if sz > 0 { a + sz } else { self.syms.get(i + 1).map_or(u64::MAX, |n| n.addr) };
         (vaddr < end).then(|| self.name(i))
     }
 
@@ -358,6 +416,8 @@ pub struct Symbolizer {
     elfs: HashMap<String, Option<ElfSymbols>>,
     /// Symbol maps shipped with a recording, by build-id.
     shipped: HashMap<String, ElfSymbols>,
+    /// Where debug files are looked up by build-id. Default: [`DEBUG_ROOT`].
+    debug_root: Option<std::path::PathBuf>,
 }
 
 impl Symbolizer {
@@ -366,7 +426,21 @@ impl Symbolizer {
         for m in maps {
             by_pid.entry(m.pid).or_default().push(m);
         }
-        Symbolizer { maps: by_pid, kallsyms, elfs: HashMap::new(), shipped: HashMap::new() }
+        Symbolizer {
+            maps: by_pid,
+            kallsyms,
+            elfs: HashMap::new(),
+            shipped: HashMap::new(),
+            debug_root: Some(DEBUG_ROOT.into()),
+        }
+    }
+
+    /// Name only what the binaries (and a recording's symbol maps) name, not what debug
+    /// files installed on this machine add: for results that must not depend on the
+    /// machine (golden tests). Binaries already read keep their names.
+    pub fn without_debug_files(mut self) -> Symbolizer {
+        self.debug_root = None;
+        self
     }
 
     /// Mappings learned later (a live target mapping a library, a new process).
@@ -391,7 +465,10 @@ impl Symbolizer {
 
     fn load(rec: &collector::recording::Recording, prev: Option<Symbolizer>) -> crate::Result<Symbolizer> {
         let maps = rec.maps()?;
-        let (prev_ks, mut elfs) = prev.map_or((None, HashMap::new()), |p| (p.kallsyms, p.elfs));
+        let (prev_ks, mut elfs, debug_root) = match prev {
+            Some(p) => (p.kallsyms, p.elfs, p.debug_root),
+            None => (None, HashMap::new(), Some(DEBUG_ROOT.into())),
+        };
         keep_matching(&mut elfs, &maps);
         // The snapshot (`kallsyms`, or gzipped `kallsyms.gz`); one without addresses (taken
         // without the right to see them) resolves nothing and is ignored.
@@ -402,6 +479,7 @@ impl Symbolizer {
             .and_then(|p| Kallsyms::load_reusing(&p, prev_ks).ok());
         let mut sym = Symbolizer::new(maps, ks);
         sym.elfs = elfs;
+        sym.debug_root = debug_root;
         let dir = rec.dir.join("symbols");
         if let Ok(rd) = std::fs::read_dir(&dir) {
             for e in rd.flatten() {
@@ -433,7 +511,11 @@ impl Symbolizer {
     /// The binary of mapping `m`, loaded once; None when unreadable or its build-id differs
     /// from the one recorded.
     fn elf(&mut self, m: &Mapping) -> Option<&ElfSymbols> {
-        let elf = self.elfs.entry(m.path.clone()).or_insert_with(|| ElfSymbols::load(std::path::Path::new(&m.path)));
+        let root = self.debug_root.as_deref();
+        let elf = self
+            .elfs
+            .entry(m.path.clone())
+            .or_insert_with(|| ElfSymbols::load_with_debug(std::path::Path::new(&m.path), root));
         let usable = match (elf.as_ref(), &m.build_id) {
             (Some(e), Some(want)) => e.build_id.as_deref() == Some(want.as_str()),
             (Some(_), None) => true,
