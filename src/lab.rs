@@ -765,6 +765,9 @@ fn up(a: &UpArgs) -> Result<()> {
     if let Some(c) = a.forwarder_cpu {
         check_cpu("--forwarder-cpu", c)?;
     }
+    if let Some(c) = a.rps_cpu {
+        check_cpu("--rps-cpu", c)?;
+    }
     let routes = match (&a.table, a.routes) {
         (Some(p), _) => load_routes(p)?,
         (None, Some(n)) => generate_routes(n)?,
