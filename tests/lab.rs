@@ -31,6 +31,16 @@ fn can_make_namespaces() -> bool {
 
 struct Down(String);
 
+/// A lab name for this test (`prefix` and the process id) and the guard that removes the
+/// lab; None, after a printed reason, where namespaces cannot be made.
+fn lab_for_test(prefix: char) -> Option<(String, Down)> {
+    if !can_make_namespaces() {
+        return None;
+    }
+    let name = format!("{prefix}{}", std::process::id() % 100_000);
+    Some((name.clone(), Down(name)))
+}
+
 impl Drop for Down {
     fn drop(&mut self) {
         let _ = fwdscope(&["lab", "down", "--name", &self.0]);
@@ -77,11 +87,7 @@ fn send(name: &str, args: &[&str]) -> u64 {
 /// a fanout group).
 #[test]
 fn sent_equals_received_plus_counted_drops_in_both_modes() {
-    if !can_make_namespaces() {
-        return;
-    }
-    let name = format!("s{}", std::process::id() % 100_000);
-    let _guard = Down(name.clone());
+    let Some((name, _guard)) = lab_for_test('s') else { return };
     let (sink, fwd) = (format!("{name}-sink"), format!("{name}-fwd"));
 
     // Kernel: every packet forwarded, every one received (no drops at this rate).
@@ -152,11 +158,7 @@ fn sent_equals_received_plus_counted_drops_in_both_modes() {
 
 #[test]
 fn lab_up_forwards_and_down_cleans_up() {
-    if !can_make_namespaces() {
-        return;
-    }
-    let name = format!("t{}", std::process::id() % 100_000);
-    let _guard = Down(name.clone());
+    let Some((name, _guard)) = lab_for_test('t') else { return };
     let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "300"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("300 routes"));
@@ -199,11 +201,7 @@ fn lab_up_forwards_and_down_cleans_up() {
 /// fib_table_lookup in lookup, veth in driver, skb allocation in slab.
 #[test]
 fn recording_the_kernel_forwarding_in_the_lab() {
-    if !can_make_namespaces() {
-        return;
-    }
-    let name = format!("k{}", std::process::id() % 100_000);
-    let _guard = Down(name.clone());
+    let Some((name, _guard)) = lab_for_test('k') else { return };
     let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "2000"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dir = std::env::temp_dir().join(format!("fwdscope-lab-rec-{name}"));
@@ -250,13 +248,9 @@ fn recording_the_kernel_forwarding_in_the_lab() {
 /// forwarder and the sender run on the CPUs they were given.
 #[test]
 fn discard_sink_rps_and_cpu_placement() {
-    if !can_make_namespaces() {
-        return;
-    }
+    let Some((name, _guard)) = lab_for_test('d') else { return };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let dut = (cpus - 1).to_string();
-    let name = format!("d{}", std::process::id() % 100_000);
-    let _guard = Down(name.clone());
     let sink = format!("{name}-sink");
     let sink_line = |name: &str| -> u64 {
         let st = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", name]).stdout).into_owned();
@@ -325,11 +319,7 @@ fn discard_sink_rps_and_cpu_placement() {
 /// splits, and the lab removed afterwards.
 #[test]
 fn lab_bench_runs_every_setup_and_cleans_up() {
-    if !can_make_namespaces() {
-        return;
-    }
-    let name = format!("b{}", std::process::id() % 100_000);
-    let _guard = Down(name.clone());
+    let Some((name, _guard)) = lab_for_test('b') else { return };
     let out = fwdscope(&[
         "lab",
         "bench",
