@@ -848,6 +848,9 @@ enum Setup {
     Kernel,
     KernelRps,
     Fwdscope,
+    /// No forwarder: the forwarding namespace drops every frame at ingress. The sender's
+    /// own ceiling, from which the kernel's per-packet cost on the sender's CPU follows.
+    SenderOnly,
 }
 
 impl Setup {
@@ -857,6 +860,7 @@ impl Setup {
             Setup::Kernel => "kernel (softirq on the sender's CPU)".into(),
             Setup::KernelRps => format!("kernel (RPS: receive on {cpu})"),
             Setup::Fwdscope => format!("fwdscope afpacket (forwarder on {cpu})"),
+            Setup::SenderOnly => "sender alone (frames dropped at the forwarding namespace's ingress)".into(),
         }
     }
 }
@@ -902,7 +906,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 /// (Re)build the lab for `setup`, the sink discarding at its interface.
 fn bench_up(a: &BenchArgs, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<()> {
-    let mode = if setup == Setup::Fwdscope { Mode::Fwdscope } else { Mode::Kernel };
+    let mode = if matches!(setup, Setup::Fwdscope | Setup::SenderOnly) { Mode::Fwdscope } else { Mode::Kernel };
     let mut up = strings(&["lab", "up", "--name", &a.name, "--routes", &a.routes.to_string(), "--sink", "discard"]);
     up.extend(strings(&["--mode", mode.name()]));
     match (setup, at.dut) {
@@ -913,6 +917,9 @@ fn bench_up(a: &BenchArgs, lab: &Lab, setup: Setup, at: Placement, flags: &[Stri
     if setup == Setup::Fwdscope {
         up.push("--".into());
         up.extend(flags.iter().cloned());
+    }
+    if setup == Setup::SenderOnly {
+        up.push("--no-start".into());
     }
     lab.down()?;
     self_run(&up)?;
@@ -978,9 +985,9 @@ fn bench(a: &BenchArgs) -> Result<()> {
         Placement { sender: None, dut: None }
     };
     let setups: Vec<Setup> = if at.dut.is_some() {
-        vec![Setup::Kernel, Setup::KernelRps, Setup::Fwdscope]
+        vec![Setup::Kernel, Setup::KernelRps, Setup::Fwdscope, Setup::SenderOnly]
     } else {
-        vec![Setup::Kernel, Setup::Fwdscope]
+        vec![Setup::Kernel, Setup::Fwdscope, Setup::SenderOnly]
     };
     // Like for like: Linux since 3.6 looks every packet up in its FIB (no route cache).
     let flags = if a.forwarder_flags.is_empty() { strings(&["--cache", "nocache"]) } else { a.forwarder_flags.clone() };
@@ -1032,14 +1039,14 @@ fn bench(a: &BenchArgs) -> Result<()> {
         "setup", "runs", "forwarded pps", "[min .. max]", "offered pps", "lost"
     );
     let mut medians = Vec::new();
-    for s in &setups {
+    for s in setups.iter().filter(|s| **s != Setup::SenderOnly) {
         let mine: Vec<&Measured> = runs.iter().filter(|m| m.setup == *s).collect();
         let pps: Vec<f64> = mine.iter().map(|m| m.pps()).collect();
         let (lo, hi) = pps.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
         let lost: u64 = mine.iter().map(|m| m.sent.saturating_sub(m.arrived)).sum();
         let sent: u64 = mine.iter().map(|m| m.sent).sum();
         let med = median(&pps);
-        medians.push((*s, med, pps));
+        medians.push((*s, med, pps, lost > 0));
         println!(
             "{:<42} {:>4} {:>14.0} {:>25} {:>14.0} {:>7.1}%",
             s.label(at.dut),
@@ -1050,9 +1057,12 @@ fn bench(a: &BenchArgs) -> Result<()> {
             100.0 * lost as f64 / sent.max(1) as f64
         );
     }
+    let alone: Vec<f64> = runs.iter().filter(|m| m.setup == Setup::SenderOnly).map(|m| m.offered()).collect();
+    let alone_med = median(&alone);
+    println!("{}: {} runs, {:.0} pps sent (median)", Setup::SenderOnly.label(at.dut), alone.len(), alone_med);
     let fwd = medians.iter().find(|m| m.0 == Setup::Fwdscope);
     let best = medians.iter().filter(|m| m.0 != Setup::Fwdscope).max_by(|x, y| x.1.total_cmp(&y.1));
-    if let (Some((_, f, fp)), Some((k, kv, kp))) = (fwd, best) {
+    if let (Some((_, f, fp, _)), Some((k, kv, kp, _))) = (fwd, best) {
         let p = welch_p(fp, kp);
         println!(
             "ratio fwdscope / best kernel setup ({}): {:.2} (medians); difference of means {}significant (Welch p = {p:.3})",
@@ -1064,6 +1074,22 @@ fn bench(a: &BenchArgs) -> Result<()> {
     println!(
         "(a setup that lost 0% was limited by the sender, not by itself: its own capacity is higher than its figure)"
     );
+    // CPU per packet, from the medians: the sender's CPU runs flat out in both its runs, so
+    // what the kernel's forwarding adds there is the difference of the two periods; the
+    // forwarder's CPU, when it lost frames, spent one period per forwarded packet.
+    let kernel = medians.iter().find(|m| m.0 == Setup::Kernel);
+    if let (Some((_, kv, _, _)), Some((_, f, _, f_lost))) = (kernel, fwd) {
+        let k_ns = 1e9 / kv - 1e9 / alone_med;
+        let f_ns = 1e9 / f;
+        if k_ns.is_finite() && k_ns > 0.0 {
+            println!(
+                "CPU per packet: kernel forwarding about {k_ns:.0} ns on the sender's CPU (1/kernel - 1/sender alone); \
+                 fwdscope {}{f_ns:.0} ns on its own CPU (1/forwarded{})",
+                if *f_lost { "about " } else { "at most " },
+                if *f_lost { ", at capacity: it lost frames" } else { "; it lost none, so less" }
+            );
+        }
+    }
     println!("\n== kernel forwarding: stage split (record -a, Linux rules)\n{k_stages}");
     println!("== fwdscope afpacket: stage split (record -p on the lab forwarder)\n{f_stages}");
     Ok(())

@@ -351,6 +351,9 @@ fn lab_bench_runs_every_setup_and_cleans_up() {
         assert!(nums.get(1).is_some_and(|&pps| pps > 1000.0), "forwarded something: {row}");
     }
     assert!(text.contains("ratio fwdscope / best kernel setup"), "{text}");
+    let alone =
+        text.lines().find(|l| l.starts_with("sender alone")).unwrap_or_else(|| panic!("no sender-alone line: {text}"));
+    assert!(alone.contains(": 2 runs,"), "{alone}");
     assert!(text.contains("== kernel forwarding: stage split") && text.contains("== fwdscope afpacket: stage split"));
     assert!(text.contains("--cache nocache"), "the default forwarder flags are printed: {text}");
     let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
