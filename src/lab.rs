@@ -128,19 +128,13 @@ impl Sink {
     }
 }
 
-/// How the lab is built besides its mode and routes (`lab up` flags).
+/// How the lab is built besides its mode and routes (`lab up` flags; defaults there:
+/// `--sink ip`, no RPS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LabOptions {
-    /// Default: [`Sink::Ip`].
     pub sink: Sink,
-    /// RPS target CPU for the forwarding namespace's input interface. Default: none.
+    /// RPS target CPU for the forwarding namespace's input interface.
     pub rps_cpu: Option<usize>,
-}
-
-impl Default for LabOptions {
-    fn default() -> LabOptions {
-        LabOptions { sink: Sink::Ip, rps_cpu: None }
-    }
 }
 
 impl Mode {
@@ -256,19 +250,23 @@ fn sysctl(ns: &str, settings: &[&str]) -> Result<()> {
 
 /// Run `ip -n NS -batch -` with `lines`.
 fn ip_batch(ns: &str, lines: &str) -> Result<()> {
-    let mut child = Command::new("ip")
-        .args(["-n", ns, "-batch", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running `ip -batch`")?;
-    child.stdin.take().context("ip stdin")?.write_all(lines.as_bytes())?;
-    let out = child.wait_with_output()?;
+    let out = with_stdin(Command::new("ip").args(["-n", ns, "-batch", "-"]), lines, "`ip -batch`")?;
     if !out.status.success() {
         bail!("`ip -n {ns} -batch` failed: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(())
+}
+
+/// Run `cmd` with `input` on its standard input; its stderr is captured, stdout dropped.
+fn with_stdin(cmd: &mut Command, input: &str, what: &str) -> Result<std::process::Output> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {what}"))?;
+    child.stdin.take().with_context(|| format!("{what}: no stdin"))?.write_all(input.as_bytes())?;
+    Ok(child.wait_with_output()?)
 }
 
 /// The lab's destination range: routes must stay inside it.
@@ -545,15 +543,9 @@ impl Lab {
             "table netdev fwdscope_lab {{\n  chain ingress_f0 {{\n    type filter hook ingress device \"{}-f0\" priority 0; policy drop;\n  }}\n}}\n",
             self.name
         );
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.ns("fwd"), "nft", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = child.context("running `ip netns exec ... nft`")?;
-        child.stdin.take().context("nft stdin")?.write_all(ruleset.as_bytes())?;
-        let out = child.wait_with_output()?;
+        let mut nft = Command::new("ip");
+        nft.args(["netns", "exec", &self.ns("fwd"), "nft", "-f", "-"]);
+        let out = with_stdin(&mut nft, &ruleset, "`ip netns exec ... nft`")?;
         let err = String::from_utf8_lossy(&out.stderr);
         if out.status.success() {
             Ok(format!("frames dropped at {}-f0 ingress after the forwarder's tap (nft)", self.name))

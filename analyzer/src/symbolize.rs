@@ -465,11 +465,14 @@ impl Symbolizer {
 
     fn load(rec: &collector::recording::Recording, prev: Option<Symbolizer>) -> crate::Result<Symbolizer> {
         let maps = rec.maps()?;
-        let (prev_ks, mut elfs, debug_root) = match prev {
-            Some(p) => (p.kallsyms, p.elfs, p.debug_root),
-            None => (None, HashMap::new(), Some(DEBUG_ROOT.into())),
+        let (prev_ks, prev_rest) = match prev {
+            Some(p) => {
+                let mut elfs = p.elfs;
+                keep_matching(&mut elfs, &maps);
+                (p.kallsyms, Some((elfs, p.debug_root)))
+            }
+            None => (None, None),
         };
-        keep_matching(&mut elfs, &maps);
         // The snapshot (`kallsyms`, or gzipped `kallsyms.gz`); one without addresses (taken
         // without the right to see them) resolves nothing and is ignored.
         let ks = ["kallsyms", "kallsyms.gz"]
@@ -478,8 +481,10 @@ impl Symbolizer {
             .find(|p| p.exists())
             .and_then(|p| Kallsyms::load_reusing(&p, prev_ks).ok());
         let mut sym = Symbolizer::new(maps, ks);
-        sym.elfs = elfs;
-        sym.debug_root = debug_root;
+        if let Some((elfs, debug_root)) = prev_rest {
+            sym.elfs = elfs;
+            sym.debug_root = debug_root;
+        }
         let dir = rec.dir.join("symbols");
         if let Ok(rd) = std::fs::read_dir(&dir) {
             for e in rd.flatten() {

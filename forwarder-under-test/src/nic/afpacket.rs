@@ -227,7 +227,9 @@ impl AfpRx {
     pub fn open(ifname: &str, fanout: Option<u16>) -> Result<AfpRx> {
         let what = format!("afpacket rx on {ifname}");
         let idx = ifindex(ifname)?;
-        let fd = packet_socket(libc::ETH_P_ALL as u16, &what)?;
+        // Protocol 0 until `bind`: no frame of any interface is queued to the socket
+        // before its filter and ring are in place.
+        let fd = packet_socket(0, &what)?;
         let raw = fd.as_raw_fd();
         attach_ipv4_filter(raw, &what)?;
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3, &what)?;
