@@ -1,14 +1,9 @@
-//! `fwdscope`: the command-line front end. Thin: parse flags, call the libraries.
+//! `fwdscope`: the command-line front end. Thin: each verb in [`cmd`] is its clap flags and
+//! one call into a library (forwarder, collector, analyzer, compare, lab, tui).
 
-mod diff;
-mod export;
-mod forward;
-mod lab;
-mod record;
-mod report;
-mod stat;
-mod sweep;
-mod top;
+mod cmd;
+
+use cmd::{diff, export, forward, lab, record, report, stat, sweep, top};
 
 use clap::{Parser, Subcommand};
 

@@ -1,11 +1,8 @@
 //! `fwdscope forward` as a user runs it: JSON output that adds up, rtstat text columns,
 //! and clear errors (never a panic) for bad flags and bad table files.
 
-use std::process::Command;
-
-fn fwdscope(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_fwdscope")).args(args).output().expect("run fwdscope")
-}
+mod common;
+use common::run as fwdscope;
 
 #[test]
 fn forward_json_lines_add_up() {

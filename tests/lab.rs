@@ -2,11 +2,9 @@
 //! even when an assertion fails). Needs root and network namespaces; skips, saying why,
 //! without them.
 
+mod common;
+use common::run as fwdscope;
 use std::process::Command;
-
-fn fwdscope(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_fwdscope")).args(args).output().expect("run fwdscope")
-}
 
 fn can_make_namespaces() -> bool {
     // One probe name per call: tests run in parallel.
@@ -109,11 +107,11 @@ fn sent_equals_received_plus_counted_drops_in_both_modes() {
         fwdscope(&["lab", "up", "--name", &name, "--routes", "500", "--mode", "fwdscope", "--", "--workers", "2"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096"]);
-    let seg = forwarder::stats::Segment::open(std::path::Path::new(&format!("/dev/shm/fwdscope-lab-{name}.stats")))
+    let seg = fwd_abi::Segment::open(std::path::Path::new(&format!("/dev/shm/fwdscope-lab-{name}.stats")))
         .expect("the lab forwarder's segment");
-    use forwarder::stats::Ctr;
-    let drops = |s: &forwarder::stats::Snapshot| -> u64 {
-        forwarder::stats::drop_counters()
+    use fwd_abi::Ctr;
+    let drops = |s: &fwd_abi::Snapshot| -> u64 {
+        fwd_abi::drop_counters()
             .filter(|(_, n)| *n != "rx_missed")
             .map(|(i, _)| s.workers.iter().map(|w| w[i]).sum::<u64>())
             .sum()
@@ -205,7 +203,7 @@ fn recording_the_kernel_forwarding_in_the_lab() {
     let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "2000"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dir = std::env::temp_dir().join(format!("fwdscope-lab-rec-{name}"));
-    let rec = Command::new(env!("CARGO_BIN_EXE_fwdscope"))
+    let rec = common::fwdscope()
         .args(["record", "--force", "-a", "-g", "-F", "2000", "--duration", "3", "-o"])
         .arg(&dir)
         .stdout(std::process::Stdio::null())

@@ -2,30 +2,15 @@
 //! SIGKILL leaves every finished chunk readable; stat prints per-worker rows naming the
 //! events it could count; errors a user can act on. Skips where perf is not usable.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn fwdscope() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_fwdscope"))
-}
+mod common;
+use common::{fwdscope, perf_allows, tmpdir, Need};
 
+/// `record` and `stat` of the forwarder: sampling it and counting on it.
 fn perf_ok() -> bool {
-    let scope =
-        collector::perf_abi::Scope { pid: Some(0), cpu: None, inherit: false, enable_on_exec: false, kernel: false };
-    match collector::perf_abi::CountingEvent::open(collector::events::EventId::TaskClock, &scope) {
-        Ok(_) => true,
-        Err(e) => {
-            println!("SKIP: perf_event_open is not available here: {e}");
-            false
-        }
-    }
-}
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fwdscope-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    perf_allows(Need::Sample) && perf_allows(Need::Count)
 }
 
 #[test]

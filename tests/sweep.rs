@@ -3,26 +3,15 @@
 //! and writes a run directory per run and results.parquet. Needs perf_event_open (root or a
 //! low perf_event_paranoid); skips, saying why, without it.
 
-use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_fwdscope");
+mod common;
+use common::{fwdscope, perf_allows, Need};
 
 fn can_sample() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .unwrap_or(3);
-    if !(root || paranoid <= 2) {
-        println!("SKIP: sampling the forwarder needs root or perf_event_paranoid <= 2 (it is {paranoid})");
-        return false;
-    }
-    true
+    perf_allows(Need::Sample)
 }
 
 fn sweep(args: &[&str], out: &std::path::Path) -> String {
-    let o = Command::new(BIN).arg("sweep").arg("-o").arg(out).arg("--force").args(args).output().expect("sweep");
+    let o = fwdscope().arg("sweep").arg("-o").arg(out).arg("--force").args(args).output().expect("sweep");
     assert!(o.status.success(), "sweep {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -4,33 +4,19 @@
 //! small terminal, and the counters-only source used when perf is refused.
 //! Skips, saying why, where tmux (or, for -a, perf) is missing.
 
-use forwarder::stats::{Ctr, Segment};
+mod common;
+use common::{have, perf_allows, Need, BIN};
+use fwd_abi::{Ctr, Segment};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fwdscope");
-
 fn have_tmux() -> bool {
-    let ok = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
-    if !ok {
-        println!("SKIP: tmux is not installed");
-    }
-    ok
+    have("tmux", &["-V"])
 }
 
-/// Whether system-wide sampling is allowed (root, or perf_event_paranoid <= 0).
+/// Whether system-wide sampling is allowed (top -a).
 fn can_sample_all() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .unwrap_or(3);
-    let ok = root || paranoid <= 0;
-    if !ok {
-        println!("SKIP: system-wide sampling needs root or perf_event_paranoid <= 0 (it is {paranoid})");
-    }
-    ok
+    perf_allows(Need::SystemWide)
 }
 
 /// A tmux session running one command; killed when dropped (also when a test fails).
@@ -118,7 +104,7 @@ fn top_shows_the_forwarder_and_its_keys_reach_the_control_block() {
     let t = Tmux::start("live", &format!("{BIN} top -F 500 -- --routes 3000 --no-pin"), 110, 36);
     let s = t.wait_for(&["Mpps", "lookup", "driver", "fwd_", "forwarder pid "], 30);
     let pid = forwarder_pid(&s);
-    let seg = Segment::open(&forwarder::stats::default_path(pid)).expect("the forwarder's stats segment");
+    let seg = Segment::open(&fwd_abi::default_path(pid)).expect("the forwarder's stats segment");
     let depth = || seg.read_worker(0)[Ctr::PrefetchDepth as usize];
     let start = depth();
     assert!(s.contains(&format!("prefetch {start}")), "header shows the depth {start}:\n{s}");
@@ -183,7 +169,7 @@ fn pid_observes_without_control() {
         .spawn()
         .expect("forwarder");
     let pid = fwd.id();
-    let path = forwarder::stats::default_path(pid);
+    let path = fwd_abi::default_path(pid);
     assert!(wait_until(20, || path.exists()), "no stats segment");
     let t = Tmux::start("pid", &format!("{BIN} top -p {pid}"), 100, 32);
     t.wait_for(&[&format!("pid {pid}"), "Mpps", "fwd_"], 30);

@@ -3,19 +3,19 @@
 //! addresses through ELF symbol tables (one lazily built table per binary) and the
 //! recording's kallsyms snapshot, and DWARF lines and inline frames (one lazily built
 //! addr2line context per binary); [`aggregate`] groups samples in polars; [`stages`] builds
-//! the stage table of a recording, a perf.data file or a text profile.
+//! the stage table of a recording, a perf.data file or a text profile; [`input`] tells
+//! those three apart; [`diff`] puts tables side by side; [`export`] writes stacks for other
+//! tools; [`import`] and [`perfdata`] read other profilers' files.
 
 pub mod aggregate;
 pub mod diff;
 mod error;
 pub mod export;
-pub mod html;
 pub mod import;
+pub mod input;
 pub mod perfdata;
-pub mod pprof;
 pub mod rules;
 pub mod stages;
-pub mod sweep;
 pub mod symbolize;
 
 pub use error::{Error, Result};

@@ -1,6 +1,6 @@
 //! Stage rules as data: which symbols belong to which stage (lookup, gc, slab, driver, ip,
 //! idle, nic), loaded from TOML. Built in: the bundled forwarder's published map
-//! (`forwarder::STAGE_MAP_TOML`) and the Linux kernel's forwarding path
+//! (`fwd_abi::STAGE_MAP_TOML`) and the Linux kernel's forwarding path
 //! (`rules/linux-forwarding.toml`). Users add their own with `--stages FILE`; rules are
 //! tried in order and the first match wins; a symbol no rule matches is `other`.
 //!
@@ -125,7 +125,7 @@ impl Rules {
     /// The bundled forwarder's rules.
     pub fn forwarder() -> Rules {
         // The embedded map is part of this build and covered by a test.
-        Self::parse(forwarder::STAGE_MAP_TOML, "forwarder-under-test/stages.toml").unwrap_or_default()
+        Self::parse(fwd_abi::STAGE_MAP_TOML, "fwd-abi/stages.toml").unwrap_or_default()
     }
 
     /// The Linux kernel forwarding path's rules.
@@ -138,6 +138,14 @@ impl Rules {
         let mut r = Self::forwarder();
         r.rules.extend(Self::linux().rules);
         r
+    }
+
+    /// The built-in rules with a user's rules file (`--stages FILE`) tried first.
+    pub fn builtin_with(user: Option<&std::path::Path>) -> Result<Rules> {
+        Ok(match user {
+            Some(p) => Rules::builtin().prepend(Rules::load(p)?),
+            None => Rules::builtin(),
+        })
     }
 
     /// `first` rules tried before these.
@@ -160,7 +168,7 @@ mod tests {
 
     #[test]
     fn builtin_rule_files_parse() {
-        assert!(Rules::parse(forwarder::STAGE_MAP_TOML, "fwd").unwrap().rules.len() >= 6);
+        assert!(Rules::parse(fwd_abi::STAGE_MAP_TOML, "fwd").unwrap().rules.len() >= 6);
         assert!(Rules::parse(LINUX_RULES_TOML, "linux").unwrap().rules.len() >= 6);
     }
 

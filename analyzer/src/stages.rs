@@ -6,6 +6,7 @@
 use crate::rules::{Rules, OTHER, STAGE_ORDER};
 use crate::symbolize::{Symbol, Symbolizer};
 use crate::Result;
+use collector::events::period_unit;
 use collector::recording::Recording;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -80,11 +81,9 @@ pub enum SortKey {
 fn packets_per_worker(rec: &Recording) -> Result<HashMap<i32, u64>> {
     let mut first: HashMap<i32, u64> = HashMap::new();
     let mut last: HashMap<i32, u64> = HashMap::new();
-    for r in rec.counters()? {
-        if r.source == "forwarder" && r.name == "tx_packets" {
-            first.entry(r.worker).or_insert(r.value);
-            last.insert(r.worker, r.value);
-        }
+    for r in rec.forwarder_counter("tx_packets")? {
+        first.entry(r.worker).or_insert(r.value);
+        last.insert(r.worker, r.value);
     }
     Ok(last.iter().map(|(w, v)| (*w, v.saturating_sub(first.get(w).copied().unwrap_or(0)))).collect())
 }
@@ -98,19 +97,6 @@ pub(crate) fn thread_names(tasks: &[collector::records::TaskEvent]) -> HashMap<u
         }
     }
     names
-}
-
-/// The worker index of a forwarder thread name (`fwd-worker-N`).
-fn worker_index(name: &str) -> Option<i32> {
-    name.strip_prefix("fwd-worker-")?.parse().ok()
-}
-
-fn unit_of(event: &str) -> String {
-    if event == "cpu-clock" || event == "task-clock" {
-        "ns".to_string()
-    } else {
-        event.to_string()
-    }
 }
 
 /// Build the stage table of a recording with `rules`: samples are grouped in polars, each
@@ -140,13 +126,15 @@ pub fn stage_table_reusing(
         event: m.used.clone(),
         requested: m.requested.clone(),
         fallback: m.fallback.clone(),
-        unit: unit_of(&m.used),
+        unit: period_unit(&m.used),
         packets: (!per_worker.is_empty() && total > 0).then_some(total),
     };
     let items = attribute(&groups, &mut at, &names);
     let mut t = build(head, items, rules);
     for w in &mut t.workers {
-        w.packets = worker_index(&w.thread).and_then(|i| per_worker.get(&i).copied()).filter(|&p| p > 0);
+        w.packets = fwd_abi::threads::worker_index(&w.thread)
+            .and_then(|i| per_worker.get(&(i as i32)).copied())
+            .filter(|&p| p > 0);
         for r in &mut w.stages {
             r.per_packet = w.packets.map(|p| r.period as f64 / p as f64);
         }
@@ -527,7 +515,7 @@ pub fn perfdata_table(
         event: pd.event.clone(),
         requested: pd.event.clone(),
         fallback: None,
-        unit: unit_of(&pd.event),
+        unit: period_unit(&pd.event),
         packets: None,
     };
     Ok(build(head, attribute(&groups, &mut at, &names), rules))

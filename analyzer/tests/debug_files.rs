@@ -4,7 +4,7 @@
 //! it). The analyzer must name them as binutils' `nm` reads them from that file, and must
 //! not without it. Skips, saying why, where the debug file is not installed.
 
-use analyzer::symbolize::{ElfSymbols, DEBUG_ROOT};
+use analyzer::symbolize::{ElfSymbols, Svma, DEBUG_ROOT};
 use std::collections::{HashMap, HashSet};
 use std::process::Command;
 
@@ -61,10 +61,10 @@ fn libc_internal_functions_are_named_from_its_debug_file() {
     assert!(internal.len() > 100, "libc's debug file names its internal functions: {}", internal.len());
     let mut named = 0;
     for (addr, names) in &internal {
-        let got = with.at_vaddr(*addr + 1).map(str::to_string);
+        let got = with.at_vaddr(Svma(*addr + 1)).map(str::to_string);
         assert!(got.as_ref().is_some_and(|g| names.contains(g)), "{addr:#x}: nm says {names:?}, we say {got:?}");
         named += 1;
-        let before = without.at_vaddr(*addr + 1).map(str::to_string);
+        let before = without.at_vaddr(Svma(*addr + 1)).map(str::to_string);
         assert!(before.is_none_or(|b| !names.contains(&b)), "{addr:#x} was named without the debug file");
     }
     let memmove = internal.iter().any(|(_, n)| n.iter().any(|s| s.starts_with("__memmove_avx")));

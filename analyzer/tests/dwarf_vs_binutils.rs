@@ -108,7 +108,7 @@ fn dwarf_frames_match_binutils_addr2line() {
     let mut folded = 0;
     for (a, (ta, tf)) in addrs.iter().zip(&theirs) {
         assert_eq!(a, ta);
-        let mine = ours(&elf.frames_at_vaddr(*a));
+        let mine = ours(&elf.frames_at_vaddr(analyzer::symbolize::Svma(*a)));
         if mine.iter().any(|f| f.1 != "??:0") {
             with_lines += 1;
         }

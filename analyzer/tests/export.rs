@@ -74,7 +74,7 @@ fn exports_carry_the_hand_written_stacks() {
     let gz = p.pprof(&mut sym).unwrap();
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
-    let pp: analyzer::pprof::PProfile = prost::Message::decode(&raw[..]).unwrap();
+    let pp: analyzer::export::pprof::PProfile = prost::Message::decode(&raw[..]).unwrap();
     let s = |i: i64| pp.string_table[i as usize].as_str();
     assert_eq!(s(pp.sample_type[0].r#type), "samples");
     assert_eq!((s(pp.sample_type[1].r#type), s(pp.sample_type[1].unit)), ("cpu-clock", "nanoseconds"));

@@ -122,7 +122,7 @@ impl GatedChild {
 
     /// Stop a child the collector started: ask a forwarder through its stats segment
     /// (`segment`), otherwise send SIGINT; SIGKILL after `grace`. Returns its exit code.
-    pub fn stop(&mut self, segment: Option<&forwarder::stats::Segment>, grace: std::time::Duration) -> i32 {
+    pub fn stop(&mut self, segment: Option<&fwd_abi::Segment>, grace: std::time::Duration) -> i32 {
         if let Some(code) = self.try_wait() {
             return code;
         }

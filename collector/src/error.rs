@@ -51,9 +51,9 @@ pub enum Error {
     /// Bad options.
     #[error("{0}")]
     Config(String),
-    /// The forwarder library failed (starting it, or its stats segment).
+    /// The forwarder's stats segment could not be read.
     #[error(transparent)]
-    Forwarder(#[from] forwarder::Error),
+    Segment(#[from] fwd_abi::Error),
 }
 
 /// The crate's result type.

@@ -114,9 +114,33 @@ impl std::fmt::Display for EventId {
     }
 }
 
+/// Whether a sampled event (by the name a recording or perf.data gives it, perf's
+/// spelling, modifiers allowed) counts time: its periods are nanoseconds (`cpu-clock`,
+/// `task-clock`); any other event's periods are counts of that event.
+pub fn is_clock(event: &str) -> bool {
+    matches!(EventId::parse(event), Ok(EventId::CpuClock | EventId::TaskClock))
+}
+
+/// The unit of a sampled event's periods as tables print it: `ns` for clock events, else
+/// the event's own name (cycles per packet, instructions per packet...).
+pub fn period_unit(event: &str) -> String {
+    if is_clock(event) {
+        "ns".to_string()
+    } else {
+        event.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_events_are_in_nanoseconds() {
+        assert!(is_clock("cpu-clock") && is_clock("task-clock:u") && !is_clock("cycles") && !is_clock("clock"));
+        assert_eq!(period_unit("cpu-clock"), "ns");
+        assert_eq!(period_unit("cycles"), "cycles");
+    }
 
     #[test]
     fn perf_names_round_trip() {

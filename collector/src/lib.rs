@@ -5,15 +5,18 @@
 //! Capture is kept apart from conversion, as samply does: [`perf_abi`] is the only module
 //! that touches perf (events, ring buffers, kernel errors) and hands out plain
 //! [`records`]; [`recording`] writes and reads recording directories without perf;
-//! [`session`] runs a `record`; [`stat`] runs interval counting; [`stream`] is the bounded
+//! [`session`] runs a `record` (capture) and hands every record to its sink (one handler
+//! per record type, feeding the writer and the live stream); [`counting`] opens and reads
+//! counting groups for `record` and [`stat`] (interval counting); [`stream`] is the bounded
 //! live channel for the TUI; [`child`] starts a target held at a gate so its first
-//! instruction is already observed.
+//! instruction is already observed. The forwarder is seen only through its published ABI
+//! (the `fwd-abi` crate: stats segment, counter names, thread names).
 
 pub mod buildid;
 pub mod child;
+pub mod counting;
 mod error;
 pub mod events;
-pub mod part_check;
 pub mod perf_abi;
 pub mod recording;
 pub mod records;

@@ -262,6 +262,42 @@ impl SamplingEvent {
     }
 }
 
+/// What a caller needs perf to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Count a software event on this process (`stat` on the forwarder).
+    Count,
+    /// Sample this process with a software clock (`record` of the forwarder).
+    Sample,
+    /// Sample every task on a CPU, kernel included (`record -a`).
+    SystemWide,
+}
+
+/// Whether perf_event_open allows `need` here, found by opening such an event (and closing
+/// it at once); the error says why not (permission, paranoid level, no perf at all).
+pub fn probe(need: Need) -> Result<()> {
+    let own = Scope { pid: Some(0), cpu: None, inherit: false, enable_on_exec: false, kernel: false };
+    let sample = |scope: &Scope| {
+        let spec = SampleSpec {
+            event: EventId::CpuClock,
+            freq: Some(100),
+            period: None,
+            callchain: false,
+            ring_pages: 1,
+            tracking: false,
+        };
+        SamplingEvent::open(&spec, scope).map(drop)
+    };
+    match need {
+        Need::Count => CountingEvent::open(EventId::TaskClock, &own).map(drop),
+        Need::Sample => sample(&own),
+        Need::SystemWide => {
+            let cpu = online_cpus().first().copied().unwrap_or(0);
+            sample(&Scope { pid: None, cpu: Some(cpu), inherit: false, enable_on_exec: false, kernel: true })
+        }
+    }
+}
+
 /// The system page size.
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

@@ -12,7 +12,7 @@ use crate::perf_abi::{self, Scope};
 use crate::recording::CountingInfo;
 use crate::session::Target;
 use crate::{Error, Result};
-use forwarder::stats::{Ctr, Segment, State};
+use fwd_abi::{Ctr, Segment, State};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,7 +62,7 @@ struct Unit {
     name: String,
     worker: Option<usize>,
     /// One counting group per scope, summed.
-    counters: crate::session::OpenCounting,
+    counters: crate::counting::OpenCounting,
     last: BTreeMap<EventId, u64>,
     last_packets: u64,
 }
@@ -70,11 +70,9 @@ struct Unit {
 fn wait_for_segment(pid: i32, child: &mut Option<GatedChild>, timeout: Duration) -> Result<Option<Segment>> {
     let t0 = Instant::now();
     while t0.elapsed() < timeout {
-        if let Ok(s) = Segment::open(&forwarder::stats::default_path(pid as u32)) {
-            // A segment left by an earlier, killed process with the same PID is not ours.
-            if s.pid() == pid as u32 && s.state() == State::Running {
-                return Ok(Some(s));
-            }
+        // A segment left by an earlier, killed process with the same PID is not ours.
+        if let Some(s) = Segment::find_for(pid as u32).filter(|s| s.state() == State::Running) {
+            return Ok(Some(s));
         }
         if let Some(c) = child.as_mut() {
             if let Some(code) = c.try_wait() {
@@ -95,7 +93,7 @@ fn open_unit(
     scopes: &[Scope],
     info: &mut Vec<CountingInfo>,
 ) -> Result<Unit> {
-    let (counters, i) = crate::session::open_counting(events, scopes)?;
+    let (counters, i) = crate::counting::open_counting(events, scopes)?;
     if info.is_empty() {
         *info = i;
     }
@@ -109,6 +107,123 @@ fn ratio(a: Option<u64>, b: Option<u64>) -> Option<f64> {
     }
 }
 
+/// The target as `stat` started or found it.
+struct Counted {
+    child: Option<GatedChild>,
+    pid: Option<i32>,
+    segment: Option<Segment>,
+}
+
+impl Counted {
+    fn start(target: &Target) -> Result<Counted> {
+        Ok(match target {
+            Target::Forwarder { program, args } | Target::Command { program, args } => {
+                // The child's own output would mix with ours: stat owns stdout.
+                let null =
+                    std::fs::OpenOptions::new().write(true).open("/dev/null").map_err(|e| Error::io("/dev/null", e))?;
+                let mut c = GatedChild::spawn_with_output(program, args, Some(&null))?;
+                c.release()?;
+                let pid = c.pid;
+                let mut child = Some(c);
+                let segment = if matches!(target, Target::Forwarder { .. }) {
+                    wait_for_segment(pid, &mut child, Duration::from_secs(60))?
+                } else {
+                    None
+                };
+                Counted { child, pid: Some(pid), segment }
+            }
+            Target::Pid(p) => {
+                if !perf_abi::process_alive(*p) {
+                    return Err(Error::NoSuchProcess(*p));
+                }
+                Counted { child: None, pid: Some(*p), segment: Segment::find_for(*p as u32) }
+            }
+            Target::All => Counted { child: None, pid: None, segment: None },
+        })
+    }
+
+    /// Whether the target is gone.
+    fn ended(&mut self) -> bool {
+        match (self.child.as_mut(), self.pid) {
+            (Some(c), _) => c.try_wait().is_some(),
+            (None, Some(p)) => !perf_abi::process_alive(p),
+            (None, None) => false,
+        }
+    }
+
+    /// The units counted: each forwarder worker thread (by name), the whole process, or
+    /// each CPU (system-wide); and the events' status.
+    fn open_units(&self, events: &[EventId]) -> Result<(Vec<Unit>, Vec<CountingInfo>)> {
+        // SAFETY: geteuid has no preconditions.
+        let kernel = unsafe { libc::geteuid() } == 0;
+        let mut info = Vec::new();
+        let mut units = Vec::new();
+        match (self.pid, &self.segment) {
+            (Some(p), Some(_)) => {
+                let mut workers: Vec<(usize, i32)> = perf_abi::threads_of(p)?
+                    .into_iter()
+                    .filter_map(|t| fwd_abi::threads::worker_index(&perf_abi::thread_name(p, t)?).map(|w| (w, t)))
+                    .collect();
+                workers.sort_unstable();
+                for (w, tid) in workers {
+                    let scope = Scope { pid: Some(tid), cpu: None, inherit: false, enable_on_exec: false, kernel };
+                    units.push(open_unit(format!("worker {w}"), Some(w), events, &[scope], &mut info)?);
+                }
+            }
+            (Some(p), None) => {
+                let scopes: Vec<Scope> = perf_abi::threads_of(p)?
+                    .into_iter()
+                    .map(|t| Scope { pid: Some(t), cpu: None, inherit: true, enable_on_exec: false, kernel })
+                    .collect();
+                units.push(open_unit("all".into(), None, events, &scopes, &mut info)?);
+            }
+            (None, _) => {
+                for c in perf_abi::online_cpus() {
+                    let scope = Scope { pid: None, cpu: Some(c), inherit: false, enable_on_exec: false, kernel: true };
+                    units.push(open_unit(format!("cpu {c}"), None, events, &[scope], &mut info)?);
+                }
+            }
+        }
+        if units.is_empty() {
+            return Err(Error::Config("no threads to count (the forwarder has no fwd-worker threads?)".into()));
+        }
+        Ok((units, info))
+    }
+}
+
+impl Unit {
+    /// This unit's row for the interval ending now (`t` s since the start, `dt` long).
+    fn row(&mut self, t: f64, dt: f64, snap: Option<&fwd_abi::Snapshot>) -> Result<StatRow> {
+        let mut counts = BTreeMap::new();
+        for (ev, v) in crate::counting::read_counting(&mut self.counters)? {
+            let prev = self.last.insert(ev, v).unwrap_or(0);
+            counts.insert(ev, v.saturating_sub(prev));
+        }
+        let packets = match (self.worker, snap) {
+            (Some(w), Some(s)) => {
+                let now = s.get(w, Ctr::TxPackets);
+                let d = now.saturating_sub(self.last_packets);
+                self.last_packets = now;
+                Some(d)
+            }
+            _ => None,
+        };
+        let get = |e: EventId| counts.get(&e).copied();
+        Ok(StatRow {
+            t,
+            unit: self.name.clone(),
+            packets,
+            mpps: packets.map(|p| p as f64 / dt / 1e6),
+            cycles_per_packet: ratio(get(EventId::Cycles), packets),
+            task_clock_ns_per_packet: ratio(get(EventId::TaskClock), packets),
+            ipc: ratio(get(EventId::Instructions), get(EventId::Cycles)),
+            cache_misses_per_packet: ratio(get(EventId::CacheMisses), packets),
+            branch_misses_per_packet: ratio(get(EventId::BranchMisses), packets),
+            counts: counts.iter().map(|(k, v)| (k.name().to_string(), *v)).collect(),
+        })
+    }
+}
+
 /// Count until the duration passes, the target exits, or `stop` is set. `on_header` is
 /// called once, `on_row` for every unit of every interval.
 pub fn stat(
@@ -117,153 +232,103 @@ pub fn stat(
     on_header: &mut dyn FnMut(&StatHeader),
     on_row: &mut dyn FnMut(&StatRow),
 ) -> Result<()> {
-    let mut child = None;
-    let (pid, segment) = match &opts.target {
-        Target::Forwarder { program, args } | Target::Command { program, args } => {
-            // The child's own output would mix with ours: stat owns stdout.
-            let null =
-                std::fs::OpenOptions::new().write(true).open("/dev/null").map_err(|e| Error::io("/dev/null", e))?;
-            let mut c = GatedChild::spawn_with_output(program, args, Some(&null))?;
-            c.release()?;
-            let pid = c.pid;
-            child = Some(c);
-            let seg = if matches!(opts.target, Target::Forwarder { .. }) {
-                wait_for_segment(pid, &mut child, Duration::from_secs(60))?
-            } else {
-                None
-            };
-            (Some(pid), seg)
-        }
-        Target::Pid(p) => {
-            if !perf_abi::process_alive(*p) {
-                return Err(Error::NoSuchProcess(*p));
-            }
-            (Some(*p), Segment::open(&forwarder::stats::default_path(*p as u32)).ok())
-        }
-        Target::All => (None, None),
-    };
-    let kernel = unsafe { libc::geteuid() } == 0;
-    let mut info = Vec::new();
-    let mut units = Vec::new();
-    match (pid, &segment) {
-        (Some(p), Some(_)) => {
-            // Per worker thread, by name.
-            let mut workers: Vec<(usize, i32)> = perf_abi::threads_of(p)?
-                .into_iter()
-                .filter_map(|t| {
-                    let n = perf_abi::thread_name(p, t)?;
-                    n.strip_prefix("fwd-worker-").and_then(|w| w.parse().ok()).map(|w| (w, t))
-                })
-                .collect();
-            workers.sort_unstable();
-            for (w, tid) in workers {
-                let scope = Scope { pid: Some(tid), cpu: None, inherit: false, enable_on_exec: false, kernel };
-                units.push(open_unit(format!("worker {w}"), Some(w), &opts.events, &[scope], &mut info)?);
-            }
-        }
-        (Some(p), None) => {
-            let scopes: Vec<Scope> = perf_abi::threads_of(p)?
-                .into_iter()
-                .map(|t| Scope { pid: Some(t), cpu: None, inherit: true, enable_on_exec: false, kernel })
-                .collect();
-            units.push(open_unit("all".into(), None, &opts.events, &scopes, &mut info)?);
-        }
-        (None, _) => {
-            for c in perf_abi::online_cpus() {
-                let scope = Scope { pid: None, cpu: Some(c), inherit: false, enable_on_exec: false, kernel: true };
-                units.push(open_unit(format!("cpu {c}"), None, &opts.events, &[scope], &mut info)?);
-            }
-        }
-    }
-    if units.is_empty() {
-        return Err(Error::Config("no threads to count (the forwarder has no fwd-worker threads?)".into()));
-    }
+    let mut target = Counted::start(&opts.target)?;
+    let (mut units, events) = target.open_units(&opts.events)?;
     on_header(&StatHeader {
         target: opts.target.describe(),
         units: units.iter().map(|u| u.name.clone()).collect(),
-        events: info,
+        events,
     });
     for u in units.iter_mut() {
-        for g in u.counters.iter_mut() {
-            g.enable()?;
-        }
+        crate::counting::enable(&mut u.counters)?;
     }
     let start = Instant::now();
-    let mut tick = 1u32;
-    let mut packets0: Vec<u64> = Vec::new();
-    if let Some(seg) = &segment {
-        let snap = seg.snapshot();
-        packets0 = (0..seg.n_workers()).map(|w| snap.get(w, Ctr::TxPackets)).collect();
-    }
-    for u in units.iter_mut() {
-        if let Some(w) = u.worker {
-            u.last_packets = packets0.get(w).copied().unwrap_or(0);
+    if let Some(snap) = target.segment.as_ref().map(Segment::snapshot) {
+        for u in units.iter_mut() {
+            u.last_packets = u.worker.map_or(0, |w| snap.get(w, Ctr::TxPackets));
         }
     }
-    loop {
+    for tick in 1u32.. {
         let due = opts.interval * tick;
         let end = opts.duration.map_or(due, |d| due.min(d));
         let mut ended = false;
         while start.elapsed() < end {
-            if stop.load(Ordering::Relaxed) {
+            if stop.load(Ordering::Relaxed) || target.ended() {
                 ended = true;
                 break;
-            }
-            if let Some(c) = child.as_mut() {
-                if c.try_wait().is_some() {
-                    ended = true;
-                    break;
-                }
-            } else if let Some(p) = pid {
-                if !perf_abi::process_alive(p) {
-                    ended = true;
-                    break;
-                }
             }
             std::thread::sleep(Duration::from_millis(5).min(end.saturating_sub(start.elapsed())));
         }
         let t = start.elapsed().as_secs_f64();
         let dt = opts.interval.as_secs_f64().min(t - opts.interval.as_secs_f64() * (tick - 1) as f64).max(1e-9);
-        let snap = segment.as_ref().map(|s| s.snapshot());
+        let snap = target.segment.as_ref().map(Segment::snapshot);
         for u in units.iter_mut() {
-            let mut counts = BTreeMap::new();
-            for (ev, v) in crate::session::read_counting(&mut u.counters)? {
-                let prev = u.last.insert(ev, v).unwrap_or(0);
-                counts.insert(ev, v.saturating_sub(prev));
-            }
-            let packets = match (u.worker, &snap) {
-                (Some(w), Some(s)) => {
-                    let now = s.get(w, Ctr::TxPackets);
-                    let d = now.saturating_sub(u.last_packets);
-                    u.last_packets = now;
-                    Some(d)
-                }
-                _ => None,
-            };
-            let get = |e: EventId| counts.get(&e).copied();
-            let row = StatRow {
-                t,
-                unit: u.name.clone(),
-                packets,
-                mpps: packets.map(|p| p as f64 / dt / 1e6),
-                cycles_per_packet: ratio(get(EventId::Cycles), packets),
-                task_clock_ns_per_packet: ratio(get(EventId::TaskClock), packets),
-                ipc: ratio(get(EventId::Instructions), get(EventId::Cycles)),
-                cache_misses_per_packet: ratio(get(EventId::CacheMisses), packets),
-                branch_misses_per_packet: ratio(get(EventId::BranchMisses), packets),
-                counts: counts.iter().map(|(k, v)| (k.name().to_string(), *v)).collect(),
-            };
-            on_row(&row);
+            on_row(&u.row(t, dt, snap.as_ref())?);
         }
         if ended || opts.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
-        tick += 1;
     }
-    if let Some(c) = child.as_mut() {
-        c.stop(segment.as_ref(), Duration::from_secs(5));
+    if let Some(c) = target.child.as_mut() {
+        c.stop(target.segment.as_ref(), Duration::from_secs(5));
     }
     Ok(())
+}
+
+/// How `stat` prints: perf stat -I style text, JSON lines, or CSV with a separator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatFormat {
+    Text,
+    Json,
+    Csv(String),
+}
+
+/// Turns `stat`'s header and rows into lines in one [`StatFormat`], remembering which
+/// events were counted (the CSV columns).
+pub struct StatPrinter {
+    format: StatFormat,
+    counted: Vec<String>,
+}
+
+impl StatPrinter {
+    pub fn new(format: StatFormat) -> StatPrinter {
+        StatPrinter { format, counted: Vec::new() }
+    }
+
+    /// The lines that open the output: the target and the events used and not.
+    pub fn header(&mut self, h: &StatHeader) -> String {
+        use crate::counting::COUNTED;
+        self.counted = h.events.iter().filter(|e| e.status == COUNTED).map(|e| e.event.clone()).collect();
+        let list: Vec<String> = h
+            .events
+            .iter()
+            .map(|e| if e.status == COUNTED { e.event.clone() } else { format!("{} <{}>", e.event, e.status) })
+            .collect();
+        match &self.format {
+            StatFormat::Json => {
+                let mut v = serde_json::to_value(h).unwrap_or_default();
+                v["type"] = "header".into();
+                v.to_string()
+            }
+            StatFormat::Csv(s) => {
+                format!("# {}: {}\ntime{s}unit{s}packets{s}{}", h.target, list.join(", "), self.counted.join(s))
+            }
+            StatFormat::Text => format!("# {}: events {}\n{}", h.target, list.join(", "), header_text()),
+        }
+    }
+
+    /// One row's line.
+    pub fn row(&self, r: &StatRow) -> String {
+        match &self.format {
+            StatFormat::Json => {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["type"] = "interval".into();
+                v.to_string()
+            }
+            StatFormat::Csv(s) => row_csv(r, &self.counted, s),
+            StatFormat::Text => row_text(r),
+        }
+    }
 }
 
 /// perf stat -I style text for a row: time, unit, then the per-packet figures.

@@ -184,7 +184,7 @@ fn attaching_to_a_running_forwarder_by_pid() {
         .unwrap();
     let pid = fwd.id() as i32;
     // Wait for its stats segment: the workers are running then.
-    let seg_path = forwarder::stats::default_path(pid as u32);
+    let seg_path = fwd_abi::default_path(pid as u32);
     let t0 = std::time::Instant::now();
     while !seg_path.exists() && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
@@ -194,7 +194,7 @@ fn attaching_to_a_running_forwarder_by_pid() {
     opts.freq = Some(1000);
     opts.duration = Some(Duration::from_secs(1));
     let meta = record(&opts, &AtomicBool::new(false), None, &mut |_| {}).unwrap();
-    forwarder::stats::Segment::open(&seg_path).unwrap().request_stop();
+    fwd_abi::Segment::open(&seg_path).unwrap().request_stop();
     fwd.wait().unwrap();
     assert_eq!(meta.target_pid, Some(pid));
     assert!(meta.ended_by.as_deref().unwrap_or("").starts_with("duration"));

@@ -10,7 +10,7 @@ use forwarder::config::{CacheMode, Config, TableSource};
 use forwarder::fib::FibKind;
 use forwarder::nic::synthetic::GenMode;
 use forwarder::run::Forwarder;
-use forwarder::stats::Ctr;
+use fwd_abi::Ctr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

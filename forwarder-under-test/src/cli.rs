@@ -4,10 +4,11 @@
 use crate::config::{CacheMode, Config, DriverKind, RtParams, TableSource};
 use crate::fib::FibKind;
 use crate::nic::synthetic::{DmaModel, GenMode};
-use crate::report::{IntervalRow, Summary};
+use crate::report::Summary;
 use crate::run::Forwarder;
 use crate::traffic::{DstPattern, TrafficProfile};
 use crate::{Error, Result};
+use fwd_abi::rtstat::IntervalRow;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;

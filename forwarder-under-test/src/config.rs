@@ -9,49 +9,8 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
 
-/// How the lookup stage finds a route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheMode {
-    /// The Linux 2.4/2.6 route cache: per-flow dst entries in a hash, with GC.
-    Rtcache,
-    /// A FIB lookup and a fresh dst for every packet (Linux 3.6 and later, no caching).
-    Nocache,
-    /// A FIB lookup; the output dst is cached on the next hop.
-    Nhcache,
-}
-
-impl CacheMode {
-    pub const ALL: [CacheMode; 3] = [CacheMode::Rtcache, CacheMode::Nocache, CacheMode::Nhcache];
-    /// Code used in the stats segment's control block and counters.
-    pub fn code(self) -> u32 {
-        match self {
-            CacheMode::Rtcache => 0,
-            CacheMode::Nocache => 1,
-            CacheMode::Nhcache => 2,
-        }
-    }
-    pub fn from_code(c: u32) -> Option<CacheMode> {
-        CacheMode::ALL.into_iter().find(|m| m.code() == c)
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            CacheMode::Rtcache => "rtcache",
-            CacheMode::Nocache => "nocache",
-            CacheMode::Nhcache => "nhcache",
-        }
-    }
-    /// The next mode in `rtcache -> nocache -> nhcache -> rtcache` order.
-    pub fn next(self) -> CacheMode {
-        CacheMode::from_code((self.code() + 1) % 3).unwrap_or(CacheMode::Rtcache)
-    }
-}
-
-impl fmt::Display for CacheMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// How the lookup stage finds a route (its codes are part of the published ABI).
+pub use fwd_abi::CacheMode;
 
 /// Route-cache tunables, named and defaulted as Linux 2.6 had them in
 /// /proc/sys/net/ipv4/route (for a 4096-bucket hash).
@@ -213,8 +172,8 @@ impl Config {
         if self.prefetch > 8 {
             return Err(Error::Config(format!("--prefetch {}: expected 0 to 8", self.prefetch)));
         }
-        if self.burst == 0 || self.burst > crate::worker::MAX_BURST {
-            return Err(Error::Config(format!("--burst {}: expected 1 to {}", self.burst, crate::worker::MAX_BURST)));
+        if self.burst == 0 || self.burst > crate::burst::MAX_BURST {
+            return Err(Error::Config(format!("--burst {}: expected 1 to {}", self.burst, crate::burst::MAX_BURST)));
         }
         if self.rx_ring < 8 || self.tx_ring < 8 || self.rx_ring > 65536 || self.tx_ring > 65536 {
             return Err(Error::Config("ring sizes must be 8 to 65536 descriptors".into()));

@@ -18,9 +18,9 @@ pub enum Error {
     /// An option or combination of options is invalid.
     #[error("{0}")]
     Config(String),
-    /// The stats segment is missing, of another version, or malformed.
-    #[error("stats segment {path}: {msg}")]
-    Stats { path: PathBuf, msg: String },
+    /// The stats segment could not be created (or is in use by another forwarder).
+    #[error(transparent)]
+    Segment(#[from] fwd_abi::Error),
     /// A system call failed.
     #[error("{what}: {source}")]
     Sys {

@@ -10,17 +10,21 @@
 //!    decrement TTL with an incremental checksum update.
 //! 3. lookup ([`stages::lookup`]): route cache ([`rtcache`]), no cache, or next-hop cache,
 //!    over a FIB engine ([`fib`]).
-//! 4. gc ([`stages::gc`]): route-cache garbage collection, triggered as Linux triggered it.
+//! 4. gc ([`rtcache::gc`]): route-cache garbage collection, triggered as Linux triggered it.
 //! 5. slab ([`slab`]): packet buffers and dst entries from slab caches with per-worker
 //!    magazines.
 //! 6. driver tx ([`stages::driver_tx`]): rewrite MACs, place on the tx ring, reclaim.
 //!
-//! Packet I/O is the synthetic NIC in [`nic`]; traffic profiles in [`traffic`]; tables in
-//! [`table`]; the shared-memory stats segment in [`stats`]; the worker burst loop in
-//! [`worker`]; running a whole forwarder in [`run`].
+//! The types a burst's stages share are in [`burst`], CPU hints and the TSC in [`cpu`] (both
+//! leaves); packet I/O is the synthetic NIC and the AF_PACKET driver in [`nic`]; traffic
+//! profiles in [`traffic`]; tables in [`table`]; the worker burst loop in [`worker`];
+//! running a whole forwarder in [`run`]. What observers see (the stats segment, counter
+//! names, the control block, the symbol-to-stage map) is the `fwd-abi` crate's.
 
+pub mod burst;
 pub mod cli;
 pub mod config;
+pub mod cpu;
 mod error;
 pub mod fib;
 pub mod nic;
@@ -30,7 +34,6 @@ pub mod rtcache;
 pub mod run;
 pub mod slab;
 pub mod stages;
-pub mod stats;
 pub mod table;
 pub mod traffic;
 pub mod worker;
@@ -38,4 +41,4 @@ pub mod worker;
 pub use error::{Error, Result};
 
 /// The symbol-to-stage map of this forwarder, as published for the analyzer.
-pub const STAGE_MAP_TOML: &str = include_str!("../stages.toml");
+pub use fwd_abi::STAGE_MAP_TOML;

@@ -2,6 +2,7 @@
 //! segment, start the workers (and the device thread), and stop them again.
 
 use crate::config::{Config, DriverKind, TableSource};
+use crate::cpu::{pin_to_cpu, tsc_hz};
 use crate::fib::Fib;
 use crate::nic::afpacket::{AfpQueue, AfpRx, AfpTx};
 use crate::nic::synthetic::{run_device_thread, DmaModel, GenMode, GenQueue};
@@ -10,11 +11,11 @@ use crate::nic::{BufferArena, RxRing};
 use crate::packet::{mac_for, port_mac};
 use crate::slab::{Depot, SlabCache};
 use crate::stages::driver_tx::NhOut;
-use crate::stats::{default_path, Segment, State};
 use crate::table::{LoadOptions, RouteTable};
 use crate::traffic::{DstChooser, FlowGen};
-use crate::worker::{tsc_hz, Worker};
+use crate::worker::Worker;
 use crate::{Error, Result};
+use fwd_abi::{default_path, Segment, State};
 use serde::Serialize;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,16 +91,6 @@ pub fn resolve_nexthops_on(t: &RouteTable, out_if: &str) -> Result<Arc<[NhOut]>>
         .map(Arc::from)
 }
 
-/// Pin the calling thread to `cpu` (best effort: returns false if the kernel refused).
-pub fn pin_to_cpu(cpu: usize) -> bool {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
-
 /// A running forwarder.
 pub struct Forwarder {
     seg: Arc<Segment>,
@@ -109,6 +100,82 @@ pub struct Forwarder {
     pub info: RunInfo,
     pub started: Instant,
     pub config: Config,
+}
+
+/// What every worker thread shares.
+struct Shared {
+    cfg: Config,
+    fib: Arc<Fib>,
+    nh_out: Arc<[NhOut]>,
+    arena: Arc<BufferArena>,
+    depot: Arc<crate::slab::Depot>,
+    seg: Arc<Segment>,
+    stop: Arc<AtomicBool>,
+}
+
+/// One worker's queue before its thread starts: its rx ring and its device (the
+/// synthetic device inline, or the kernel's AF_PACKET rings), and the device's counters.
+struct Queue {
+    id: usize,
+    ring: Arc<RxRing>,
+    inline: Option<GenQueue>,
+    dev_stats: Arc<crate::nic::synthetic::DeviceStats>,
+    port: Option<AfpQueue>,
+}
+
+/// afpacket: each worker's sockets, opened before any thread starts so that a failure stops
+/// the start. With several workers the rx sockets share a fanout group (flows spread by
+/// hash across workers).
+fn open_ports(cfg: &Config) -> Result<Vec<AfpQueue>> {
+    let (Some(i), Some(o)) = (&cfg.in_if, &cfg.out_if) else { return Ok(Vec::new()) };
+    let group = (std::process::id() & 0xffff) as u16;
+    (0..cfg.workers)
+        .map(|_| {
+            Ok(AfpQueue {
+                rx: AfpRx::open(i, (cfg.workers > 1).then_some(group))?,
+                tx: AfpTx::open(o)?,
+                dev: RxDevice { ring: Arc::new(RxRing::new(8)), filled: 0 },
+            })
+        })
+        .collect()
+}
+
+/// Start worker `q.id`'s thread: it builds its worker there (first touch on its own core)
+/// and runs it until stopped.
+fn spawn_worker(s: &Shared, q: Queue) -> Result<JoinHandle<()>> {
+    let (cfg, fib, nh, arena, depot, seg, stop) = (
+        s.cfg.clone(),
+        s.fib.clone(),
+        s.nh_out.clone(),
+        s.arena.clone(),
+        s.depot.clone(),
+        s.seg.clone(),
+        s.stop.clone(),
+    );
+    std::thread::Builder::new()
+        .name(fwd_abi::threads::worker_thread_name(q.id))
+        .spawn(move || {
+            if cfg.pin {
+                pin_to_cpu(q.id);
+            }
+            let mut w = Worker::new(
+                q.id,
+                &cfg,
+                fib,
+                nh,
+                arena,
+                SlabCache::new(depot),
+                q.ring,
+                q.inline,
+                q.dev_stats,
+                Some(seg),
+            );
+            if let Some(p) = q.port {
+                w.attach(p);
+            }
+            w.run(&stop);
+        })
+        .map_err(|e| Error::Sys { what: "spawning a worker thread".into(), source: e })
 }
 
 impl Forwarder {
@@ -153,86 +220,50 @@ impl Forwarder {
         c.cache_mode.store(cfg.cache.code(), Ordering::Relaxed);
         c.stage_clock.store(u32::from(cfg.stage_clock), Ordering::Relaxed);
 
-        let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::worker::MAX_BURST + 256;
+        let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::burst::MAX_BURST + 256;
         let arena = Arc::new(BufferArena::new((per_queue * cfg.workers) as u32)?);
         let depot = Depot::new("pktbuf", arena.count(), 64, cfg.workers);
-        let chooser = Arc::new(DstChooser::new(&table.routes, cfg.traffic.dst, cfg.traffic.seed)?);
-        // afpacket: each worker's sockets, opened here so a failure stops the start. With
-        // several workers the rx sockets share a fanout group (flows spread by hash).
-        let mut ports: Vec<Option<AfpQueue>> = Vec::new();
-        if let (true, Some(i), Some(o)) = (afpacket, &cfg.in_if, &cfg.out_if) {
-            let group = (std::process::id() & 0xffff) as u16;
-            for _ in 0..cfg.workers {
-                let rx = AfpRx::open(i, (cfg.workers > 1).then_some(group))?;
-                ports.push(Some(AfpQueue {
-                    rx,
-                    tx: AfpTx::open(o)?,
-                    dev: RxDevice { ring: Arc::new(RxRing::new(8)), filled: 0 },
-                }));
-            }
-        }
-        let per_queue_rate = cfg.traffic.rate.map(|r| r / cfg.workers as f64);
+        let mut ports = open_ports(cfg)?.into_iter();
         let stop = Arc::new(AtomicBool::new(false));
-        let mut workers = Vec::new();
+        let shared = Shared { cfg: cfg.clone(), fib, nh_out, arena: arena.clone(), depot, seg: seg.clone(), stop };
+        let mut queues = Vec::new();
         let mut dev_queues = Vec::new();
-        let mut pending = Vec::new();
-        for q in 0..cfg.workers {
-            let ring = Arc::new(RxRing::new(cfg.rx_ring));
-            if let Some(Some(port)) = ports.get_mut(q) {
-                // The kernel's rx ring is the device of this worker's descriptor ring.
-                port.dev = RxDevice { ring: ring.clone(), filled: 0 };
-                pending.push((q, ring, None, Arc::default(), ports[q].take()));
-                continue;
+        if afpacket {
+            for id in 0..cfg.workers {
+                let ring = Arc::new(RxRing::new(cfg.rx_ring));
+                let mut port = ports.next();
+                if let Some(p) = port.as_mut() {
+                    // The kernel's rx ring is the device of this worker's descriptor ring.
+                    p.dev = RxDevice { ring: ring.clone(), filled: 0 };
+                }
+                queues.push(Queue { id, ring, inline: None, dev_stats: Arc::default(), port });
             }
-            let gen = FlowGen::new(&cfg.traffic, chooser.clone(), q, cfg.workers);
-            let mut gq = GenQueue::new(ring.clone(), gen, arena.clone(), per_queue_rate);
-            gq.dma = if gen_mode == GenMode::Thread { cfg.dma } else { DmaModel::Cached };
-            let dev_stats = gq.stats.clone();
-            let inline = if gen_mode == GenMode::Inline {
-                Some(gq)
-            } else {
-                dev_queues.push(gq);
-                None
-            };
-            // Build the worker on its own thread so its memory is first touched there.
-            pending.push((q, ring, inline, dev_stats, None));
+        } else {
+            let chooser = Arc::new(DstChooser::new(&table.routes, cfg.traffic.dst, cfg.traffic.seed)?);
+            let per_queue_rate = cfg.traffic.rate.map(|r| r / cfg.workers as f64);
+            for id in 0..cfg.workers {
+                let ring = Arc::new(RxRing::new(cfg.rx_ring));
+                let gen = FlowGen::new(&cfg.traffic, chooser.clone(), id, cfg.workers);
+                let mut gq = GenQueue::new(ring.clone(), gen, arena.clone(), per_queue_rate);
+                gq.dma = if gen_mode == GenMode::Thread { cfg.dma } else { DmaModel::Cached };
+                let dev_stats = gq.stats.clone();
+                let inline = if gen_mode == GenMode::Inline {
+                    Some(gq)
+                } else {
+                    dev_queues.push(gq);
+                    None
+                };
+                queues.push(Queue { id, ring, inline, dev_stats, port: None });
+            }
         }
-        for (q, ring, inline, dev_stats, port) in pending {
-            let (cfg2, fib2, nh2, arena2, depot2, seg2, stop2) =
-                (cfg.clone(), fib.clone(), nh_out.clone(), arena.clone(), depot.clone(), seg.clone(), stop.clone());
-            let h = std::thread::Builder::new()
-                .name(format!("fwd-worker-{q}"))
-                .spawn(move || {
-                    if cfg2.pin {
-                        pin_to_cpu(q);
-                    }
-                    let mut w = Worker::new(
-                        q,
-                        &cfg2,
-                        fib2,
-                        nh2,
-                        arena2,
-                        SlabCache::new(depot2),
-                        ring,
-                        inline,
-                        dev_stats,
-                        Some(seg2),
-                    );
-                    if let Some(p) = port {
-                        w.attach(p);
-                    }
-                    w.run(&stop2);
-                })
-                .map_err(|e| Error::Sys { what: "spawning a worker thread".into(), source: e })?;
-            workers.push(h);
-        }
+        let workers = queues.into_iter().map(|q| spawn_worker(&shared, q)).collect::<Result<Vec<_>>>()?;
         let device = if dev_queues.is_empty() {
             None
         } else {
-            let (stop2, pin, cpu) = (stop.clone(), cfg.pin, cores - 1);
+            let (stop2, pin, cpu) = (shared.stop.clone(), cfg.pin, cores - 1);
             Some(
                 std::thread::Builder::new()
-                    .name("fwd-nic".into())
+                    .name(fwd_abi::threads::DEVICE_THREAD.into())
                     .spawn(move || {
                         if pin {
                             pin_to_cpu(cpu);
@@ -243,7 +274,7 @@ impl Forwarder {
             )
         };
         seg.set_state(State::Running);
-        Ok(Forwarder { seg, stop, workers, device, info, started: Instant::now(), config: cfg.clone() })
+        Ok(Forwarder { seg, stop: shared.stop, workers, device, info, started: Instant::now(), config: cfg.clone() })
     }
 
     pub fn segment(&self) -> &Arc<Segment> {
@@ -293,7 +324,7 @@ impl Forwarder {
 pub fn standalone_worker(cfg: &Config, table: &RouteTable) -> Result<Worker> {
     cfg.validate()?;
     let fib = Arc::new(Fib::build(cfg.fib, &table.routes)?);
-    let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::worker::MAX_BURST + 256;
+    let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::burst::MAX_BURST + 256;
     let arena = Arc::new(BufferArena::new(per_queue as u32)?);
     let depot = Depot::new("pktbuf", arena.count(), 64, 1);
     let chooser = Arc::new(DstChooser::new(&table.routes, cfg.traffic.dst, cfg.traffic.seed)?);

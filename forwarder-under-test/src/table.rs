@@ -86,7 +86,8 @@ pub const REAL_LENGTH_MIX: [(u8, u32); 25] = [
     (32, 7),
 ];
 
-fn parse_prefix(s: &str) -> std::result::Result<(u32, u8), String> {
+/// `A.B.C.D/LEN` (a bare address is a /32) as (address, length), host bits as written.
+pub fn parse_address_and_length(s: &str) -> std::result::Result<(u32, u8), String> {
     let (a, l) = match s.split_once('/') {
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
@@ -98,7 +99,12 @@ fn parse_prefix(s: &str) -> std::result::Result<(u32, u8), String> {
         }
         None => 32,
     };
-    let a = u32::from(addr);
+    Ok((u32::from(addr), len))
+}
+
+/// A route's prefix, `A.B.C.D/LEN`; host bits set are an error naming the prefix meant.
+fn parse_prefix(s: &str) -> std::result::Result<(u32, u8), String> {
+    let (a, len) = parse_address_and_length(s)?;
     if a & !mask(len) != 0 {
         return Err(format!("`{s}` has host bits set: expected {}/{len}", Ipv4Addr::from(a & mask(len))));
     }

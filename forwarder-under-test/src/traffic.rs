@@ -263,7 +263,7 @@ impl FlowGen {
     pub unsafe fn next_frame_dma(&mut self, dst: *mut u8) -> u16 {
         let i = self.next_slot();
         // SAFETY: forwarded from this function's contract.
-        unsafe { crate::nic::dma_write_line(dst, &self.slots[i].hdr) };
+        unsafe { crate::cpu::dma_write_line(dst, &self.slots[i].hdr) };
         self.frame_len as u16
     }
 
@@ -273,7 +273,7 @@ impl FlowGen {
         // Lemire's multiply-shift maps a 64-bit draw onto 0..slots without division; the
         // slot used now was drawn SLOT_AHEAD packets ago and its line prefetched then.
         let drawn = ((u128::from(self.rng.next_u64()) * self.slots.len() as u128) >> 64) as usize;
-        crate::fib::prefetch_ptr(self.slots.as_ptr().wrapping_add(drawn));
+        crate::cpu::prefetch_ptr(self.slots.as_ptr().wrapping_add(drawn));
         let i = std::mem::replace(&mut self.ahead[self.ahead_pos], drawn as u32) as usize;
         self.ahead_pos = (self.ahead_pos + 1) % SLOT_AHEAD;
         if self.remaining[i] == 0 {

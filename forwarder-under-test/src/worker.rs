@@ -2,124 +2,23 @@
 //! loop that runs the stages in order, applies control-block requests, keeps stage clocks
 //! and publishes counters to the stats segment.
 
+use crate::burst::{Burst, StageClock, MAX_BURST, NIL};
 use crate::config::{CacheMode, Config};
+use crate::cpu::{rdtsc, tsc_hz};
 use crate::fib::Fib;
 use crate::nic::afpacket::AfpQueue;
 use crate::nic::synthetic::{fwd_nic_generate, DeviceStats, GenQueue};
 use crate::nic::{BufferArena, RxDriver, RxRing, TxRing};
-use crate::rtcache::{RtCache, NIL};
+use crate::rtcache::gc::{fwd_gc_rt_cache_flush, fwd_gc_rt_check_expire};
+use crate::rtcache::RtCache;
 use crate::slab::{fwd_slab_free_bulk, SlabCache};
 use crate::stages::driver_rx::{fwd_driver_afp_rx, fwd_driver_rx_burst, fwd_driver_rx_refill};
 use crate::stages::driver_tx::{count_tx, fwd_driver_afp_tx_flush, fwd_driver_tx_burst, NhOut};
-use crate::stages::gc::{fwd_gc_rt_cache_flush, fwd_gc_rt_check_expire};
 use crate::stages::ip::fwd_ip_input_burst;
 use crate::stages::lookup::{fwd_lookup_burst, LookupCtx};
-use crate::stats::{Ctr, Segment, N_COUNTERS};
+use fwd_abi::{Ctr, Segment, N_COUNTERS};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-
-/// Largest burst.
-pub const MAX_BURST: usize = 64;
-
-/// Read the time-stamp counter (a monotonic nanosecond clock off x86_64).
-#[inline(always)]
-pub fn rdtsc() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: rdtsc has no preconditions.
-    unsafe {
-        core::arch::x86_64::_rdtsc()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        static T0: OnceLock<std::time::Instant> = OnceLock::new();
-        T0.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
-    }
-}
-
-/// TSC ticks per second, measured once against the monotonic clock (50 ms).
-pub fn tsc_hz() -> u64 {
-    static HZ: OnceLock<u64> = OnceLock::new();
-    *HZ.get_or_init(|| {
-        let t0 = std::time::Instant::now();
-        let c0 = rdtsc();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let c1 = rdtsc();
-        let dt = t0.elapsed().as_secs_f64();
-        ((c1.wrapping_sub(c0)) as f64 / dt) as u64
-    })
-}
-
-/// Per-stage TSC accumulators. Stage time is exclusive: time in nested slab calls is
-/// charged to slab, not to the stage that called it.
-pub struct StageClock {
-    pub enabled: bool,
-    /// Indexed by counter index (the `Clk*` counters).
-    pub acc: [u64; N_COUNTERS],
-    nested_total: u64,
-}
-
-impl StageClock {
-    pub fn new(enabled: bool) -> StageClock {
-        StageClock { enabled, acc: [0; N_COUNTERS], nested_total: 0 }
-    }
-
-    /// Time `f` as nested work charged to `c`.
-    #[inline(always)]
-    pub fn nested<R>(&mut self, c: Ctr, f: impl FnOnce() -> R) -> R {
-        if !self.enabled {
-            return f();
-        }
-        let t = rdtsc();
-        let r = f();
-        let d = rdtsc().wrapping_sub(t);
-        self.acc[c as usize] += d;
-        self.nested_total += d;
-        r
-    }
-
-    /// Time a stage: its elapsed time less the nested time recorded inside it, plus
-    /// `extra_nested` cycles the stage reports itself (gc and dst slab inside lookup).
-    #[inline(always)]
-    pub fn stage<R>(&mut self, c: Ctr, f: impl FnOnce(&mut StageClock) -> R) -> R {
-        if !self.enabled {
-            return f(self);
-        }
-        let t = rdtsc();
-        let n0 = self.nested_total;
-        let r = f(self);
-        let d = rdtsc().wrapping_sub(t);
-        let inner = self.nested_total - n0;
-        self.acc[c as usize] += d.saturating_sub(inner);
-        r
-    }
-}
-
-/// Packets of one burst, structure of arrays.
-pub struct Burst {
-    pub n: usize,
-    pub buf: [u32; MAX_BURST],
-    pub len: [u16; MAX_BURST],
-    pub saddr: [u32; MAX_BURST],
-    pub daddr: [u32; MAX_BURST],
-    pub tos: [u8; MAX_BURST],
-    pub nh: [u32; MAX_BURST],
-    pub dst: [u32; MAX_BURST],
-}
-
-impl Default for Burst {
-    fn default() -> Self {
-        Burst {
-            n: 0,
-            buf: [0; MAX_BURST],
-            len: [0; MAX_BURST],
-            saddr: [0; MAX_BURST],
-            daddr: [0; MAX_BURST],
-            tos: [0; MAX_BURST],
-            nh: [0; MAX_BURST],
-            dst: [NIL; MAX_BURST],
-        }
-    }
-}
+use std::sync::Arc;
 
 /// Everything one worker owns.
 #[repr(align(64))]
@@ -148,8 +47,6 @@ pub struct Worker {
     tsc_per_jiffy: u64,
     burst: Burst,
     dropped: Vec<u32>,
-    /// Tests: a copy of every transmitted frame.
-    pub tx_tap: Option<Vec<Vec<u8>>>,
     /// afpacket: the kernel's rings standing in for the device.
     afp: Option<AfpQueue>,
 }
@@ -195,7 +92,6 @@ impl Worker {
             tsc_per_jiffy: (tsc_hz() / cfg.rt.hz.max(1)).max(1),
             burst: Burst::default(),
             dropped: Vec::with_capacity(2 * MAX_BURST),
-            tx_tap: None,
             afp: None,
         };
         w.rt.clock = cfg.stage_clock;
@@ -292,12 +188,10 @@ impl Worker {
         {
             let (tx, arena, burst, nh_out, bufs, rt, ctr) =
                 (&mut self.tx, &self.arena, &self.burst, &self.nh_out, &mut self.bufs, &mut self.rt, &mut self.ctr);
-            let tap = self.tx_tap.as_mut();
             let port = self.afp.as_mut().map(|q| &mut q.tx);
             let sl0 = rt.slab_tsc;
-            self.clk.stage(Ctr::ClkDriverTx, |clk| {
-                fwd_driver_tx_burst(tx, arena, burst, nh_out, bufs, rt, ctr, clk, tap, port)
-            });
+            self.clk
+                .stage(Ctr::ClkDriverTx, |clk| fwd_driver_tx_burst(tx, arena, burst, nh_out, bufs, rt, ctr, clk, port));
             if self.clk.enabled {
                 // Per-packet dst frees (nocache) were timed by the route cache.
                 let sl = self.rt.slab_tsc - sl0;
@@ -322,6 +216,20 @@ impl Worker {
             }
         }
         n
+    }
+
+    /// Copies of the frames the last non-empty burst transmitted on the synthetic device:
+    /// they stay on the tx ring until the next burst reclaims their buffers. For checking
+    /// what the forwarder sends (tests, debugging); an empty poll leaves them unchanged.
+    pub fn last_sent(&self) -> Vec<Vec<u8>> {
+        (self.tx.clean..self.tx.head)
+            .map(|s| {
+                let (b, len) = self.tx.slot(s);
+                // SAFETY: the buffer is on our tx ring, owned by this queue until reclaimed.
+                let f = unsafe { &self.arena.buf_mut(b)[..usize::from(len)] };
+                f.to_vec()
+            })
+            .collect()
     }
 
     /// Copy the worker's counters into its snapshot vector.
@@ -359,7 +267,7 @@ impl Worker {
         c[Ctr::SlabDepotPut as usize] = b.depot_put + d.depot_put;
         c[Ctr::DevPackets as usize] = self.dev_stats.packets.load(Ordering::Relaxed);
         c[Ctr::RxMissed as usize] = self.dev_stats.missed.load(Ordering::Relaxed);
-        for (ctr, _) in crate::stats::STAGE_CLOCKS {
+        for (ctr, _) in fwd_abi::STAGE_CLOCKS {
             c[ctr as usize] = self.clk.acc[ctr as usize];
         }
         c[Ctr::PrefetchDepth as usize] = self.prefetch as u64;

@@ -4,9 +4,9 @@
 use forwarder::config::{CacheMode, Config};
 use forwarder::fib::FibKind;
 use forwarder::run::standalone_worker;
-use forwarder::stats::Ctr;
 use forwarder::table::RouteTable;
 use forwarder::traffic::TrafficProfile;
+use fwd_abi::Ctr;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

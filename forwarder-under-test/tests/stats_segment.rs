@@ -2,7 +2,7 @@
 //! controller in another process steers a running forwarder (prefetch, cache mode, flush,
 //! stop) through the control block.
 
-use forwarder::stats::{Ctr, Segment, State, N_COUNTERS};
+use fwd_abi::{Ctr, Segment, State, N_COUNTERS};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};

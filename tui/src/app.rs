@@ -12,8 +12,7 @@ use analyzer::rules::Rules;
 use analyzer::stages::Attributor;
 use analyzer::symbolize::{Kallsyms, Symbolizer};
 use collector::session::{RecordOptions, Target};
-use forwarder::config::CacheMode;
-use forwarder::stats::Segment;
+use fwd_abi::{CacheMode, Segment};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -109,14 +108,6 @@ impl Drop for TempDir {
     }
 }
 
-fn rules(opts: &TopOptions) -> Result<Rules> {
-    let mut r = Rules::builtin();
-    if let Some(p) = &opts.stages {
-        r = r.prepend(Rules::load(p)?);
-    }
-    Ok(r)
-}
-
 /// Everything the loop owns.
 struct App {
     model: Model,
@@ -163,7 +154,7 @@ impl App {
             return;
         }
         let Some(pid) = self.fwd_pid else { return };
-        let Ok(seg) = Segment::open(&forwarder::stats::default_path(pid as u32)) else { return };
+        let Some(seg) = Segment::find_for(pid as u32) else { return };
         if seg.pid() != pid as u32 {
             return;
         }
@@ -235,10 +226,10 @@ impl App {
 /// Run `top` on the terminal until `q` (or `iterations`); returns what it cost.
 pub fn run(opts: &TopOptions) -> Result<RunStats> {
     let t_start = Instant::now();
-    let rules = rules(opts)?;
+    let rules = Rules::builtin_with(opts.stages.as_deref())?;
     let (source, model, control, _tmp) = match &opts.target {
         TopTarget::Replay(dir) => {
-            let rec = collector::recording::Recording::open(dir)?;
+            let rec = analyzer::input::open(dir)?.into_recording(dir)?;
             let sym = Symbolizer::for_recording(&rec)?;
             let model = Model::new(format!("replay {}", dir.display()), Attributor::new(sym, rules));
             (source::replay(dir.clone(), opts.speed)?, model, false, TempDir(None))

@@ -7,8 +7,8 @@ use analyzer::rules::STAGE_ORDER;
 use analyzer::stages::Attributor;
 use collector::recording::{CounterRow, CountingInfo, SamplingInfo};
 use collector::stream::Batch;
-use forwarder::report::IntervalRow;
-use forwarder::stats::{Ctr, Snapshot, COUNTER_NAMES, N_COUNTERS};
+use fwd_abi::rtstat::IntervalRow;
+use fwd_abi::{CacheMode, Ctr, Snapshot, COUNTER_NAMES, N_COUNTERS};
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -220,8 +220,7 @@ impl Model {
     /// The sampled event's unit: `ns` for clock events, else the event's name.
     pub fn unit(&self) -> String {
         match self.sampling.as_ref().map(|s| s.used.as_str()) {
-            Some("cpu-clock") | Some("task-clock") => "ns".into(),
-            Some(e) => e.to_string(),
+            Some(e) => collector::events::period_unit(e),
             None => "-".into(),
         }
     }
@@ -324,7 +323,7 @@ impl Model {
         let at = base_i + Duration::from_nanos(time.saturating_sub(base_t));
         let mut workers: Vec<Vec<u64>> = Vec::new();
         // A recording is user input: a worker index beyond the forwarder's 64 is corrupt.
-        for r in rows.iter().filter(|r| r.source == "forwarder" && (0..64).contains(&r.worker)) {
+        for r in rows.iter().filter(|r| r.is_forwarder() && (0..64).contains(&r.worker)) {
             let Some(i) = COUNTER_NAMES.iter().position(|n| *n == r.name) else { continue };
             let w = r.worker as usize;
             if workers.len() <= w {
@@ -390,7 +389,7 @@ impl Model {
             if let Some(f) = &mut self.forwarder {
                 // The live setting (changed through the control block) as the workers run it.
                 f.prefetch = cur.get(0, Ctr::PrefetchDepth);
-                if let Some(m) = forwarder::config::CacheMode::from_code(cur.get(0, Ctr::CacheMode) as u32) {
+                if let Some(m) = CacheMode::from_code(cur.get(0, Ctr::CacheMode) as u32) {
                     f.cache = m.name().to_string();
                 }
             }
@@ -507,8 +506,7 @@ impl Model {
 }
 
 fn worker_lines(prev: &Snapshot, cur: &Snapshot, dt: f64) -> Vec<WorkerLine> {
-    let drops: Vec<usize> =
-        forwarder::stats::drop_counters().filter(|(_, n)| *n != "rx_missed").map(|(i, _)| i).collect();
+    let drops: Vec<usize> = fwd_abi::drop_counters().filter(|(_, n)| *n != "rx_missed").map(|(i, _)| i).collect();
     (0..cur.workers.len())
         .map(|w| {
             let rate = |c: Ctr| cur.get(w, c).saturating_sub(prev.get(w, c)) as f64 / dt;
@@ -529,9 +527,7 @@ fn worker_lines(prev: &Snapshot, cur: &Snapshot, dt: f64) -> Vec<WorkerLine> {
                 in_tot: rate(Ctr::RtInSlowTot),
                 gc_tot: rate(Ctr::RtGcTotal),
                 prefetch: cur.get(w, Ctr::PrefetchDepth),
-                cache: forwarder::config::CacheMode::from_code(cur.get(w, Ctr::CacheMode) as u32)
-                    .map_or("?", |m| m.name())
-                    .to_string(),
+                cache: CacheMode::from_code(cur.get(w, Ctr::CacheMode) as u32).map_or("?", |m| m.name()).to_string(),
             }
         })
         .collect()
@@ -564,7 +560,7 @@ mod tests {
             for (name, value) in vals.iter() {
                 rows.push(CounterRow {
                     time,
-                    source: "forwarder".into(),
+                    source: fwd_abi::SOURCE_FORWARDER.into(),
                     worker: w as i32,
                     name: name.to_string(),
                     value: *value,
@@ -695,7 +691,7 @@ mod tests {
             time: 1,
             rows: vec![CounterRow {
                 time: 1,
-                source: "forwarder".into(),
+                source: fwd_abi::SOURCE_FORWARDER.into(),
                 worker: i32::MAX,
                 name: "tx_packets".into(),
                 value: 5,

@@ -8,10 +8,9 @@
 //! - **replay**: a recording directory played back at the pace it was recorded.
 
 use collector::child::GatedChild;
-use collector::recording::{CounterRow, Recording};
 use collector::session::{record, RecordOptions, Target};
 use collector::stream::{channel, Batch, StreamSender};
-use forwarder::stats::{Segment, COUNTER_NAMES};
+use fwd_abi::{segment_rows, Segment};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -115,19 +114,6 @@ pub fn live(opts: RecordOptions) -> Source {
     Source { batches: rx, notices: nrx, stop, paused, thread }
 }
 
-/// The stats segment's counters as counter rows (what the collector streams).
-fn segment_rows(seg: &Segment, time: u64) -> Vec<CounterRow> {
-    let names = seg.counter_names();
-    let mut rows = Vec::new();
-    for (w, vals) in seg.snapshot().workers.iter().enumerate() {
-        for (i, v) in vals.iter().enumerate() {
-            let name = names.get(i).cloned().unwrap_or_else(|| COUNTER_NAMES.get(i).unwrap_or(&"?").to_string());
-            rows.push(CounterRow { time, source: "forwarder".into(), worker: w as i32, name, value: *v });
-        }
-    }
-    rows
-}
-
 /// The forwarder's counters alone (what `live` falls back to when perf refuses): start it
 /// and poll its stats segment every 100 ms. Its output goes to `dir/target.log`.
 pub fn counters_only(program: PathBuf, args: Vec<String>, dir: PathBuf) -> Source {
@@ -176,9 +162,7 @@ fn poll_forwarder(
             break format!("forwarder exited with status {code}");
         }
         if seg.is_none() {
-            seg = Segment::open(&forwarder::stats::default_path(child.pid as u32))
-                .ok()
-                .filter(|s| s.pid() == child.pid as u32);
+            seg = Segment::find_for(child.pid as u32);
         }
         if let Some(s) = &seg {
             tx.send(Batch::Counters {
@@ -194,7 +178,7 @@ fn poll_forwarder(
 
 /// Play a recording back at its own pace (`speed` 1.0 = as recorded).
 pub fn replay(dir: PathBuf, speed: f64) -> crate::Result<Source> {
-    let rec = Recording::open(&dir)?;
+    let rec = analyzer::input::open(&dir)?.into_recording(&dir)?;
     let mut samples = rec.samples()?;
     samples.sort_by_key(|s| s.time);
     let mut counters = rec.counters()?;

@@ -46,7 +46,7 @@ fn golden_model() -> (Recording, Model) {
     let mut groups = groups.into_iter();
     // Up to the first snapshot of the forwarder's segment (the first rows are PMU only).
     for (t, rows) in groups.by_ref() {
-        let fwd = rows.iter().any(|r| r.source == "forwarder");
+        let fwd = rows.iter().any(|r| r.is_forwarder());
         m.apply(Batch::Counters { time: t, rows });
         if fwd {
             break;

@@ -3,7 +3,8 @@
 //! group. The first level (64 MiB) is mapped with transparent huge pages where the kernel
 //! allows, so random lookups miss the TLB less.
 
-use super::{mask, prefetch_ptr, Route, NO_ROUTE};
+use super::{mask, Route, NO_ROUTE};
+use crate::cpu::prefetch_ptr;
 use crate::{Error, Result};
 
 const VALID: u32 = 1 << 31;

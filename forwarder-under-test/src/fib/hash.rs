@@ -1,7 +1,8 @@
 //! `hash` engine: one open-addressing hash table ("zone") per prefix length, searched from
 //! the longest non-empty length down, as Linux's fn_hash did before fib_trie replaced it.
 
-use super::{mask, prefetch_ptr, Route, NO_ROUTE};
+use super::{mask, Route, NO_ROUTE};
+use crate::cpu::prefetch_ptr;
 use crate::Result;
 
 const EMPTY: u64 = u64::MAX;

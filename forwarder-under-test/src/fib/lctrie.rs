@@ -14,7 +14,8 @@
 //! Node word (u32): bits 31..27 branch (0 = leaf or empty), 26..22 bit position, 21..0
 //! child block index (internal) or leaf index + 1 (leaf; 0 = empty).
 
-use super::{mask, prefetch_ptr, Route, NO_ROUTE};
+use super::{mask, Route, NO_ROUTE};
+use crate::cpu::prefetch_ptr;
 use crate::{Error, Result};
 
 const ADR_BITS: u32 = 22;

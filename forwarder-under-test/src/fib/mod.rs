@@ -189,18 +189,6 @@ pub fn normalize(routes: &mut Vec<Route>) -> usize {
     before - routes.len()
 }
 
-/// Prefetch the cache line holding `p` into all levels (a no-op off x86_64).
-#[inline(always)]
-pub fn prefetch_ptr<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch is a hint; it never faults, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

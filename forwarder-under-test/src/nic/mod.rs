@@ -63,69 +63,6 @@ impl BufferArena {
     }
 }
 
-/// Write one 64-byte line with non-temporal stores, as DMA writes memory without leaving
-/// the line in any core's private cache. The caller issues [`dma_fence`] before handing
-/// the buffer over.
-///
-/// # Safety
-/// `dst` must be 64-byte aligned and point at 64 writable bytes the caller owns.
-#[inline(always)]
-pub unsafe fn dma_write_line(dst: *mut u8, src: &[u8; 64]) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: per the contract above; SSE2 is baseline on x86_64.
-    unsafe {
-        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        for i in 0..4 {
-            let v = _mm_loadu_si128(src.as_ptr().add(i * 16) as *const __m128i);
-            _mm_stream_si128(dst.add(i * 16) as *mut __m128i, v);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    // SAFETY: as above.
-    unsafe {
-        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, 64)
-    }
-}
-
-/// Push the cache line holding `p` out of this core's private caches into the shared
-/// last-level cache (cldemote), where a DMA write with DDIO would have put it. Encoded as a
-/// NOP hint on CPUs without cldemote.
-#[inline(always)]
-pub fn demote_line(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: cldemote is a hint; it never faults and changes no architectural state.
-    unsafe {
-        core::arch::asm!("cldemote [{0}]", in(reg) p, options(nostack, preserves_flags));
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// Prefetch the line at `p` with intent to write (prefetchw), so a store to it does not stall
-/// on the read-for-ownership. A hint: never faults.
-#[inline(always)]
-pub fn prefetch_write(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetchw is a hint; it never faults and changes no architectural state.
-    unsafe {
-        core::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, preserves_flags));
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// Order earlier non-temporal stores before later stores (sfence).
-#[inline(always)]
-pub fn dma_fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: sfence has no preconditions.
-    unsafe {
-        core::arch::x86_64::_mm_sfence()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    std::sync::atomic::fence(Ordering::Release);
-}
-
 /// Descriptor states (low 2 bits of the descriptor word).
 #[allow(dead_code)]
 const D_EMPTY: u64 = 0;

@@ -11,7 +11,8 @@
 //! the measured rate is its own); with `--rate` it drops frames that find no posted buffer
 //! and counts them as `rx_missed`, like a NIC's RX-DRP.
 
-use super::{demote_line, dma_fence, prefetch_write, BufferArena, RxDevice, RxRing};
+use super::{BufferArena, RxDevice, RxRing};
+use crate::cpu::{demote_line, dma_fence, prefetch_write};
 use crate::traffic::FlowGen;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

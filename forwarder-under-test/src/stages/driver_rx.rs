@@ -1,12 +1,12 @@
 //! Stage driver rx: take completed descriptors from the rx ring into a burst and refill the
 //! ring with fresh buffers from the packet-buffer slab.
 
-use crate::fib::prefetch_ptr;
+use crate::burst::{Burst, StageClock, MAX_BURST};
+use crate::cpu::prefetch_ptr;
 use crate::nic::afpacket::AfpQueue;
 use crate::nic::{BufferArena, RxDriver};
 use crate::slab::{fwd_slab_alloc_bulk, SlabCache};
-use crate::stats::Ctr;
-use crate::worker::{Burst, StageClock, MAX_BURST};
+use fwd_abi::Ctr;
 
 /// Receive up to `max` packets into `burst`, then refill (stage: driver). While taking
 /// descriptor i, the header line of descriptor i+k's buffer is prefetched, as e1000's rx

@@ -1,13 +1,14 @@
 //! Stage driver tx: reclaim buffers the device has sent, rewrite MAC addresses from the
 //! neighbour table, place packets on the tx ring and ring the doorbell.
 
+use crate::burst::NIL;
+use crate::burst::{Burst, StageClock, MAX_BURST};
 use crate::nic::afpacket::AfpTx;
 use crate::nic::{BufferArena, TxRing};
 use crate::packet::mac_for;
-use crate::rtcache::{RtCache, NIL};
+use crate::rtcache::RtCache;
 use crate::slab::{fwd_slab_free_bulk, SlabCache};
-use crate::stats::Ctr;
-use crate::worker::{Burst, StageClock, MAX_BURST};
+use fwd_abi::Ctr;
 
 /// Output side of a next hop, resolved once from the table (the synthetic neighbour table
 /// gives every gateway a MAC).
@@ -32,7 +33,6 @@ pub fn fwd_driver_tx_burst(
     rt: &mut RtCache,
     ctr: &mut [u64],
     clk: &mut StageClock,
-    tap: Option<&mut Vec<Vec<u8>>>,
     port: Option<&mut AfpTx>,
 ) {
     fwd_driver_tx_reclaim(tx, bufs, clk);
@@ -62,7 +62,7 @@ pub fn fwd_driver_tx_burst(
     }
     match port {
         Some(p) => fwd_driver_afp_tx_doorbell(p, tx, arena, ctr),
-        None => fwd_driver_tx_doorbell(tx, arena, ctr, tap),
+        None => fwd_driver_tx_doorbell(tx, ctr),
     }
 }
 
@@ -111,17 +111,10 @@ pub fn fwd_driver_tx_reclaim(tx: &mut TxRing, bufs: &mut SlabCache, clk: &mut St
 /// Ring the doorbell: the synthetic device sends everything placed and completes it at once.
 #[no_mangle]
 #[inline(never)]
-pub fn fwd_driver_tx_doorbell(tx: &mut TxRing, arena: &BufferArena, ctr: &mut [u64], tap: Option<&mut Vec<Vec<u8>>>) {
+pub fn fwd_driver_tx_doorbell(tx: &mut TxRing, ctr: &mut [u64]) {
     let mut bytes = 0u64;
-    let mut tap = tap;
     for s in tx.head..tx.tail {
-        let (b, len) = tx.slot(s);
-        bytes += u64::from(len);
-        if let Some(t) = tap.as_deref_mut() {
-            // SAFETY: the buffer is on our tx ring, owned by this queue until reclaimed.
-            let f = unsafe { &arena.buf_mut(b)[..usize::from(len)] };
-            t.push(f.to_vec());
-        }
+        bytes += u64::from(tx.slot(s).1);
     }
     ctr[Ctr::TxPackets as usize] += tx.tail - tx.head;
     ctr[Ctr::TxBytes as usize] += bytes;

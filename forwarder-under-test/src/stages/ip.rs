@@ -1,11 +1,11 @@
 //! Stage ip: validate the Ethernet and IPv4 headers as ip_rcv and ip_forward do, drop with
 //! a counted reason, and decrement TTL with an incremental checksum update.
 
-use crate::fib::prefetch_ptr;
+use crate::burst::Burst;
+use crate::cpu::prefetch_ptr;
 use crate::nic::BufferArena;
 use crate::packet::{checksum, checksum20, csum_update16, get_u16, get_u32, off, put_u16, ETH_HLEN, ETH_P_IP, IP_HLEN};
-use crate::stats::Ctr;
-use crate::worker::Burst;
+use fwd_abi::Ctr;
 
 /// What the ip stage learned of a valid packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

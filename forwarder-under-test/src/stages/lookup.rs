@@ -8,11 +8,12 @@
 //!
 //! In the FIB modes the first FIB node (or table entry) of packet `i+k` is prefetched.
 
+use crate::burst::Burst;
+use crate::burst::NIL;
 use crate::config::CacheMode;
 use crate::fib::Fib;
-use crate::rtcache::{fwd_lookup_rtcache_input, route_input_fib, DstEntry, RtCache, RtKey, NIL};
-use crate::stats::Ctr;
-use crate::worker::Burst;
+use crate::rtcache::{fwd_lookup_rtcache_input, route_input_fib, DstEntry, RtCache, RtKey};
+use fwd_abi::Ctr;
 
 /// What the lookup stage works with.
 pub struct LookupCtx<'a> {

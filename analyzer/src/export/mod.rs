@@ -1,0 +1,201 @@
+//! `fwdscope export`: a profile's stacks in the formats other tools read. Here the stacks;
+//! each format in a submodule ([`folded`] and SVG, [`pprof`], [`speedscope`], and [`table`]
+//! for CSV, JSON and Parquet).
+//!
+//! Samples are grouped in polars ([`crate::aggregate`]); each distinct stack is symbolized
+//! once, with DWARF inline frames, into [`Stack`]s (root first, the sampled function last,
+//! its charged stage and the thread). From those:
+//!
+//! - `folded`: `thread;root;...;leaf COUNT` lines (Brendan Gregg's format, read by inferno
+//!   and flamegraph.pl);
+//! - `svg`: an inferno flame graph of the folded stacks;
+//! - `pprof`: gzipped profile.proto (values `samples/count` and the event's period; labels
+//!   `stage` and `thread`; mappings with build-ids), read by `go tool pprof`;
+//! - `speedscope`: speedscope's file format (one sampled profile per thread);
+//! - `csv`, `json`, `parquet`: one row per stack: thread, stage, leaf, dso, stack, samples,
+//!   period.
+
+mod folded;
+pub mod pprof;
+mod speedscope;
+mod table;
+
+pub use pprof::PProfile;
+
+use crate::aggregate::Group;
+use crate::rules::{Rules, OTHER};
+use crate::symbolize::Symbolizer;
+use crate::{Error, Result};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One distinct stack.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Stack {
+    pub thread: String,
+    /// Charged stage (the leaf's own, or its nearest caller's with a stage).
+    pub stage: String,
+    /// The sampled function's DSO.
+    pub dso: String,
+    /// Frames, root first; inlined functions appear as frames of their own.
+    pub frames: Vec<String>,
+    pub samples: u64,
+    pub period: u64,
+    /// Addresses of the stack, leaf first (sample IP, then return addresses), with their
+    /// pid and whether each is a kernel address; for pprof locations.
+    #[serde(skip)]
+    pub addrs: Vec<(u64, bool)>,
+    #[serde(skip)]
+    pub pid: u32,
+}
+
+/// Stacks of a profile and what they were sampled with.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// The event used (cpu-clock, cycles...).
+    pub event: String,
+    /// `nanoseconds` for clock events, else `events`.
+    pub unit: String,
+    pub stacks: Vec<Stack>,
+    /// Mappings (for pprof).
+    pub maps: Vec<collector::records::Mapping>,
+}
+
+/// An address's frames (innermost first), its own stage and its DSO.
+type Resolved = (Vec<String>, String, String);
+
+/// Symbolize grouped samples into stacks.
+pub fn stacks(groups: &[Group], sym: &mut Symbolizer, rules: &Rules, names: &HashMap<u32, String>) -> Vec<Stack> {
+    let mut cache: HashMap<(u32, u64, bool), Resolved> = HashMap::new();
+    let mut frames_of = |pid: u32, addr: u64, kernel: bool| -> Resolved {
+        cache
+            .entry((pid, addr, kernel))
+            .or_insert_with(|| {
+                let frames: Vec<String> = sym.frames_ip(pid, addr, kernel).into_iter().map(|f| f.function).collect();
+                let s = sym.resolve_ip(pid, addr, kernel);
+                let stage = rules.stage_of(&s.name).to_string();
+                (frames, stage, s.dso)
+            })
+            .clone()
+    };
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let (leaf_frames, own, dso) = frames_of(g.pid, g.ip, g.kernel);
+        let mut stage = own;
+        let mut frames_leaf_first = leaf_frames;
+        let mut addrs = vec![(g.ip, g.kernel)];
+        let callers = g.callchain.iter().skip(usize::from(g.callchain.first() == Some(&g.ip)));
+        for &ret in callers {
+            let k = crate::stages::is_kernel_address(ret);
+            let (f, st, _) = frames_of(g.pid, ret.saturating_sub(1), k);
+            if stage == OTHER && st != OTHER {
+                stage = st;
+            }
+            frames_leaf_first.extend(f);
+            addrs.push((ret, k));
+        }
+        frames_leaf_first.reverse();
+        out.push(Stack {
+            thread: names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid)),
+            stage,
+            dso,
+            frames: frames_leaf_first,
+            samples: g.samples,
+            period: g.period,
+            addrs,
+            pid: g.pid,
+        });
+    }
+    out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frames.cmp(&b.frames)));
+    out
+}
+
+/// The profile of a recording, symbolized through `sym` (keep it for [`Profile::pprof`]:
+/// the binaries it loaded are reused).
+pub fn recording_profile(
+    rec: &collector::recording::Recording,
+    sym: &mut Symbolizer,
+    rules: &Rules,
+) -> Result<Profile> {
+    let groups = crate::aggregate::group(rec.samples_df()?)?;
+    let names = crate::stages::thread_names(&rec.tasks()?);
+    let event = rec.meta.sampling.used.clone();
+    Ok(Profile { unit: unit_of(&event), event, stacks: stacks(&groups, sym, rules, &names), maps: rec.maps()? })
+}
+
+/// The profile of a perf.data file, symbolized through `sym` (built from its mappings and
+/// the kallsyms that match it).
+pub fn perfdata_profile(pd: &crate::perfdata::PerfData, sym: &mut Symbolizer, rules: &Rules) -> Result<Profile> {
+    let df = collector::recording::samples_frame(&pd.samples).map_err(|e| Error::Aggregate(e.to_string()))?;
+    let groups = crate::aggregate::group(df)?;
+    let names = crate::stages::thread_names(&pd.tasks);
+    Ok(Profile {
+        unit: unit_of(&pd.event),
+        event: pd.event.clone(),
+        stacks: stacks(&groups, sym, rules, &names),
+        maps: pd.maps.clone(),
+    })
+}
+
+/// The formats a profile can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Format {
+    /// `thread;root;...;leaf COUNT` lines (inferno, flamegraph.pl).
+    Folded,
+    /// A flame graph (inferno).
+    Svg,
+    /// gzipped profile.proto for `go tool pprof`.
+    Pprof,
+    /// speedscope's JSON file format (open it at speedscope.app).
+    Speedscope,
+    Csv,
+    Json,
+    Parquet,
+}
+
+impl Format {
+    /// Whether the format is binary (not for a terminal).
+    pub fn is_binary(self) -> bool {
+        matches!(self, Format::Pprof | Format::Parquet)
+    }
+}
+
+impl Profile {
+    /// The profile in `format`; `title` names flame graphs and speedscope profiles, `sym`
+    /// (the symbolizer that made the stacks) gives pprof its locations' lines.
+    pub fn encode(&self, format: Format, title: &str, sym: &mut Symbolizer) -> Result<Vec<u8>> {
+        Ok(match format {
+            Format::Folded => self.folded().into_bytes(),
+            Format::Svg => self.svg(title)?,
+            Format::Pprof => self.pprof(sym)?,
+            Format::Speedscope => self.speedscope(title)?.into_bytes(),
+            Format::Csv => self.csv().into_bytes(),
+            Format::Json => self.json()?.into_bytes(),
+            Format::Parquet => {
+                let mut v = Vec::new();
+                self.parquet(&mut v)?;
+                v
+            }
+        })
+    }
+
+    /// Stacks, samples and the event, in one line.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} stacks, {} samples, event used: {}",
+            self.stacks.len(),
+            self.stacks.iter().map(|s| s.samples).sum::<u64>(),
+            self.event
+        )
+    }
+}
+
+/// pprof's unit of a sampled event's periods.
+fn unit_of(event: &str) -> String {
+    if collector::events::is_clock(event) {
+        "nanoseconds".into()
+    } else {
+        "events".into()
+    }
+}

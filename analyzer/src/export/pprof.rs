@@ -1,0 +1,254 @@
+//! pprof's profile.proto as prost messages (field numbers from
+//! github.com/google/pprof/proto/profile.proto) and the conversion of a [`Profile`]'s
+//! stacks into it: values `samples/count` and the event's period, labels `stage` and
+//! `thread` on every sample, one location per address with its DWARF inline lines, and
+//! mappings with their build-ids.
+
+use super::Profile;
+use crate::symbolize::Symbolizer;
+use crate::{Error, Result};
+use std::collections::HashMap;
+use std::io::Write;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PProfile {
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "2")]
+    pub sample: Vec<PSample>,
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<PMapping>,
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    #[prost(int64, repeated, tag = "13")]
+    pub comment: Vec<i64>,
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValueType {
+    #[prost(int64, tag = "1")]
+    pub r#type: i64,
+    #[prost(int64, tag = "2")]
+    pub unit: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PSample {
+    #[prost(uint64, repeated, tag = "1")]
+    pub location_id: Vec<u64>,
+    #[prost(int64, repeated, tag = "2")]
+    pub value: Vec<i64>,
+    #[prost(message, repeated, tag = "3")]
+    pub label: Vec<Label>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Label {
+    #[prost(int64, tag = "1")]
+    pub key: i64,
+    #[prost(int64, tag = "2")]
+    pub str: i64,
+    #[prost(int64, tag = "3")]
+    pub num: i64,
+    #[prost(int64, tag = "4")]
+    pub num_unit: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PMapping {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    #[prost(int64, tag = "6")]
+    pub build_id: i64,
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+    #[prost(bool, tag = "8")]
+    pub has_filenames: bool,
+    #[prost(bool, tag = "9")]
+    pub has_line_numbers: bool,
+    #[prost(bool, tag = "10")]
+    pub has_inline_frames: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Location {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    #[prost(uint64, tag = "3")]
+    pub address: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub line: Vec<Line>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Line {
+    #[prost(uint64, tag = "1")]
+    pub function_id: u64,
+    #[prost(int64, tag = "2")]
+    pub line: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Function {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(int64, tag = "2")]
+    pub name: i64,
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
+    #[prost(int64, tag = "4")]
+    pub filename: i64,
+}
+
+/// String table with index 0 = "".
+struct Strings {
+    table: Vec<String>,
+    index: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Strings {
+        Strings { table: vec![String::new()], index: HashMap::from([(String::new(), 0)]) }
+    }
+    fn id(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        self.table.push(s.to_string());
+        let i = self.table.len() as i64 - 1;
+        self.index.insert(s.to_string(), i);
+        i
+    }
+}
+
+/// Build the profile.proto message of `p`, symbolizing locations through `sym`.
+pub fn build(p: &Profile, sym: &mut Symbolizer) -> PProfile {
+    let mut st = Strings::new();
+    let samples_t = ValueType { r#type: st.id("samples"), unit: st.id("count") };
+    let period_t = ValueType { r#type: st.id(&p.event), unit: st.id(&p.unit) };
+    let (k_stage, k_thread) = (st.id("stage"), st.id("thread"));
+    let mut mappings: Vec<PMapping> = Vec::new();
+    let mut mapping_ids: HashMap<(u32, u64), u64> = HashMap::new(); // (pid, start)
+    let mut kernel_mapping: Option<u64> = None;
+    let mut functions: Vec<Function> = Vec::new();
+    let mut function_ids: HashMap<(String, Option<String>), u64> = HashMap::new();
+    let mut locations: Vec<Location> = Vec::new();
+    let mut location_ids: HashMap<(u32, u64, bool, bool), u64> = HashMap::new();
+    let mut samples = Vec::with_capacity(p.stacks.len());
+    for s in &p.stacks {
+        let mut ids = Vec::with_capacity(s.addrs.len());
+        for (depth, &(addr, kernel)) in s.addrs.iter().enumerate() {
+            let caller = depth > 0;
+            let key = (s.pid, addr, kernel, caller);
+            if let Some(&id) = location_ids.get(&key) {
+                ids.push(id);
+                continue;
+            }
+            // Callers: symbolize the call instruction, not the return address.
+            let probe = if caller { addr.saturating_sub(1) } else { addr };
+            let mapping_id = if kernel {
+                *kernel_mapping.get_or_insert_with(|| {
+                    mappings.push(PMapping {
+                        id: mappings.len() as u64 + 1,
+                        memory_start: 0xffff_8000_0000_0000,
+                        memory_limit: u64::MAX,
+                        filename: st.id("[kernel.kallsyms]"),
+                        has_functions: true,
+                        ..Default::default()
+                    });
+                    mappings.len() as u64
+                })
+            } else {
+                match p.maps.iter().rev().find(|m| m.pid == s.pid && addr >= m.start && addr < m.start + m.len) {
+                    Some(m) => *mapping_ids.entry((s.pid, m.start)).or_insert_with(|| {
+                        mappings.push(PMapping {
+                            id: mappings.len() as u64 + 1,
+                            memory_start: m.start,
+                            memory_limit: m.start + m.len,
+                            file_offset: m.pgoff,
+                            filename: st.id(&m.path),
+                            build_id: m.build_id.as_deref().map_or(0, |b| st.id(b)),
+                            has_functions: true,
+                            has_filenames: true,
+                            has_line_numbers: true,
+                            has_inline_frames: true,
+                        });
+                        mappings.len() as u64
+                    }),
+                    None => 0,
+                }
+            };
+            let mut lines = Vec::new();
+            for f in sym.frames_ip(s.pid, probe, kernel) {
+                let fkey = (f.function.clone(), f.file.clone());
+                let fid = match function_ids.get(&fkey) {
+                    Some(&id) => id,
+                    None => {
+                        let name = st.id(&f.function);
+                        let filename = f.file.as_deref().map_or(0, |x| st.id(x));
+                        functions.push(Function { id: functions.len() as u64 + 1, name, system_name: name, filename });
+                        function_ids.insert(fkey, functions.len() as u64);
+                        functions.len() as u64
+                    }
+                };
+                lines.push(Line { function_id: fid, line: f.line.map_or(0, i64::from) });
+            }
+            let id = locations.len() as u64 + 1;
+            locations.push(Location { id, mapping_id, address: addr, line: lines });
+            location_ids.insert(key, id);
+            ids.push(id);
+        }
+        samples.push(PSample {
+            location_id: ids,
+            value: vec![s.samples as i64, s.period as i64],
+            label: vec![
+                Label { key: k_stage, str: st.id(&s.stage), ..Default::default() },
+                Label { key: k_thread, str: st.id(&s.thread), ..Default::default() },
+            ],
+        });
+    }
+    let comment = vec![st.id(&format!("fwdscope {}: event used {}", env!("CARGO_PKG_VERSION"), p.event))];
+    PProfile {
+        sample_type: vec![samples_t, period_t.clone()],
+        sample: samples,
+        mapping: mappings,
+        location: locations,
+        function: functions,
+        string_table: st.table,
+        period_type: Some(period_t),
+        period: 0,
+        comment,
+        default_sample_type: 0,
+    }
+}
+
+impl Profile {
+    /// gzipped pprof profile.proto.
+    pub fn pprof(&self, sym: &mut Symbolizer) -> Result<Vec<u8>> {
+        let p = build(self, sym);
+        let bytes = prost::Message::encode_to_vec(&p);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&bytes).map_err(|e| Error::Export(e.to_string()))?;
+        gz.finish().map_err(|e| Error::Export(e.to_string()))
+    }
+}

@@ -1,0 +1,220 @@
+//! Reading a recording back: meta.json, every Parquet part (each checked by
+//! [`super::part_check`] before polars decodes it), counters, maps and tasks.
+
+use super::{pq_err, CounterRow, Meta, FORMAT_VERSION};
+use crate::records::{Mapping, Sample, TaskEvent};
+use crate::{Error, Result};
+use polars::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// A recording opened for reading.
+pub struct Recording {
+    pub dir: PathBuf,
+    pub meta: Meta,
+}
+
+fn parts(dir: &Path) -> Result<Vec<PathBuf>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let mut v: Vec<PathBuf> =
+        rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "parquet")).collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Read one Parquet part. A corrupt part can make the Parquet reader panic (it indexes
+/// by sizes from the file's metadata); that becomes an error naming the part.
+fn read_part(path: &Path) -> Result<DataFrame> {
+    // Whole part in memory: the counts polars would trust are checked first (a corrupt
+    // count aborts polars on allocation, which no catch_unwind can stop).
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    super::part_check::check_part(&bytes).map_err(|e| pq_err(path, format!("corrupt part: {e}")))?;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ParquetReader::new(std::io::Cursor::new(bytes)).finish()))
+        .map_err(|_| pq_err(path, "malformed Parquet: the reader failed on its metadata"))?
+        .map_err(|e| pq_err(path, e))
+}
+
+fn col<'a>(df: &'a DataFrame, path: &Path, name: &str) -> Result<&'a Column> {
+    df.column(name).map_err(|_| Error::Recording { path: path.to_path_buf(), msg: format!("missing column `{name}`") })
+}
+
+fn u64s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<u64>> {
+    let c = col(df, path, name)?;
+    let ca = c
+        .u64()
+        .map_err(|_| Error::Recording { path: path.to_path_buf(), msg: format!("column `{name}` is not u64") })?;
+    Ok(ca.iter().map(|v| v.unwrap_or(0)).collect())
+}
+
+fn u32s(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<u32>> {
+    let c = col(df, path, name)?;
+    let ca = c
+        .u32()
+        .map_err(|_| Error::Recording { path: path.to_path_buf(), msg: format!("column `{name}` is not u32") })?;
+    Ok(ca.iter().map(|v| v.unwrap_or(0)).collect())
+}
+
+/// Largest sample period accepted (2^40: over four minutes of cycles at 4 GHz, or of
+/// cpu-clock ns, in one sample). Periods are summed per stack, and a corrupt one near 2^64
+/// would overflow the sum.
+pub const MAX_PERIOD: u64 = 1 << 40;
+
+fn check_periods(df: &DataFrame, path: &Path) -> Result<()> {
+    let ca = col(df, path, "period")?
+        .u64()
+        .map_err(|_| Error::Recording { path: path.to_path_buf(), msg: "column `period` is not u64".into() })?;
+    if let Some(row) = ca.iter().position(|p| p.is_some_and(|p| p > MAX_PERIOD)) {
+        return Err(Error::Recording {
+            path: path.to_path_buf(),
+            msg: format!(
+                "row {row}: period {} over the limit of {MAX_PERIOD} (corrupt part)",
+                ca.get(row).unwrap_or(0)
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Recording {
+    /// Open a recording directory (meta.json must parse; a recording whose writer died
+    /// reads as status `recording`).
+    pub fn open(dir: &Path) -> Result<Recording> {
+        let p = dir.join("meta.json");
+        let text = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        let meta: Meta = serde_json::from_slice(&text)
+            .map_err(|e| Error::Recording { path: p.clone(), msg: format!("meta.json line {}: {e}", e.line()) })?;
+        if meta.format != "fwdscope-recording" || meta.version != FORMAT_VERSION {
+            return Err(Error::Recording {
+                path: p,
+                msg: format!(
+                    "format `{}` version {}: expected fwdscope-recording version {FORMAT_VERSION}",
+                    meta.format, meta.version
+                ),
+            });
+        }
+        Ok(Recording { dir: dir.to_path_buf(), meta })
+    }
+
+    /// Every sample, in part order.
+    pub fn samples(&self) -> Result<Vec<Sample>> {
+        let mut out = Vec::new();
+        for path in parts(&self.dir.join("samples.parquet"))? {
+            let df = read_part(&path)?;
+            let (time, ip, period) = (u64s(&df, &path, "time")?, u64s(&df, &path, "ip")?, u64s(&df, &path, "period")?);
+            let (pid, tid, cpu) = (u32s(&df, &path, "pid")?, u32s(&df, &path, "tid")?, u32s(&df, &path, "cpu")?);
+            let kernel: Vec<bool> = col(&df, &path, "kernel")?
+                .bool()
+                .map_err(|_| Error::Recording { path: path.clone(), msg: "column `kernel` is not bool".into() })?
+                .iter()
+                .map(|v| v.unwrap_or(false))
+                .collect();
+            let chains = col(&df, &path, "callchain")?
+                .list()
+                .map_err(|_| Error::Recording { path: path.clone(), msg: "column `callchain` is not a list".into() })?
+                .clone();
+            for (i, chain) in chains.amortized_iter().enumerate() {
+                let callchain: Vec<u64> = match chain {
+                    Some(s) => s.as_ref().u64().map(|c| c.iter().flatten().collect()).unwrap_or_default(),
+                    None => Vec::new(),
+                };
+                out.push(Sample {
+                    time: time[i],
+                    pid: pid[i],
+                    tid: tid[i],
+                    cpu: cpu[i],
+                    ip: ip[i],
+                    period: period[i],
+                    kernel: kernel[i],
+                    callchain,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every sample part concatenated into one DataFrame (the columns of `samples.parquet`);
+    /// no per-sample conversion, for aggregation in polars.
+    pub fn samples_df(&self) -> Result<DataFrame> {
+        let mut out: Option<DataFrame> = None;
+        for path in parts(&self.dir.join("samples.parquet"))? {
+            let df = read_part(&path)?;
+            for name in ["time", "pid", "tid", "cpu", "ip", "period", "kernel", "callchain"] {
+                col(&df, &path, name)?;
+            }
+            check_periods(&df, &path)?;
+            match &mut out {
+                None => out = Some(df),
+                Some(o) => {
+                    o.vstack_mut(&df).map_err(|e| Error::Recording {
+                        path: path.clone(),
+                        msg: format!("columns differ from the first part: {e}"),
+                    })?;
+                }
+            }
+        }
+        match out {
+            Some(df) => Ok(df),
+            None => super::samples_frame(&[]).map_err(|e| pq_err(&self.dir, e)),
+        }
+    }
+
+    /// tasks.json (empty if the writer died before writing it).
+    pub fn tasks(&self) -> Result<Vec<TaskEvent>> {
+        let p = self.dir.join("tasks.json");
+        if !p.exists() {
+            return Ok(Vec::new());
+        }
+        let text = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        serde_json::from_slice(&text).map_err(|e| Error::Recording { path: p, msg: format!("line {}: {e}", e.line()) })
+    }
+
+    /// Every counter row, in part order.
+    pub fn counters(&self) -> Result<Vec<CounterRow>> {
+        let mut out = Vec::new();
+        for path in parts(&self.dir.join("counters.parquet"))? {
+            let df = read_part(&path)?;
+            let time = u64s(&df, &path, "time")?;
+            let value = u64s(&df, &path, "value")?;
+            let strs = |name: &str| -> Result<Vec<String>> {
+                Ok(col(&df, &path, name)?
+                    .str()
+                    .map_err(|_| Error::Recording { path: path.clone(), msg: format!("column `{name}` is not text") })?
+                    .iter()
+                    .map(|v| v.unwrap_or("").to_string())
+                    .collect())
+            };
+            let (source, name) = (strs("source")?, strs("name")?);
+            let worker: Vec<i32> = col(&df, &path, "worker")?
+                .i32()
+                .map_err(|_| Error::Recording { path: path.clone(), msg: "column `worker` is not i32".into() })?
+                .iter()
+                .map(|v| v.unwrap_or(-1))
+                .collect();
+            for i in 0..time.len() {
+                out.push(CounterRow {
+                    time: time[i],
+                    source: source[i].clone(),
+                    worker: worker[i],
+                    name: name[i].clone(),
+                    value: value[i],
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rows of the forwarder's counter `name` (as its stats segment names it), in part
+    /// order (time order per worker); empty when the target was not a forwarder.
+    pub fn forwarder_counter(&self, name: &str) -> Result<Vec<CounterRow>> {
+        Ok(self.counters()?.into_iter().filter(|r| r.is_forwarder() && r.name == name).collect())
+    }
+
+    /// maps.json (empty if the writer died before writing it).
+    pub fn maps(&self) -> Result<Vec<Mapping>> {
+        let p = self.dir.join("maps.json");
+        if !p.exists() {
+            return Ok(Vec::new());
+        }
+        let text = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        serde_json::from_slice(&text).map_err(|e| Error::Recording { path: p, msg: format!("line {}: {e}", e.line()) })
+    }
+}

@@ -1,0 +1,415 @@
+//! A recording session (`record`, and `top`'s live source): capture, kept apart from what
+//! becomes of the records. Here: the target (started behind a gate, a PID, or every CPU),
+//! the sampling and counting events on it, the drain loop, the forwarder's stats segment
+//! read every counter interval, and a clean end. Every record and counter row goes to the
+//! [`sink::Sink`], which feeds the recording writer and the live stream alike.
+
+pub mod sink;
+
+use crate::child::GatedChild;
+use crate::counting::{enable, open_counting, read_counting, OpenCounting};
+use crate::events::EventId;
+use crate::perf_abi::{self, SampleSpec, SamplingEvent, Scope};
+use crate::recording::{CounterRow, Machine, Meta, RecordingWriter, SamplingInfo, FORMAT_VERSION};
+use crate::stream::{Batch, StreamSender};
+use crate::{Error, Result};
+use fwd_abi::{segment_rows, Segment, SOURCE_PMU};
+use sink::Sink;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// What to observe.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The bundled forwarder, started as a child with these flags (its stats segment is
+    /// read too).
+    Forwarder { program: PathBuf, args: Vec<String> },
+    /// Any program, started as a child.
+    Command { program: PathBuf, args: Vec<String> },
+    /// Every thread of a running process (and threads it starts later).
+    Pid(i32),
+    /// Every CPU, kernel included.
+    All,
+}
+
+impl Target {
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Forwarder { program, args } => format!("forwarder {} {}", program.display(), args.join(" ")),
+            Target::Command { program, args } => format!("command {} {}", program.display(), args.join(" ")),
+            Target::Pid(p) => format!("pid {p}"),
+            Target::All => "system-wide".into(),
+        }
+    }
+}
+
+/// Options of `record`.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// Output directory.
+    pub output: PathBuf,
+    /// Overwrite an existing recording (default false).
+    pub force: bool,
+    pub target: Target,
+    /// Sampling event; `None` (default) samples cycles and falls back to cpu-clock where the
+    /// machine has no PMU.
+    pub event: Option<EventId>,
+    /// Samples per second (default 4000, perf's default) unless `period` is set.
+    pub freq: Option<u64>,
+    pub period: Option<u64>,
+    /// Frame-pointer callchains (default false).
+    pub callchain: bool,
+    /// Ring buffer pages per CPU (default 128).
+    pub ring_pages: usize,
+    /// Counting events read every `counter_interval` (default: the stat set).
+    pub counting: Vec<EventId>,
+    /// Period of counter rows (default 100 ms).
+    pub counter_interval: Duration,
+    /// Period of Parquet parts (default 1 s).
+    pub chunk_interval: Duration,
+    /// Stop after this long (default: when the target exits or on interrupt).
+    pub duration: Option<Duration>,
+    /// How often the ring buffers are drained when idle (default 5 ms).
+    pub poll_interval: Duration,
+    /// The command line to store in meta.json.
+    pub command: Vec<String>,
+    /// Told the target's PID once it runs (default none): a controller that steers a
+    /// forwarder being recorded finds its stats segment through it.
+    pub notify_pid: Option<std::sync::mpsc::Sender<i32>>,
+}
+
+impl RecordOptions {
+    pub fn new(output: PathBuf, target: Target) -> RecordOptions {
+        RecordOptions {
+            output,
+            force: false,
+            target,
+            event: None,
+            freq: Some(4000),
+            period: None,
+            callchain: false,
+            ring_pages: 128,
+            counting: EventId::DEFAULT_COUNTING.to_vec(),
+            counter_interval: Duration::from_millis(100),
+            chunk_interval: Duration::from_secs(1),
+            duration: None,
+            poll_interval: Duration::from_millis(5),
+            command: Vec::new(),
+            notify_pid: None,
+        }
+    }
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+/// Whether kernel-mode samples may be taken.
+fn kernel_allowed() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    (unsafe { libc::geteuid() } == 0) || perf_abi::paranoid().parse::<i32>().is_ok_and(|p| p <= 1)
+}
+
+/// The scopes (task x CPU) to open events on for a target.
+fn scopes(target_pid: Option<i32>, all: bool, gated: bool) -> Result<Vec<Scope>> {
+    let cpus = perf_abi::online_cpus();
+    let kernel = kernel_allowed();
+    if all {
+        return Ok(cpus
+            .iter()
+            .map(|&c| Scope { pid: None, cpu: Some(c), inherit: false, enable_on_exec: false, kernel: true })
+            .collect());
+    }
+    let pid = target_pid.ok_or_else(|| Error::Config("no target".into()))?;
+    if gated {
+        return Ok(cpus
+            .iter()
+            .map(|&c| Scope { pid: Some(pid), cpu: Some(c), inherit: true, enable_on_exec: true, kernel })
+            .collect());
+    }
+    // A running process: each existing thread on each CPU, inheriting into new threads
+    // (the kernel refuses to map inherited per-thread events opened on any CPU).
+    let tids = perf_abi::threads_of(pid)?;
+    Ok(tids
+        .iter()
+        .flat_map(|&t| {
+            cpus.iter().map(move |&c| Scope {
+                pid: Some(t),
+                cpu: Some(c),
+                inherit: true,
+                enable_on_exec: false,
+                kernel,
+            })
+        })
+        .collect())
+}
+
+/// Open the sampling event on every scope, falling back from cycles to cpu-clock when the
+/// machine has no PMU (and `explicit` is false). Returns the events and the sampling info.
+fn open_sampling(
+    opts: &RecordOptions,
+    scopes: &[Scope],
+    log: &mut dyn FnMut(&str),
+) -> Result<(Vec<SamplingEvent>, SamplingInfo)> {
+    let requested = opts.event.unwrap_or(EventId::Cycles);
+    let mut info = SamplingInfo {
+        requested: requested.name().into(),
+        used: requested.name().into(),
+        fallback: None,
+        freq: if opts.period.is_some() { None } else { opts.freq },
+        period: opts.period,
+        callchain: opts.callchain,
+        kernel: scopes.iter().any(|s| s.kernel),
+        ring_pages: opts.ring_pages,
+    };
+    let open_all = |event: EventId| -> Result<Vec<SamplingEvent>> {
+        scopes
+            .iter()
+            .map(|s| {
+                let spec = SampleSpec {
+                    event,
+                    freq: opts.freq,
+                    period: opts.period,
+                    callchain: opts.callchain,
+                    ring_pages: opts.ring_pages,
+                    tracking: true,
+                };
+                SamplingEvent::open(&spec, s)
+            })
+            .collect()
+    };
+    match open_all(requested) {
+        Ok(v) => Ok((v, info)),
+        Err(Error::Unsupported { source, .. }) if opts.event.is_none() => {
+            let errno = match source.raw_os_error() {
+                Some(libc::ENOENT) => "ENOENT".to_string(),
+                Some(libc::EOPNOTSUPP) => "EOPNOTSUPP".to_string(),
+                Some(libc::ENODEV) => "ENODEV".to_string(),
+                _ => source.to_string(),
+            };
+            let why = format!(
+                "{requested} is not supported on this machine (perf_event_open: {errno}; no hardware PMU): sampling cpu-clock instead"
+            );
+            log(&why);
+            info.used = EventId::CpuClock.name().into();
+            info.fallback = Some(why);
+            Ok((open_all(EventId::CpuClock)?, info))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Every process in /proc.
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok())).collect())
+        .unwrap_or_default()
+}
+
+/// The target as started or found: a child behind its gate, its PID, or system-wide.
+struct Started {
+    child: Option<GatedChild>,
+    pid: Option<i32>,
+    all: bool,
+}
+
+fn start_target(opts: &RecordOptions) -> Result<Started> {
+    Ok(match &opts.target {
+        Target::Forwarder { program, args } | Target::Command { program, args } => {
+            let log_path = opts.output.join("target.log");
+            let log_file = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
+            let c = GatedChild::spawn_with_output(program, args, Some(&log_file))?;
+            let pid = c.pid;
+            Started { child: Some(c), pid: Some(pid), all: false }
+        }
+        Target::Pid(p) => {
+            if !perf_abi::process_alive(*p) {
+                return Err(Error::NoSuchProcess(*p));
+            }
+            Started { child: None, pid: Some(*p), all: false }
+        }
+        Target::All => Started { child: None, pid: None, all: true },
+    })
+}
+
+/// Processes already running have no MMAP2/COMM records of their past: synthesize them
+/// from /proc as perf does (system-wide: every process).
+fn synthesize_existing(target: &Target, sink: &mut Sink, time: u64) {
+    let existing: Vec<u32> = match target {
+        Target::Pid(p) => vec![*p as u32],
+        Target::All => all_pids(),
+        _ => Vec::new(),
+    };
+    for pid in existing {
+        let (maps, tasks) = crate::records::synthesize_process(pid, time);
+        for m in maps {
+            sink.mapping(m);
+        }
+        for t in tasks {
+            sink.task(t);
+        }
+    }
+}
+
+/// One counter interval: the PMU totals and, once the forwarder's segment is up, every
+/// counter of every worker.
+fn counter_rows(counting: &mut OpenCounting, segment: Option<&Segment>, time: u64) -> Result<Vec<CounterRow>> {
+    let mut rows: Vec<CounterRow> = read_counting(counting)?
+        .into_iter()
+        .map(|(ev, v)| CounterRow { time, source: SOURCE_PMU.into(), worker: -1, name: ev.name().into(), value: v })
+        .collect();
+    if let Some(seg) = segment {
+        rows.extend(segment_rows(seg, time));
+    }
+    Ok(rows)
+}
+
+/// Record until the duration passes, the target exits, or `stop` is set. Returns meta.json's
+/// final content. `log` receives notes for the user (fallbacks, how it ended).
+pub fn record(
+    opts: &RecordOptions,
+    stop: &AtomicBool,
+    stream: Option<&StreamSender>,
+    log: &mut dyn FnMut(&str),
+) -> Result<Meta> {
+    let writer = RecordingWriter::create(&opts.output, opts.force)?;
+    let mut notes = Vec::new();
+    match writer.snapshot_kallsyms() {
+        Ok(true) => {}
+        Ok(false) => {
+            notes.push("kallsyms addresses are hidden (kptr_restrict): kernel symbols cannot be resolved".to_string())
+        }
+        Err(e) => notes.push(format!("no kallsyms snapshot: {e}")),
+    }
+    let mut target = start_target(opts)?;
+    let scopes = scopes(target.pid, target.all, target.child.is_some())?;
+    let (mut samplers, sampling) = open_sampling(opts, &scopes, log)?;
+    let (mut counting, counting_info) = open_counting(&opts.counting, &scopes)?;
+    let meta = Meta {
+        format: "fwdscope-recording".into(),
+        version: FORMAT_VERSION,
+        command: opts.command.clone(),
+        target: opts.target.describe(),
+        target_pid: target.pid,
+        forwarder: None,
+        machine: Machine::current(),
+        sampling,
+        counting: counting_info,
+        start_unix_ns: unix_ns(),
+        start_mono_ns: perf_abi::mono_ns(),
+        status: "recording".into(),
+        notes,
+        ..Meta::default()
+    };
+    writer.write_meta(&meta)?;
+    let mut sink = Sink::new(writer, meta, stream);
+    let t0 = sink.meta.start_mono_ns;
+    synthesize_existing(&opts.target, &mut sink, t0);
+    sink.end_pass();
+    sink.send_reliably(Batch::Started {
+        sampling: sink.meta.sampling.clone(),
+        counting: sink.meta.counting.clone(),
+        target_pid: target.pid,
+    });
+    if let (Some(tell), Some(pid)) = (&opts.notify_pid, target.pid) {
+        let _ = tell.send(pid);
+    }
+    if let Some(c) = target.child.as_mut() {
+        c.release()?;
+    } else {
+        for s in samplers.iter_mut() {
+            s.enable()?;
+        }
+        enable(&mut counting)?;
+    }
+    let is_forwarder = matches!(opts.target, Target::Forwarder { .. } | Target::Pid(_));
+    let mut segment: Option<Segment> = None;
+    let start = Instant::now();
+    let mut last_counters = Instant::now() - opts.counter_interval;
+    let mut last_chunk = Instant::now();
+    let mut records = Vec::with_capacity(8192);
+    let ended_by = loop {
+        let mut drained = 0;
+        for s in samplers.iter_mut() {
+            drained += s.drain(&mut records, 1 << 14, &mut sink.meta.unparsed);
+        }
+        for r in records.drain(..) {
+            sink.record(r);
+        }
+        sink.end_pass();
+        if last_counters.elapsed() >= opts.counter_interval {
+            last_counters = Instant::now();
+            if is_forwarder && segment.is_none() {
+                segment = target.pid.and_then(|p| Segment::find_for(p as u32));
+                if let Some(s) = &segment {
+                    sink.meta.forwarder = serde_json::from_str(&s.config_json()).ok();
+                }
+            }
+            let t = perf_abi::mono_ns();
+            let rows = counter_rows(&mut counting, segment.as_ref(), t)?;
+            sink.counters(t, rows);
+        }
+        if last_chunk.elapsed() >= opts.chunk_interval {
+            last_chunk = Instant::now();
+            sink.checkpoint()?;
+        }
+        if let Some(why) = ended(opts, stop, start, &mut target) {
+            break why;
+        }
+        if drained == 0 {
+            std::thread::sleep(opts.poll_interval);
+        }
+    };
+    // Stop a child we started: ask a forwarder through its control block, else SIGINT.
+    if let Some(c) = target.child.as_mut() {
+        c.stop(segment.as_ref(), Duration::from_secs(5));
+    }
+    for s in samplers.iter_mut() {
+        let _ = s.disable();
+        while s.drain(&mut records, 1 << 14, &mut sink.meta.unparsed) > 0 {}
+    }
+    for r in records.drain(..) {
+        sink.record(r);
+    }
+    sink.end_pass();
+    finish(sink, ended_by, log)
+}
+
+/// Whether the session is over, and why.
+fn ended(opts: &RecordOptions, stop: &AtomicBool, start: Instant, target: &mut Started) -> Option<String> {
+    if stop.load(Ordering::Relaxed) {
+        return Some("interrupted".into());
+    }
+    if opts.duration.is_some_and(|d| start.elapsed() >= d) {
+        return Some(format!("duration {:.1} s", start.elapsed().as_secs_f64()));
+    }
+    if let Some(c) = target.child.as_mut() {
+        return c.try_wait().map(|code| format!("target exited with status {code}"));
+    }
+    match target.pid {
+        Some(p) if !perf_abi::process_alive(p) => Some(format!("process {p} exited")),
+        _ => None,
+    }
+}
+
+/// Build-ids, the last parts, maps and tasks, and meta.json marked complete.
+fn finish(mut sink: Sink, ended_by: String, log: &mut dyn FnMut(&str)) -> Result<Meta> {
+    crate::buildid::fill_build_ids(&mut sink.writer.maps);
+    sink.writer.flush()?;
+    sink.writer.write_maps_and_tasks()?;
+    let meta = &mut sink.meta;
+    meta.end_unix_ns = Some(unix_ns());
+    meta.end_mono_ns = Some(perf_abi::mono_ns());
+    meta.ended_by = Some(ended_by.clone());
+    meta.status = "complete".into();
+    if meta.lost > 0 {
+        log(&format!("{} records lost (ring buffer full): raise the ring size or lower -F", meta.lost));
+    }
+    if meta.throttled > 0 {
+        log(&format!("sampling was throttled {} times (kernel.perf_event_max_sample_rate)", meta.throttled));
+    }
+    sink.checkpoint()?;
+    sink.send_reliably(Batch::Ended(ended_by));
+    Ok(sink.meta)
+}

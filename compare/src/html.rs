@@ -1,0 +1,248 @@
+//! `report --html`: one self-contained page for a sweep directory (`fwdscope sweep -o DIR`):
+//! Mpps against the swept setting with 95% confidence intervals, stacked stage bars per
+//! setting, rtstat time series (route-cache size, hits and GC per second) of each setting's
+//! first run, the summary table, and a flame graph per run. Charts are SVG drawn with
+//! plotters; flame graphs are inferno's SVG as data URIs (each keeps its own script).
+
+use crate::results::{read_results, summarize, table_text, Summary};
+use crate::{Error, Result};
+use analyzer::rules::{Rules, STAGE_ORDER};
+use collector::recording::Recording;
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const W: u32 = 900;
+const H: u32 = 380;
+const STAGE_COLORS: [RGBColor; 8] = [
+    RGBColor(230, 171, 2),
+    RGBColor(217, 72, 1),
+    RGBColor(166, 86, 40),
+    RGBColor(55, 126, 184),
+    RGBColor(77, 175, 74),
+    RGBColor(153, 153, 153),
+    RGBColor(102, 102, 102),
+    RGBColor(204, 204, 204),
+];
+
+fn chart_err(e: impl std::fmt::Display) -> Error {
+    Error::Chart(e.to_string())
+}
+
+/// One segment per setting (a segmented range a..b has b - a + 1 segments).
+fn x_range(n: usize) -> std::ops::Range<usize> {
+    0..n.saturating_sub(1).max(1)
+}
+
+/// A chart with one x segment per setting (labelled with its name) and a y axis from 0 to
+/// `hi`, mesh drawn: the frame of the Mpps and the stage charts.
+type SettingChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<
+        plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordusize>,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
+
+fn setting_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    sums: &[Summary],
+    caption: &str,
+    y_desc: &str,
+    hi: f64,
+) -> Result<SettingChart<'a, 'b>> {
+    let n = sums.len();
+    let mut ch = ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x_range(n).into_segmented(), 0.0..hi)
+        .map_err(chart_err)?;
+    ch.configure_mesh()
+        .disable_x_mesh()
+        .y_desc(y_desc)
+        .x_labels(n)
+        .x_label_formatter(&|x| match x {
+            SegmentValue::CenterOf(i) => sums.get(*i).map_or(String::new(), |s| s.setting.clone()),
+            _ => String::new(),
+        })
+        .draw()
+        .map_err(chart_err)?;
+    Ok(ch)
+}
+
+fn mpps_chart(sums: &[Summary]) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let hi = sums.iter().map(|s| s.ci95.1.max(s.median)).fold(0.0f64, f64::max) * 1.15 + 1e-9;
+        let caption = "Forwarded Mpps by setting (median, 95% CI of the mean)";
+        let mut ch = setting_chart(&root, sums, caption, "Mpps", hi)?;
+        ch.draw_series(sums.iter().enumerate().map(|(i, s)| {
+            let style = if s.best { RED.filled() } else { BLUE.filled() };
+            ErrorBar::new_vertical(SegmentValue::CenterOf(i), s.ci95.0, s.median, s.ci95.1, style, 12)
+        }))
+        .map_err(chart_err)?;
+    }
+    Ok(svg)
+}
+
+fn stage_chart(sums: &[Summary], unit: &str) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let total = |s: &Summary| STAGE_ORDER.iter().filter_map(|st| s.stages.get(*st)).sum::<f64>();
+        let hi = sums.iter().map(total).fold(0.0f64, f64::max) * 1.15 + 1e-9;
+        let caption = format!("Cost per packet by stage ({unit}/packet, medians)");
+        let mut ch = setting_chart(&root, sums, &caption, &format!("{unit}/packet"), hi)?;
+        for (k, st) in STAGE_ORDER.iter().enumerate() {
+            let color = STAGE_COLORS[k % STAGE_COLORS.len()];
+            let bars: Vec<Rectangle<(SegmentValue<usize>, f64)>> = sums
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| {
+                    let v = *s.stages.get(*st)?;
+                    let below: f64 = STAGE_ORDER[..k].iter().filter_map(|x| s.stages.get(*x)).sum();
+                    Some(Rectangle::new(
+                        [(SegmentValue::Exact(i), below), (SegmentValue::Exact(i + 1), below + v)],
+                        color.filled(),
+                    ))
+                })
+                .collect();
+            if bars.is_empty() {
+                continue;
+            }
+            ch.draw_series(bars)
+                .map_err(chart_err)?
+                .label(*st)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+        }
+        ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(chart_err)?;
+    }
+    Ok(svg)
+}
+
+/// One rtstat series of a recording: (seconds since its first row, value) where value is
+/// the counter itself (`rate` false) or its per-second rate.
+fn series(rec: &Recording, name: &str, rate: bool) -> Result<Vec<(f64, f64)>> {
+    let mut by_time: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in rec.forwarder_counter(name)? {
+        *by_time.entry(r.time).or_default() += r.value;
+    }
+    let t0 = by_time.keys().next().copied().unwrap_or(0);
+    let pts: Vec<(f64, u64)> = by_time.into_iter().map(|(t, v)| ((t - t0) as f64 / 1e9, v)).collect();
+    if !rate {
+        return Ok(pts.into_iter().map(|(t, v)| (t, v as f64)).collect());
+    }
+    Ok(pts
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0)
+        .map(|w| (w[1].0, w[1].1.saturating_sub(w[0].1) as f64 / (w[1].0 - w[0].0)))
+        .collect())
+}
+
+fn rtstat_chart(title: &str, lines: &[(String, Vec<(f64, f64)>)]) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, 300)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let tmax = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)).fold(0.0f64, f64::max).max(1e-3);
+        let vmax = lines.iter().flat_map(|l| l.1.iter().map(|p| p.1)).fold(0.0f64, f64::max) * 1.1 + 1.0;
+        let mut ch = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..tmax, 0.0..vmax)
+            .map_err(chart_err)?;
+        ch.configure_mesh().x_desc("seconds").draw().map_err(chart_err)?;
+        for (i, (label, pts)) in lines.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            ch.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                .map_err(chart_err)?
+                .label(label.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+        }
+        ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(chart_err)?;
+    }
+    Ok(svg)
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The page for sweep directory `dir` (its results.parquet and runs/NNN recordings).
+pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
+    use base64::Engine;
+    let runs = read_results(dir)?;
+    if runs.is_empty() {
+        return Err(Error::Results { path: dir.join("results.parquet"), msg: "holds no runs".into() });
+    }
+    let sums = summarize(&runs);
+    let run_dir = |k: usize| dir.join("runs").join(format!("{:03}", k + 1));
+    let first = Recording::open(&run_dir(0))?;
+    let event = first.meta.sampling.used.clone();
+    let unit = collector::events::period_unit(&event);
+    let mut html = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope sweep</title>\n<style>body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}pre{background:#f6f6f6;padding:1em;overflow-x:auto}.chart{margin:1em 0}img.flame{width:100%;border:1px solid #ddd}</style></head><body>\n",
+    );
+    html.push_str(&format!(
+        "<h1>fwdscope sweep</h1>\n<p>{} runs of {} settings from <code>{}</code>; stages sampled with <b>{}</b>{}.</p>\n",
+        runs.len(),
+        sums.len(),
+        escape(&dir.display().to_string()),
+        escape(&event),
+        first.meta.sampling.fallback.as_ref().map_or(String::new(), |f| format!(" ({})", escape(f)))
+    ));
+    html.push_str(&format!(
+        "<h2>Forwarding rate</h2>\n<div class=\"chart\" id=\"mpps\">{}</div>\n",
+        mpps_chart(&sums)?
+    ));
+    html.push_str(&format!(
+        "<h2>Stages</h2>\n<div class=\"chart\" id=\"stages\">{}</div>\n",
+        stage_chart(&sums, &unit)?
+    ));
+    let stages: Vec<&str> = STAGE_ORDER.iter().copied().filter(|s| *s != "other" && *s != "idle").collect();
+    html.push_str(&format!("<pre>{}</pre>\n", escape(&table_text(&sums, &stages, &unit))));
+    // rtstat series: the first run of each setting.
+    let mut size = Vec::new();
+    let mut hits = Vec::new();
+    let mut gc = Vec::new();
+    for s in &sums {
+        let Some(k) = runs.iter().position(|r| r.setting == s.setting) else { continue };
+        let rec = Recording::open(&run_dir(k))?;
+        size.push((s.setting.clone(), series(&rec, "rt_entries", false)?));
+        hits.push((s.setting.clone(), series(&rec, "rt_in_hit", true)?));
+        gc.push((s.setting.clone(), series(&rec, "rt_gc_total", true)?));
+    }
+    html.push_str("<h2>Route cache (rtstat), first run of each setting</h2>\n");
+    for (id, title, lines) in [
+        ("rt-size", "cache size (entries)", &size),
+        ("rt-hits", "hits per second", &hits),
+        ("rt-gc", "GC runs per second", &gc),
+    ] {
+        html.push_str(&format!("<div class=\"chart\" id=\"{id}\">{}</div>\n", rtstat_chart(title, lines)?));
+    }
+    html.push_str("<h2>Flame graphs</h2>\n");
+    for (k, r) in runs.iter().enumerate() {
+        let rec = Recording::open(&run_dir(k))?;
+        let mut sym = analyzer::symbolize::Symbolizer::for_recording(&rec)?;
+        let p = analyzer::export::recording_profile(&rec, &mut sym, rules)?;
+        let title = format!("run {:03}: {} (repeat {})", k + 1, r.setting, r.repeat + 1);
+        let svg = p.svg(&title)?;
+        html.push_str(&format!(
+            "<details{}><summary>{} &mdash; {:.3} Mpps</summary><img class=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\"></details>\n",
+            if k == 0 { " open" } else { "" },
+            escape(&title),
+            r.mpps,
+            base64::engine::general_purpose::STANDARD.encode(svg)
+        ));
+    }
+    html.push_str("</body></html>\n");
+    Ok(html)
+}

@@ -1,0 +1,22 @@
+//! Comparing forwarder settings: which one is faster, by how much, how sure, and where
+//! the cycles went in each.
+//!
+//! - [`plan`]: settings (a swept product, or an experiment's list) and the interleaved
+//!   run order;
+//! - [`experiments`]: the historic experiments (embedded TOML) and their then-and-now
+//!   table;
+//! - [`runner`]: a sweep: a recording of the bundled forwarder per run, results.parquet and
+//!   the table;
+//! - [`stats`]: median, confidence intervals, Welch's test;
+//! - [`results`]: runs summarized per setting, the table, results.parquet;
+//! - [`html`]: one self-contained page per sweep directory (`report --html`).
+
+mod error;
+pub mod experiments;
+pub mod html;
+pub mod plan;
+pub mod results;
+pub mod runner;
+pub mod stats;
+
+pub use error::{Error, Result};

@@ -1,0 +1,221 @@
+//! Running a sweep: every setting, `repeat` times, in interleaved order; each run a
+//! recording of the bundled forwarder (`runs/NNN/`); then results.parquet and the table
+//! (`table.txt`), with what the sweep cost beyond forwarding.
+
+use crate::experiments::{then_and_now, Experiment};
+use crate::plan::{order, Setting};
+use crate::results::{summarize, table_text, write_parquet, RunResult};
+use crate::{Error, Result};
+use analyzer::rules::Rules;
+use collector::recording::Recording;
+use collector::session::{record, RecordOptions, Target};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// Options of a sweep.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// Output directory: runs/NNN/ recordings, results.parquet, table.txt.
+    pub output: PathBuf,
+    /// Replace an existing output directory (default false).
+    pub force: bool,
+    /// The settings compared.
+    pub settings: Vec<Setting>,
+    /// The historic experiment these settings come from, if any (its then-and-now table
+    /// is added).
+    pub experiment: Option<Experiment>,
+    /// Runs per setting (default 5).
+    pub repeat: usize,
+    /// Seconds of forwarding per run (default 3).
+    pub duration: f64,
+    /// Samples per second in each run's recording (default 999).
+    pub freq: u64,
+    /// Record callchains (default false).
+    pub callchain: bool,
+    /// The forwarder to start: its program and the arguments before its flags (`fwdscope`
+    /// and `forward`, or `fwdscope-forwarder` and nothing).
+    pub program: PathBuf,
+    pub program_args: Vec<String>,
+    /// Forwarder flags every run shares (default none).
+    pub shared_flags: Vec<String>,
+}
+
+impl SweepOptions {
+    /// A sweep of `settings` with the defaults above.
+    pub fn new(output: PathBuf, settings: Vec<Setting>, program: PathBuf, program_args: Vec<String>) -> SweepOptions {
+        SweepOptions {
+            output,
+            force: false,
+            settings,
+            experiment: None,
+            repeat: 5,
+            duration: 3.0,
+            freq: 999,
+            callchain: false,
+            program,
+            program_args,
+            shared_flags: Vec::new(),
+        }
+    }
+}
+
+/// Forwarded Mpps of a recording: tx_packets of every worker, last minus first, over the
+/// time between those counter rows.
+pub fn recording_mpps(rec: &Recording) -> Result<f64> {
+    let rows = rec.forwarder_counter("tx_packets")?;
+    let no_time = |msg: &str| Error::Config(format!("{}: {msg}", rec.dir.display()));
+    let (Some(t0), Some(t1)) = (rows.iter().map(|r| r.time).min(), rows.iter().map(|r| r.time).max()) else {
+        return Err(no_time("no forwarder counters (did the forwarder start?)"));
+    };
+    let at = |t: u64| -> u64 { rows.iter().filter(|r| r.time == t).map(|r| r.value).sum() };
+    if t1 <= t0 {
+        return Err(no_time("the counters cover no time"));
+    }
+    Ok((at(t1).saturating_sub(at(t0))) as f64 / ((t1 - t0) as f64 / 1e9) / 1e6)
+}
+
+/// Flush the route cache of the forwarder whose PID arrives on `pid`, `after` it started.
+fn flush_later(pid: std::sync::mpsc::Receiver<i32>, after: Duration) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let Ok(pid) = pid.recv_timeout(Duration::from_secs(30)) else { return };
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            if let Some(seg) = fwd_abi::Segment::find_for(pid as u32) {
+                std::thread::sleep(after);
+                seg.request_flush();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
+/// What every run of a sweep shares, and where its time went.
+struct Runner<'a> {
+    o: &'a SweepOptions,
+    /// One symbolizer for the whole sweep: the binary and the kernel are the same each run.
+    sym: Option<analyzer::symbolize::Symbolizer>,
+    /// The forwarder's start-up, its runs and writing the recordings.
+    recording: Duration,
+    /// Reading the recordings back and their stage tables.
+    analysis: Duration,
+}
+
+impl Runner<'_> {
+    fn run_one(&mut self, s: &Setting, dir: &Path) -> Result<RunResult> {
+        let (o, duration) = (self.o, self.o.duration);
+        let mut args = o.program_args.clone();
+        args.extend(o.shared_flags.iter().cloned());
+        args.extend(s.flags.iter().cloned());
+        args.extend(["--duration".to_string(), duration.to_string(), "-i".into(), duration.to_string()]);
+        let mut ro = RecordOptions::new(dir.to_path_buf(), Target::Forwarder { program: o.program.clone(), args });
+        ro.force = true;
+        ro.freq = Some(o.freq);
+        ro.callchain = o.callchain;
+        let flusher = s.flush_at.map(|f| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            ro.notify_pid = Some(tx);
+            flush_later(rx, Duration::from_secs_f64(duration * f))
+        });
+        let t_rec = Instant::now();
+        let recorded = record(&ro, &AtomicBool::new(false), None, &mut |_| {});
+        drop(ro);
+        if let Some(f) = flusher {
+            let _ = f.join();
+        }
+        recorded?;
+        self.recording += t_rec.elapsed();
+        let t_an = Instant::now();
+        let rec = Recording::open(dir)?;
+        let (t, sym) = analyzer::stages::stage_table_reusing(&rec, &Rules::builtin(), self.sym.take())?;
+        self.sym = Some(sym);
+        let res = RunResult {
+            setting: s.label.clone(),
+            params: s.params.clone(),
+            repeat: 0,
+            mpps: recording_mpps(&rec)?,
+            stages: t.stages.iter().filter_map(|r| Some((r.stage.clone(), r.per_packet?))).collect(),
+        };
+        self.analysis += t_an.elapsed();
+        Ok(res)
+    }
+}
+
+/// Run the sweep; returns the table as printed (also in `table.txt`).
+pub fn run(o: &SweepOptions) -> Result<String> {
+    let t0 = Instant::now();
+    if o.repeat == 0 || !o.duration.is_finite() || o.duration <= 0.0 {
+        return Err(Error::Config("--repeat must be at least 1 and --duration positive".into()));
+    }
+    if o.settings.is_empty() {
+        return Err(Error::Config("nothing to compare: no settings".into()));
+    }
+    if o.output.exists() {
+        if !o.force {
+            return Err(Error::Config(format!("{} exists (use --force to replace it)", o.output.display())));
+        }
+        std::fs::remove_dir_all(&o.output).map_err(|e| Error::io(&o.output, e))?;
+    }
+    let runs_dir = o.output.join("runs");
+    std::fs::create_dir_all(&runs_dir).map_err(|e| Error::io(&runs_dir, e))?;
+    let sets = &o.settings;
+    let plan = order(sets.len(), o.repeat);
+    let bar = indicatif::ProgressBar::new(plan.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {elapsed} elapsed, {eta} left  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut results = Vec::new();
+    let mut runner = Runner { o, sym: None, recording: Duration::ZERO, analysis: Duration::ZERO };
+    for (k, &(si, r)) in plan.iter().enumerate() {
+        let s = &sets[si];
+        bar.set_message(format!("{} (repeat {})", s.label, r + 1));
+        let dir = runs_dir.join(format!("{:03}", k + 1));
+        let mut res = runner.run_one(s, &dir).map_err(|e| Error::Run {
+            run: k + 1,
+            setting: s.label.clone(),
+            source: Box::new(e),
+        })?;
+        res.repeat = r;
+        results.push(res);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    write_parquet(&o.output.join("results.parquet"), &results)?;
+    let sums = summarize(&results);
+    let wall = t0.elapsed();
+    let stages = ["lookup", "gc", "slab", "driver", "ip"];
+    let event = Recording::open(&runs_dir.join("001")).map(|r| r.meta.sampling.used).unwrap_or_default();
+    let mut text = String::new();
+    if let Some(e) = &o.experiment {
+        text.push_str(&format!("experiment: {}\nsource: {}\n", e.title, e.source));
+    }
+    text.push_str(&format!(
+        "sweep: {} settings x {} repeats, {:.1} s each, interleaved; stages sampled with {event}\n",
+        sets.len(),
+        o.repeat,
+        o.duration,
+    ));
+    text.push_str(&table_text(&sums, &stages, &collector::events::period_unit(&event)));
+    if let Some(e) = &o.experiment {
+        text.push_str(&then_and_now(sets, &sums, &e.unit));
+    }
+    let forwarding = Duration::from_secs_f64(o.duration * plan.len() as f64);
+    let overhead = wall.saturating_sub(forwarding);
+    let secs = |d: Duration| d.as_secs_f64();
+    text.push_str(&format!(
+        "time: {:.2} s in all, {:.2} s forwarding; overhead {:.2} s = {:.1}% (start-up and recording {:.2} s, \
+         analysis {:.2} s, the rest {:.2} s)\n",
+        secs(wall),
+        secs(forwarding),
+        secs(overhead),
+        100.0 * secs(overhead) / secs(wall).max(1e-9),
+        secs(runner.recording.saturating_sub(forwarding)),
+        secs(runner.analysis),
+        secs(wall.saturating_sub(runner.recording + runner.analysis)),
+    ));
+    let table = o.output.join("table.txt");
+    std::fs::write(&table, &text).map_err(|e| Error::io(&table, e))?;
+    Ok(text)
+}

@@ -1,0 +1,102 @@
+//! Counter indices and names of a worker block in the stats segment. Readers use the names
+//! published in the segment itself; this list is the writer's (and the default reader's)
+//! order.
+
+macro_rules! define_counters {
+    ($($id:ident => $name:literal,)*) => {
+        /// Counter indices of a worker block.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(usize)]
+        pub enum Ctr { $($id,)* }
+        /// Counter names, in index order, as published in the segment.
+        pub const COUNTER_NAMES: &[&str] = &[$($name,)*];
+    };
+}
+
+define_counters! {
+    RxPackets => "rx_packets",
+    RxBytes => "rx_bytes",
+    TxPackets => "tx_packets",
+    TxBytes => "tx_bytes",
+    Bursts => "bursts",
+    IdlePolls => "idle_polls",
+    DropRunt => "drop_runt",
+    DropNotIpv4 => "drop_not_ipv4",
+    DropBadVersion => "drop_bad_version",
+    DropBadIhl => "drop_bad_ihl",
+    DropIpOptions => "drop_ip_options",
+    DropBadTotalLength => "drop_bad_total_length",
+    DropBadChecksum => "drop_bad_checksum",
+    DropTtlExceeded => "drop_ttl_exceeded",
+    DropMartianSrc => "drop_martian_src",
+    DropMartianDst => "drop_martian_dst",
+    DropMulticast => "drop_multicast",
+    DropBroadcast => "drop_broadcast",
+    DropNoRoute => "drop_no_route",
+    DropDstOverflow => "drop_dst_overflow",
+    DropNoDst => "drop_no_dst",
+    DropTxRingFull => "drop_tx_ring_full",
+    DropOversize => "drop_oversize",
+    DropTxError => "drop_tx_error",
+    RxMissed => "rx_missed",
+    RxNoBuffer => "rx_no_buffer",
+    DevPackets => "dev_packets",
+    RtEntries => "rt_entries",
+    RtInHit => "rt_in_hit",
+    RtInSlowTot => "rt_in_slow_tot",
+    RtInSlowMc => "rt_in_slow_mc",
+    RtInNoRoute => "rt_in_no_route",
+    RtInBrd => "rt_in_brd",
+    RtInMartianDst => "rt_in_martian_dst",
+    RtInMartianSrc => "rt_in_martian_src",
+    RtOutHit => "rt_out_hit",
+    RtOutSlowTot => "rt_out_slow_tot",
+    RtOutSlowMc => "rt_out_slow_mc",
+    RtGcTotal => "rt_gc_total",
+    RtGcIgnored => "rt_gc_ignored",
+    RtGcGoalMiss => "rt_gc_goal_miss",
+    RtGcDstOverflow => "rt_gc_dst_overflow",
+    RtInHlistSearch => "rt_in_hlist_search",
+    RtOutHlistSearch => "rt_out_hlist_search",
+    RtFlushes => "rt_flushes",
+    RtExpired => "rt_expired",
+    SlabBufAlloc => "slab_buf_alloc",
+    SlabBufFree => "slab_buf_free",
+    SlabBufAllocFail => "slab_buf_alloc_fail",
+    SlabDstAlloc => "slab_dst_alloc",
+    SlabDstFree => "slab_dst_free",
+    SlabDstAllocFail => "slab_dst_alloc_fail",
+    SlabDepotGet => "slab_depot_get",
+    SlabDepotPut => "slab_depot_put",
+    ClkDriverRx => "clk_driver_rx",
+    ClkIp => "clk_ip",
+    ClkLookup => "clk_lookup",
+    ClkGc => "clk_gc",
+    ClkSlab => "clk_slab",
+    ClkDriverTx => "clk_driver_tx",
+    ClkNic => "clk_nic",
+    ClkIdle => "clk_idle",
+    PrefetchDepth => "prefetch_depth",
+    CacheMode => "cache_mode",
+}
+
+/// Number of counters per worker block.
+pub const N_COUNTERS: usize = COUNTER_NAMES.len();
+
+/// Names of the drop counters (every reason a packet can be dropped for).
+pub fn drop_counters() -> impl Iterator<Item = (usize, &'static str)> {
+    COUNTER_NAMES.iter().enumerate().filter(|(_, n)| n.starts_with("drop_") || **n == "rx_missed").map(|(i, n)| (i, *n))
+}
+
+/// Stage-clock counters (TSC cycles) in stage order: (index, stage name).
+pub const STAGE_CLOCKS: [(Ctr, &str); 8] = [
+    (Ctr::ClkDriverRx, "driver_rx"),
+    (Ctr::ClkIp, "ip"),
+    (Ctr::ClkLookup, "lookup"),
+    (Ctr::ClkGc, "gc"),
+    (Ctr::ClkSlab, "slab"),
+    (Ctr::ClkDriverTx, "driver_tx"),
+    (Ctr::ClkNic, "nic"),
+    (Ctr::ClkIdle, "idle"),
+];

@@ -1,0 +1,463 @@
+//! The stats segment: a shared-memory file (mode 0600) per forwarder process through which
+//! other processes (collector, TUI, tests) read its counters and steer it.
+//!
+//! Layout (version [`VERSION`]; all offsets in the header, all blocks 64-byte aligned):
+//!
+//! ```text
+//! 0       Header: magic "FWDSCOPE", version, sizes and offsets, pid, start time, TSC Hz, state
+//! ctrl    Control block: generation, prefetch depth, cache mode, flush and stop requests
+//! names   Counter names, 32 bytes each, NUL-padded (readers need no compiled-in list)
+//! config  The forwarder's configuration as JSON
+//! workers One block per worker: a sequence word, then one u64 per counter
+//! ```
+//!
+//! Each worker block has a single writer (its worker) using a sequence lock as VPP's stats
+//! segment does: the sequence is odd while the block is being written; a reader retries
+//! until it reads the same even sequence before and after copying, so it never sees a
+//! torn snapshot. The control block is written by controllers and polled by every worker
+//! each time it publishes its counters (every 16 bursts, or 1024 empty polls); a
+//! controller bumps `generation` after changing a field.
+
+use crate::counters::{Ctr, COUNTER_NAMES, N_COUNTERS};
+use crate::{Error, Result};
+use serde::Serialize;
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+/// Layout version; readers refuse any other.
+pub const VERSION: u32 = 1;
+const MAGIC: [u8; 8] = *b"FWDSCOPE";
+const NAME_LEN: usize = 32;
+const HEADER_SIZE: usize = 256;
+const CONTROL_SIZE: usize = 128;
+
+#[repr(C)]
+struct Header {
+    magic: [u8; 8],
+    version: u32,
+    header_size: u32,
+    n_workers: u32,
+    n_counters: u32,
+    block_size: u32,
+    control_off: u32,
+    names_off: u32,
+    config_off: u32,
+    config_len: u32,
+    workers_off: u32,
+    pid: u32,
+    _pad: u32,
+    start_unix_ns: u64,
+    tsc_hz: u64,
+    /// 0 initializing, 1 running, 2 exited.
+    state: AtomicU32,
+}
+
+/// Forwarder state as published in the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Initializing,
+    Running,
+    Exited,
+}
+
+/// The control block.
+#[repr(C)]
+pub struct Control {
+    /// Bumped by a controller after it changes any field below.
+    pub generation: AtomicU64,
+    /// Requested prefetch depth 0..=8.
+    pub prefetch: AtomicU32,
+    /// Requested cache mode (see [`crate::CacheMode::code`]).
+    pub cache_mode: AtomicU32,
+    /// Incremented to request a route-cache flush.
+    pub flush: AtomicU64,
+    /// Non-zero asks the forwarder to stop.
+    pub stop: AtomicU32,
+    /// Non-zero turns per-stage TSC clocks on.
+    pub stage_clock: AtomicU32,
+}
+
+fn align64(x: usize) -> usize {
+    (x + 63) & !63
+}
+
+struct Layout {
+    control_off: usize,
+    names_off: usize,
+    config_off: usize,
+    workers_off: usize,
+    block_size: usize,
+    total: usize,
+}
+
+fn layout(n_workers: usize, n_counters: usize, config_len: usize) -> Layout {
+    let control_off = HEADER_SIZE;
+    let names_off = control_off + CONTROL_SIZE;
+    let config_off = align64(names_off + n_counters * NAME_LEN);
+    let workers_off = align64(config_off + config_len);
+    let block_size = align64(8 + n_counters * 8);
+    Layout { control_off, names_off, config_off, workers_off, block_size, total: workers_off + n_workers * block_size }
+}
+
+/// Where segments live.
+pub const SEGMENT_DIR: &str = "/dev/shm";
+
+/// Default segment path for a forwarder process.
+pub fn default_path(pid: u32) -> PathBuf {
+    PathBuf::from(format!("{SEGMENT_DIR}/fwdscope-{pid}.stats"))
+}
+
+/// A mapped segment (writer or reader side).
+pub struct Segment {
+    map: memmap2::MmapMut,
+    path: PathBuf,
+    n_workers: usize,
+    n_counters: usize,
+    block_size: usize,
+    workers_off: usize,
+    control_off: usize,
+    remove_on_drop: bool,
+}
+
+// SAFETY: all shared fields are accessed through atomics.
+unsafe impl Send for Segment {}
+unsafe impl Sync for Segment {}
+
+impl Segment {
+    /// Create the segment file (mode 0600) for `n_workers` workers. A file already there is
+    /// replaced only when it is stale: left by a forwarder that was killed (its owner is not
+    /// running, or the owner recorded is this very process, whose PID was reused); a segment
+    /// of a running forwarder is an error.
+    pub fn create(path: &Path, n_workers: usize, config_json: &str, tsc_hz: u64) -> Result<Segment> {
+        let lay = layout(n_workers, N_COUNTERS, config_json.len());
+        let open_new = || OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(path);
+        let f = match open_new() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = Segment::open(path).ok().map(|s| s.header().pid);
+                match owner {
+                    Some(pid) if pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists() => {
+                        return Err(Error::Segment {
+                            path: path.into(),
+                            msg: format!("in use by the running forwarder {pid}"),
+                        });
+                    }
+                    None => {
+                        return Err(Error::Segment {
+                            path: path.into(),
+                            msg: "exists and is not a fwdscope stats segment; not replacing it".into(),
+                        });
+                    }
+                    // Stale: its owner is gone, or it names this process (a reused PID).
+                    Some(_) => {
+                        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+                        open_new().map_err(|e| Error::io(path, e))?
+                    }
+                }
+            }
+            r => r.map_err(|e| Error::io(path, e))?,
+        };
+        f.set_len(lay.total as u64).map_err(|e| Error::io(path, e))?;
+        // SAFETY: we created the file and size it; other processes only read it or use atomics.
+        let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| Error::io(path, e))?;
+        for (i, n) in COUNTER_NAMES.iter().enumerate() {
+            let at = lay.names_off + i * NAME_LEN;
+            map[at..at + n.len()].copy_from_slice(n.as_bytes());
+        }
+        map[lay.config_off..lay.config_off + config_json.len()].copy_from_slice(config_json.as_bytes());
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let h = Header {
+            magic: MAGIC,
+            version: VERSION,
+            header_size: HEADER_SIZE as u32,
+            n_workers: n_workers as u32,
+            n_counters: N_COUNTERS as u32,
+            block_size: lay.block_size as u32,
+            control_off: lay.control_off as u32,
+            names_off: lay.names_off as u32,
+            config_off: lay.config_off as u32,
+            config_len: config_json.len() as u32,
+            workers_off: lay.workers_off as u32,
+            pid: std::process::id(),
+            _pad: 0,
+            start_unix_ns: start,
+            tsc_hz,
+            state: AtomicU32::new(0),
+        };
+        // SAFETY: the mapping is page aligned and larger than Header.
+        unsafe { std::ptr::write(map.as_mut_ptr() as *mut Header, h) };
+        Ok(Segment {
+            map,
+            path: path.to_path_buf(),
+            n_workers,
+            n_counters: N_COUNTERS,
+            block_size: lay.block_size,
+            workers_off: lay.workers_off,
+            control_off: lay.control_off,
+            remove_on_drop: true,
+        })
+    }
+
+    /// Open an existing segment, checking magic, version and every size against the file.
+    pub fn open(path: &Path) -> Result<Segment> {
+        let bad = |msg: String| Error::Segment { path: path.into(), msg };
+        let f = OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(path, e))?;
+        let len = f.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
+        if len < HEADER_SIZE + CONTROL_SIZE {
+            return Err(bad(format!("file is {len} bytes, smaller than a header")));
+        }
+        // SAFETY: shared mapping of a file the forwarder writes only through atomics.
+        let map = unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| Error::io(path, e))?;
+        // SAFETY: length checked above; Header is plain data plus an atomic.
+        let h = unsafe { &*(map.as_ptr() as *const Header) };
+        if h.magic != MAGIC {
+            return Err(bad("bad magic: not a fwdscope stats segment".into()));
+        }
+        if h.version != VERSION {
+            return Err(bad(format!("layout version {}, this reader understands {VERSION}", h.version)));
+        }
+        let lay = layout(h.n_workers as usize, h.n_counters as usize, h.config_len as usize);
+        if lay.total > len
+            || lay.workers_off != h.workers_off as usize
+            || lay.block_size != h.block_size as usize
+            || lay.config_off != h.config_off as usize
+            || lay.control_off != h.control_off as usize
+        {
+            return Err(bad(format!(
+                "header offsets do not match its sizes ({} workers, {} counters)",
+                h.n_workers, h.n_counters
+            )));
+        }
+        Ok(Segment {
+            n_workers: h.n_workers as usize,
+            n_counters: h.n_counters as usize,
+            block_size: lay.block_size,
+            workers_off: lay.workers_off,
+            control_off: lay.control_off,
+            map,
+            path: path.to_path_buf(),
+            remove_on_drop: false,
+        })
+    }
+
+    /// The segment of the running forwarder `pid`, once it has started: its default path, or
+    /// any `fwdscope-*.stats` segment in [`SEGMENT_DIR`] that names `pid` as its owner (a
+    /// forwarder started with `--stats PATH`, as the lab starts one). A segment left by an
+    /// earlier, killed process of the same PID is not this one's (its owner field differs
+    /// or it never left `Initializing`): None until the right one is there.
+    pub fn find_for(pid: u32) -> Option<Segment> {
+        let ours = |s: &Segment| s.pid() == pid && s.state() != State::Initializing;
+        if let Some(s) = Segment::open(&default_path(pid)).ok().filter(ours) {
+            return Some(s);
+        }
+        let rd = std::fs::read_dir(SEGMENT_DIR).ok()?;
+        rd.flatten()
+            .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("fwdscope-") && n.ends_with(".stats")))
+            .find_map(|e| Segment::open(&e.path()).ok().filter(ours))
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: checked at create/open.
+        unsafe { &*(self.map.as_ptr() as *const Header) }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn n_workers(&self) -> usize {
+        self.n_workers
+    }
+    pub fn pid(&self) -> u32 {
+        self.header().pid
+    }
+    pub fn tsc_hz(&self) -> u64 {
+        self.header().tsc_hz
+    }
+    pub fn start_unix_ns(&self) -> u64 {
+        self.header().start_unix_ns
+    }
+    /// Keep the file when this handle drops (the creator removes it by default).
+    pub fn keep_file(&mut self) {
+        self.remove_on_drop = false;
+    }
+
+    pub fn state(&self) -> State {
+        match self.header().state.load(Ordering::Acquire) {
+            0 => State::Initializing,
+            1 => State::Running,
+            _ => State::Exited,
+        }
+    }
+    pub fn set_state(&self, s: State) {
+        let v = match s {
+            State::Initializing => 0,
+            State::Running => 1,
+            State::Exited => 2,
+        };
+        self.header().state.store(v, Ordering::Release);
+    }
+
+    /// Counter names as published in the segment.
+    pub fn counter_names(&self) -> Vec<String> {
+        let h = self.header();
+        (0..self.n_counters)
+            .map(|i| {
+                let at = h.names_off as usize + i * NAME_LEN;
+                let raw = &self.map[at..at + NAME_LEN];
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
+                String::from_utf8_lossy(&raw[..end]).into_owned()
+            })
+            .collect()
+    }
+
+    /// The forwarder's configuration JSON.
+    pub fn config_json(&self) -> String {
+        let h = self.header();
+        let at = h.config_off as usize;
+        String::from_utf8_lossy(&self.map[at..at + h.config_len as usize]).into_owned()
+    }
+
+    pub fn control(&self) -> &Control {
+        // SAFETY: control_off is 64-aligned inside the mapping; Control is all atomics.
+        unsafe { &*(self.map.as_ptr().add(self.control_off) as *const Control) }
+    }
+
+    fn block(&self, w: usize) -> (&AtomicU64, &[AtomicU64]) {
+        assert!(w < self.n_workers, "worker index out of range");
+        let base = self.workers_off + w * self.block_size;
+        // SAFETY: the block lies inside the mapping (checked layout), 64-aligned, all u64s.
+        unsafe {
+            let seq = &*(self.map.as_ptr().add(base) as *const AtomicU64);
+            let ctrs = std::slice::from_raw_parts(self.map.as_ptr().add(base + 8) as *const AtomicU64, self.n_counters);
+            (seq, ctrs)
+        }
+    }
+
+    /// Publish a worker's counters (single writer per block).
+    #[inline]
+    pub fn publish(&self, w: usize, values: &[u64]) {
+        let (seq, ctrs) = self.block(w);
+        let s = seq.load(Ordering::Relaxed);
+        seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (c, v) in ctrs.iter().zip(values) {
+            c.store(*v, Ordering::Relaxed);
+        }
+        seq.store(s.wrapping_add(2), Ordering::Release);
+    }
+
+    /// A consistent copy of worker `w`'s counters.
+    pub fn read_worker(&self, w: usize) -> Vec<u64> {
+        let (seq, ctrs) = self.block(w);
+        let mut out = vec![0u64; self.n_counters];
+        loop {
+            let s1 = seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            for (o, c) in out.iter_mut().zip(ctrs) {
+                *o = c.load(Ordering::Relaxed);
+            }
+            fence(Ordering::Acquire);
+            if seq.load(Ordering::Relaxed) == s1 {
+                return out;
+            }
+        }
+    }
+
+    /// A snapshot of every worker.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            at: std::time::Instant::now(),
+            names: None,
+            workers: (0..self.n_workers).map(|w| self.read_worker(w)).collect(),
+        }
+    }
+
+    /// Ask for a prefetch depth change.
+    pub fn set_prefetch(&self, depth: u32) {
+        self.control().prefetch.store(depth.min(8), Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+    /// Ask for a cache-mode change.
+    pub fn set_cache_mode(&self, code: u32) {
+        self.control().cache_mode.store(code, Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+    /// Ask for a route-cache flush.
+    pub fn request_flush(&self) {
+        self.control().flush.fetch_add(1, Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+    /// Ask the forwarder to stop.
+    pub fn request_stop(&self) {
+        self.control().stop.store(1, Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if self.remove_on_drop {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Counters of every worker at one instant.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub at: std::time::Instant,
+    pub names: Option<Vec<String>>,
+    pub workers: Vec<Vec<u64>>,
+}
+
+impl Snapshot {
+    /// Sum of counter `c` over workers.
+    pub fn total(&self, c: Ctr) -> u64 {
+        self.workers.iter().map(|w| w.get(c as usize).copied().unwrap_or(0)).sum()
+    }
+    /// Counter `c` of worker `w`.
+    pub fn get(&self, w: usize, c: Ctr) -> u64 {
+        self.workers.get(w).and_then(|v| v.get(c as usize)).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A segment left by a killed forwarder (never removed) under this process's PID is
+    /// replaced; one of a live other process, or a file that is no segment, is refused.
+    #[test]
+    fn stale_segments_are_replaced_live_ones_refused() {
+        let path = std::env::temp_dir().join(format!("fwdscope-stale-{}.stats", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut leaked = Segment::create(&path, 1, "{}", 0).unwrap();
+        leaked.remove_on_drop = false; // as if SIGKILLed: the file stays
+        drop(leaked);
+        let again = Segment::create(&path, 2, "{}", 0).unwrap();
+        assert_eq!(Segment::open(&path).unwrap().n_workers, 2);
+        drop(again);
+        assert!(!path.exists());
+        // A live owner: PID 1 (init) is always running.
+        let mut s = Segment::create(&path, 1, "{}", 0).unwrap();
+        s.remove_on_drop = false;
+        // SAFETY: test-only rewrite of the owner field in our own mapping.
+        unsafe { (*(s.map.as_mut_ptr() as *mut Header)).pid = 1 };
+        s.map.flush().unwrap();
+        drop(s);
+        let e = Segment::create(&path, 1, "{}", 0).err().expect("refused").to_string();
+        assert!(e.contains("in use by the running forwarder 1"), "{e}");
+        std::fs::write(&path, b"not a segment").unwrap();
+        let e = Segment::create(&path, 1, "{}", 0).err().expect("refused").to_string();
+        assert!(e.contains("not a fwdscope stats segment"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}

@@ -1,0 +1,341 @@
+//! `lab bench`: packets per second forwarded by the kernel and by the bundled forwarder on
+//! the same lab and routes, the sender at full speed on one CPU and the device under test
+//! on another, a discarding sink, in interleaved rounds; the ratio with Welch's test, CPU
+//! per packet, and each one's stage split from a recording. Everything runs in this
+//! process (the sender on a thread that enters the sender namespace, the recorder on
+//! another) except the lab's forwarder, which is a process of its own.
+
+use crate::error::{bail, Context};
+use crate::netns::{cpu_count, up, ForwarderProgram, Lab, Mode, Sink, UpOptions};
+use crate::sender::{send, SendOptions};
+use crate::{Error, Result};
+
+/// What to measure: the `lab bench` flags, defaults as shown there.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchOptions {
+    /// Lab name (built and removed by the benchmark).
+    #[arg(long, default_value = "fsb")]
+    pub name: String,
+    /// Routes inside 198.19.0.0/16, the same table for both.
+    #[arg(long, default_value_t = 8000)]
+    pub routes: u32,
+    /// Concurrent flows of the sender.
+    #[arg(long, default_value_t = 32768)]
+    pub flows: usize,
+    /// Seconds of traffic per measurement.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Measurements per setup (interleaved rounds).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Frame size in bytes.
+    #[arg(long, default_value_t = 64)]
+    pub size: u16,
+    /// Forwarder flags for the fwdscope run (after `--`) [default: `--cache nocache`, like
+    /// the kernel, which has had no route cache since Linux 3.6].
+    #[arg(last = true)]
+    pub forwarder_flags: Vec<String>,
+    /// The forwarder program (not a flag: the caller's choice).
+    #[arg(skip)]
+    pub forwarder: ForwarderProgram,
+}
+
+/// What `lab bench` measures: the kernel forwarding as it does by default (in the receive
+/// softirq, on the CPU that delivered the frame: the sender's), the kernel with its
+/// receive processing steered (RPS) to the device-under-test CPU, and the bundled
+/// forwarder over AF_PACKET on that CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setup {
+    Kernel,
+    KernelRps,
+    Fwdscope,
+    /// No forwarder: the forwarding namespace drops every frame at ingress. The sender's
+    /// own ceiling, from which the kernel's per-packet cost on the sender's CPU follows.
+    SenderOnly,
+}
+
+impl Setup {
+    fn label(self, dut: Option<usize>) -> String {
+        let cpu = dut.map_or("any CPU".to_string(), |c| format!("CPU {c}"));
+        match self {
+            Setup::Kernel => "kernel (softirq on the sender's CPU)".into(),
+            Setup::KernelRps => format!("kernel (RPS: receive on {cpu})"),
+            Setup::Fwdscope => format!("fwdscope afpacket (forwarder on {cpu})"),
+            Setup::SenderOnly => "sender alone (frames dropped at the forwarding namespace's ingress)".into(),
+        }
+    }
+}
+
+/// Where `lab bench` runs things: the sender on one CPU, the device under test on another
+/// (both None on a one-CPU machine: nothing is pinned).
+#[derive(Clone, Copy)]
+struct Placement {
+    sender: Option<usize>,
+    dut: Option<usize>,
+}
+
+/// One measurement of `lab bench`.
+struct Measured {
+    setup: Setup,
+    sent: u64,
+    arrived: u64,
+    seconds: f64,
+}
+
+impl Measured {
+    fn pps(&self) -> f64 {
+        self.arrived as f64 / self.seconds.max(1e-9)
+    }
+    fn offered(&self) -> f64 {
+        self.sent as f64 / self.seconds.max(1e-9)
+    }
+}
+
+/// (Re)build the lab for `setup`, the sink discarding at its interface.
+fn bench_up(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<()> {
+    let mode = if matches!(setup, Setup::Fwdscope | Setup::SenderOnly) { Mode::Fwdscope } else { Mode::Kernel };
+    let o = UpOptions {
+        name: a.name.clone(),
+        routes: Some(a.routes),
+        table: None,
+        mode,
+        no_start: setup == Setup::SenderOnly,
+        sink: Sink::Discard,
+        rps_cpu: at.dut.filter(|_| setup == Setup::KernelRps),
+        forwarder_cpu: at.dut.filter(|_| setup == Setup::Fwdscope),
+        forwarder_flags: if setup == Setup::Fwdscope { flags.to_vec() } else { Vec::new() },
+        forwarder: a.forwarder.clone(),
+    };
+    lab.down()?;
+    up(&o)?;
+    Ok(())
+}
+
+/// The sender at full speed for `seconds`, on a thread of its own (it enters the sender
+/// namespace): (packets sent, seconds).
+fn bench_send(a: &BenchOptions, at: Placement, seconds: f64) -> Result<(u64, f64)> {
+    let o = SendOptions {
+        name: a.name.clone(),
+        flows: a.flows,
+        pkts_per_flow: 10,
+        dst: forwarder::traffic::DstPattern::Random,
+        size: a.size,
+        rate: None,
+        count: None,
+        duration: Some(seconds),
+        seed: 1,
+        cpu: at.sender,
+    };
+    let sent = std::thread::Builder::new()
+        .name("lab-sender".into())
+        .spawn(move || send(&o))
+        .context("starting the sender thread")?
+        .join()
+        .map_err(|_| Error::Config("the sender thread panicked".into()))??;
+    Ok((sent.packets, sent.seconds))
+}
+
+fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<Measured> {
+    bench_up(a, lab, setup, at, flags)?;
+    // Warm-up (not measured): first-touch page faults of the rings, caches, the flows.
+    bench_send(a, at, 0.5)?;
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let r0 = lab.sink_received()?;
+    let (sent, seconds) = bench_send(a, at, a.seconds)?;
+    // Frames still in flight (rings, backlogs) arrive within milliseconds.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let arrived = lab.sink_received()?.saturating_sub(r0);
+    Ok(Measured { setup, sent, arrived, seconds })
+}
+
+/// The same load once more while recording (every CPU for the kernel, the lab's forwarder
+/// by its PID), then the stage table.
+fn bench_stages(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<String> {
+    use collector::session::{record, RecordOptions, Target};
+    bench_up(a, lab, setup, at, flags)?;
+    let dir = lab.state_dir().join("recording");
+    let target = match (setup, lab.forwarder_pid()) {
+        (Setup::Fwdscope, Some(pid)) => Target::Pid(pid),
+        _ => Target::All,
+    };
+    let mut o = RecordOptions::new(dir.clone(), target);
+    o.force = true;
+    o.callchain = true;
+    o.freq = Some(999);
+    o.duration = Some(std::time::Duration::from_secs_f64(a.seconds + 1.0));
+    let recorder = std::thread::Builder::new()
+        .name("lab-recorder".into())
+        .spawn(move || record(&o, &std::sync::atomic::AtomicBool::new(false), None, &mut |_| {}))
+        .context("starting the recorder thread")?;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sent = bench_send(a, at, a.seconds);
+    let recorded = recorder.join().map_err(|_| Error::Config("the recorder thread panicked".into()))?;
+    sent?;
+    recorded?;
+    let rec = collector::recording::Recording::open(&dir)?;
+    Ok(analyzer::stages::stage_table(&rec, &analyzer::rules::Rules::builtin())?.text(8))
+}
+
+/// Run the benchmark; returns its report (the table, ratios, CPU per packet, both stage
+/// splits). Progress goes to stderr. Builds and removes the lab `a.name`.
+pub fn bench(a: &BenchOptions) -> Result<String> {
+    if a.repeat == 0 || !a.seconds.is_finite() || a.seconds <= 0.0 {
+        bail!("--repeat must be at least 1 and --seconds positive");
+    }
+    let lab = Lab::new(&a.name)?;
+    let at = if cpu_count() >= 2 {
+        Placement { sender: Some(0), dut: Some(1) }
+    } else {
+        Placement { sender: None, dut: None }
+    };
+    let setups: Vec<Setup> = if at.dut.is_some() {
+        vec![Setup::Kernel, Setup::KernelRps, Setup::Fwdscope, Setup::SenderOnly]
+    } else {
+        vec![Setup::Kernel, Setup::Fwdscope, Setup::SenderOnly]
+    };
+    // Like for like: Linux since 3.6 looks every packet up in its FIB (no route cache).
+    let flags = if a.forwarder_flags.is_empty() {
+        vec!["--cache".to_string(), "nocache".to_string()]
+    } else {
+        a.forwarder_flags.clone()
+    };
+    let result = measure_all(a, &lab, &setups, at, &flags);
+    let ingress = std::fs::read_to_string(lab.state_dir().join("ingress")).unwrap_or_default();
+    let _ = lab.down();
+    let (runs, k_stages, f_stages) = result?;
+    Ok(report(a, at, &setups, &flags, &ingress, &runs, &k_stages, &f_stages))
+}
+
+/// Every setup `a.repeat` times in interleaved rounds (each round in another order, so
+/// drift on a shared machine spreads over every setup), then one recorded run of each
+/// forwarder for its stage split.
+fn measure_all(
+    a: &BenchOptions,
+    lab: &Lab,
+    setups: &[Setup],
+    at: Placement,
+    flags: &[String],
+) -> Result<(Vec<Measured>, String, String)> {
+    let bar = indicatif::ProgressBar::new((setups.len() * a.repeat + 2) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {eta} left  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let result = (|| {
+        let mut runs = Vec::new();
+        for r in 0..a.repeat {
+            for i in 0..setups.len() {
+                let s = setups[(i + r) % setups.len()];
+                bar.set_message(s.label(at.dut));
+                runs.push(bench_measure(a, lab, s, at, flags)?);
+                bar.inc(1);
+            }
+        }
+        bar.set_message("stage split: kernel");
+        let k = bench_stages(a, lab, Setup::Kernel, at, flags)?;
+        bar.inc(1);
+        bar.set_message("stage split: fwdscope");
+        let f = bench_stages(a, lab, Setup::Fwdscope, at, flags)?;
+        bar.inc(1);
+        Ok((runs, k, f))
+    })();
+    bar.finish_and_clear();
+    result
+}
+
+/// The report: the table of setups, the ratio, CPU per packet, both stage splits.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    a: &BenchOptions,
+    at: Placement,
+    setups: &[Setup],
+    flags: &[String],
+    ingress: &str,
+    runs: &[Measured],
+    k_stages: &str,
+    f_stages: &str,
+) -> String {
+    use compare::stats::{median, welch_p};
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "lab bench: {} routes, {} flows, {}-byte frames; {} runs x {:.1} s per setup, interleaved; sender at full speed \
+         through AF_PACKET{}; sink: counts frames at its interface and discards them",
+        a.routes,
+        a.flows,
+        a.size,
+        a.repeat,
+        a.seconds,
+        match (at.sender, at.dut) {
+            (Some(s), Some(d)) => format!(" on CPU {s}; device under test on CPU {d}"),
+            _ => " (one CPU: nothing pinned)".to_string(),
+        }
+    );
+    let _ = writeln!(out, "fwdscope forwarder flags: {}; {}", flags.join(" "), ingress.trim());
+    let _ = writeln!(
+        out,
+        "{:<42} {:>4} {:>14} {:>25} {:>14} {:>8}",
+        "setup", "runs", "forwarded pps", "[min .. max]", "offered pps", "lost"
+    );
+    let mut medians = Vec::new();
+    for s in setups.iter().filter(|s| **s != Setup::SenderOnly) {
+        let mine: Vec<&Measured> = runs.iter().filter(|m| m.setup == *s).collect();
+        let pps: Vec<f64> = mine.iter().map(|m| m.pps()).collect();
+        let (lo, hi) = pps.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        let lost: u64 = mine.iter().map(|m| m.sent.saturating_sub(m.arrived)).sum();
+        let sent: u64 = mine.iter().map(|m| m.sent).sum();
+        let med = median(&pps);
+        medians.push((*s, med, pps, lost > 0));
+        let _ = writeln!(
+            out,
+            "{:<42} {:>4} {:>14.0} {:>25} {:>14.0} {:>7.1}%",
+            s.label(at.dut),
+            mine.len(),
+            med,
+            format!("[{lo:.0} .. {hi:.0}]"),
+            median(&mine.iter().map(|m| m.offered()).collect::<Vec<_>>()),
+            100.0 * lost as f64 / sent.max(1) as f64
+        );
+    }
+    let alone: Vec<f64> = runs.iter().filter(|m| m.setup == Setup::SenderOnly).map(|m| m.offered()).collect();
+    let alone_med = median(&alone);
+    let _ =
+        writeln!(out, "{}: {} runs, {:.0} pps sent (median)", Setup::SenderOnly.label(at.dut), alone.len(), alone_med);
+    let fwd = medians.iter().find(|m| m.0 == Setup::Fwdscope);
+    let best = medians.iter().filter(|m| m.0 != Setup::Fwdscope).max_by(|x, y| x.1.total_cmp(&y.1));
+    if let (Some((_, f, fp, _)), Some((k, kv, kp, _))) = (fwd, best) {
+        let p = welch_p(fp, kp);
+        let _ = writeln!(
+        out,
+            "ratio fwdscope / best kernel setup ({}): {:.2} (medians); difference of means {}significant (Welch p = {p:.3})",
+            k.label(at.dut),
+            f / kv.max(1e-9),
+            if p < 0.05 { "" } else { "not " },
+        );
+    }
+    let _ = writeln!(
+        out,
+        "(a setup that lost 0% was limited by the sender, not by itself: its own capacity is higher than its figure)"
+    );
+    // CPU per packet, from the medians: the sender's CPU runs flat out in both its runs, so
+    // what the kernel's forwarding adds there is the difference of the two periods; the
+    // forwarder's CPU, when it lost frames, spent one period per forwarded packet.
+    let kernel = medians.iter().find(|m| m.0 == Setup::Kernel);
+    if let (Some((_, kv, _, _)), Some((_, f, _, f_lost))) = (kernel, fwd) {
+        let k_ns = 1e9 / kv - 1e9 / alone_med;
+        let f_ns = 1e9 / f;
+        if k_ns.is_finite() && k_ns > 0.0 {
+            let _ = writeln!(
+        out,
+                "CPU per packet: kernel forwarding about {k_ns:.0} ns on the sender's CPU (1/kernel - 1/sender alone); \
+                 fwdscope {}{f_ns:.0} ns on its own CPU (1/forwarded{})",
+                if *f_lost { "about " } else { "at most " },
+                if *f_lost { ", at capacity: it lost frames" } else { "; it lost none, so less" }
+            );
+        }
+    }
+    let _ = writeln!(out, "\n== kernel forwarding: stage split (record -a, Linux rules)\n{k_stages}");
+    let _ = writeln!(out, "== fwdscope afpacket: stage split (record -p on the lab forwarder)\n{f_stages}");
+    out
+}

@@ -1,0 +1,14 @@
+//! fwdscope's network-namespace lab, for runs on real interfaces without a real network:
+//! [`netns`] builds and removes three namespaces joined by veth pairs (every address in
+//! 198.18.0.0/15, the sink owning the range) and forwards between them with the kernel or
+//! the bundled forwarder over AF_PACKET; [`sender`] transmits the bundled traffic
+//! generator's frames from the sender namespace; [`bench`] measures the kernel against the
+//! forwarder on the same lab.
+
+pub mod bench;
+mod error;
+pub mod netns;
+pub mod sender;
+
+pub use error::{Error, Result};
+pub use netns::{Lab, Mode, Sink};

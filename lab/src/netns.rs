@@ -1,0 +1,802 @@
+//! The lab's namespaces and links: three network namespaces joined by two veth pairs,
+//! every address inside 198.18.0.0/15:
+//!
+//! ```text
+//!  NAME-snd                 NAME-fwd                          NAME-sink
+//!  NAME-s0 198.18.0.1/30 -- NAME-f0 198.18.0.2/30
+//!                           NAME-f1 198.18.0.5/30 -- NAME-k0 198.18.0.6/30
+//!                                                             local 198.18.0.0/15 dev lo
+//! ```
+//!
+//! The sender routes the destination range 198.19.0.0/16 to the forwarding namespace. A
+//! route table is generated (`--routes N`) or loaded (`--table FILE`), every route inside
+//! 198.19.0.0/16 via the sink, which owns the whole lab range. Then, by [`Mode`]:
+//! - `kernel`: the forwarding namespace forwards with the kernel (net.ipv4.ip_forward=1)
+//!   over those routes;
+//! - `fwdscope`: kernel forwarding is off, and the bundled forwarder runs in the forwarding
+//!   namespace on NAME-f0 -> NAME-f1 with `--driver afpacket` over the same routes (started
+//!   detached, or with `no_start` the command is printed, to run under `top`/`record`).
+//!
+//! Neighbours are static (nud permanent) both ways, so frames built by the sender and by
+//! the forwarder carry the right MACs from the first packet. IPv6 is off in the namespaces.
+//! In fwdscope mode an nft netdev ingress rule on NAME-f0 drops each input frame after the
+//! forwarder's tap, so the namespace's own IP stack does not process it too. [`Sink::Discard`]
+//! counts frames at the sink's interface and discards them at once; `rps_cpu` and
+//! `forwarder_cpu` place the work (what the bench uses).
+//!
+//! [`up`] is idempotent (an incomplete lab, or one built with other settings, is torn down
+//! and rebuilt); [`Lab::down`] stops the lab's forwarder and deletes whatever namespaces of
+//! that name exist, so it also cleans up after a crash. Namespaces and links go through
+//! iproute2 (`ip`); the lab's state (mode, sink, settings, routes, forwarder PID and log)
+//! lives in /run/fwdscope-lab/NAME/.
+
+use crate::error::{bail, Context};
+use crate::{Error, Result};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// The forwarder program the lab starts (fwdscope mode): `fwdscope` with `forward`, or the
+/// standalone `fwdscope-forwarder` with no arguments; the lab adds its own flags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ForwarderProgram {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+/// How to bring a lab up: the `lab up` flags, defaults as shown there.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UpOptions {
+    /// Lab name: prefix of its namespaces and interfaces (1 to 8 of [a-z0-9]).
+    #[arg(long, default_value = "fsl")]
+    pub name: String,
+    /// Generate this many routes inside 198.19.0.0/16 for the forwarding namespace
+    /// [default: one 198.19.0.0/16 route].
+    #[arg(long, conflicts_with = "table")]
+    pub routes: Option<u32>,
+    /// Load the forwarding namespace's routes from FILE (`PREFIX/LEN` per line, each inside
+    /// 198.19.0.0/16; `#` comments).
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+    /// Who forwards in the forwarding namespace.
+    #[arg(long, value_enum, default_value_t = Mode::Kernel)]
+    pub mode: Mode,
+    /// fwdscope mode: do not start the forwarder; print its command instead.
+    #[arg(long)]
+    pub no_start: bool,
+    /// What the sink does with what arrives.
+    #[arg(long, value_enum, default_value_t = Sink::Ip)]
+    pub sink: Sink,
+    /// Steer the forwarding namespace's receive processing (RPS on NAME-f0) to this CPU
+    /// [default: none; it runs on the CPU that sent the frame].
+    #[arg(long)]
+    pub rps_cpu: Option<usize>,
+    /// fwdscope mode: run the forwarder on this CPU only [default: any CPU].
+    #[arg(long)]
+    pub forwarder_cpu: Option<usize>,
+    /// fwdscope mode: flags for the forwarder (after `--`), e.g. `--cache nocache`.
+    #[arg(last = true)]
+    pub forwarder_flags: Vec<String>,
+    /// fwdscope mode: the forwarder program (not a flag: the caller's choice).
+    #[arg(skip)]
+    pub forwarder: ForwarderProgram,
+}
+
+/// Who forwards in the forwarding namespace.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The Linux kernel (net.ipv4.ip_forward=1).
+    Kernel,
+    /// The bundled forwarder over AF_PACKET.
+    Fwdscope,
+}
+
+/// What the lab's sink does with what arrives.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sink {
+    /// Its IP stack receives each packet; counted by its IP InReceives.
+    Ip,
+    /// The forwarding namespace's neighbour entry for the sink names a MAC the sink does
+    /// not own: frames are counted at its interface (rx_packets) and discarded at once
+    /// (PACKET_OTHERHOST), so the sink costs next to nothing on whichever CPU delivers
+    /// them. `lab bench` uses it, keeping the sink's own IP work out of both forwarders'
+    /// figures.
+    Discard,
+}
+
+/// The MAC `--sink discard` sends to: locally administered, owned by nobody in the lab.
+pub const DISCARD_MAC: &str = "02:66:73:00:00:01";
+
+impl Sink {
+    pub fn name(self) -> &'static str {
+        match self {
+            Sink::Ip => "ip",
+            Sink::Discard => "discard",
+        }
+    }
+}
+
+/// How the lab is built besides its mode and routes (`lab up` flags; defaults there:
+/// `--sink ip`, no RPS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabOptions {
+    pub sink: Sink,
+    /// RPS target CPU for the forwarding namespace's input interface.
+    pub rps_cpu: Option<usize>,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Kernel => "kernel",
+            Mode::Fwdscope => "fwdscope",
+        }
+    }
+}
+
+/// The lab's names.
+pub struct Lab {
+    pub name: String,
+}
+
+pub(crate) fn ip(args: &[&str]) -> Result<String> {
+    let out = Command::new("ip").args(args).output().context("running `ip` (iproute2)")?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            what: format!("`ip {}`", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Set sysctls (`name=value`) inside namespace `ns`.
+fn sysctl(ns: &str, settings: &[&str]) -> Result<()> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "sysctl", "-qw"])
+        .args(settings)
+        .output()
+        .context("running `ip netns exec ... sysctl`")?;
+    if !out.status.success() {
+        bail!("setting {} in {ns}: {}", settings.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// Run `ip -n NS -batch -` with `lines`.
+fn ip_batch(ns: &str, lines: &str) -> Result<()> {
+    let out = with_stdin(Command::new("ip").args(["-n", ns, "-batch", "-"]), lines, "`ip -batch`")?;
+    if !out.status.success() {
+        bail!("`ip -n {ns} -batch` failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// Run `cmd` with `input` on its standard input; its stderr is captured, stdout dropped.
+pub(crate) fn with_stdin(cmd: &mut Command, input: &str, what: &str) -> Result<std::process::Output> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {what}"))?;
+    child.stdin.take().with_context(|| format!("{what}: no stdin"))?.write_all(input.as_bytes())?;
+    child.wait_with_output().with_context(|| format!("waiting for {what}"))
+}
+
+/// The lab's destination range: routes must stay inside it.
+pub const DEST: (u32, u8) = (0xC613_0000, 16); // 198.19.0.0/16
+
+pub fn inside_dest(addr: u32, len: u8) -> bool {
+    len >= DEST.1 && (addr >> (32 - DEST.1)) == (DEST.0 >> (32 - DEST.1))
+}
+
+/// `n` distinct routes inside 198.19.0.0/16: /24s first, then /25../32 splits of what is
+/// left, in a fixed order.
+pub fn generate_routes(n: u32) -> Result<Vec<(u32, u8)>> {
+    if n == 0 || n > 65_536 {
+        bail!("--routes {n}: expected 1 to 65536 routes inside 198.19.0.0/16");
+    }
+    let mut v = Vec::with_capacity(n as usize);
+    for i in 0..n.min(256) {
+        v.push((DEST.0 | (i << 8), 24));
+    }
+    let mut k = 0u32;
+    while (v.len() as u32) < n {
+        // Host routes 198.19.X.Y (Y odd) inside the /24s; every route goes to the sink.
+        let x = k % 256;
+        let y = 1 + 2 * (k / 256);
+        v.push((DEST.0 | (x << 8) | y, 32));
+        k += 1;
+    }
+    Ok(v)
+}
+
+/// The lab's route table as the forwarder reads it (routes.txt): `PREFIX/LEN via SINK`.
+pub fn routes_text(routes: &[(u32, u8)]) -> String {
+    let mut table = String::with_capacity(routes.len() * 40);
+    for (a, l) in routes {
+        table.push_str(&format!("{}/{l} via 198.18.0.6\n", std::net::Ipv4Addr::from(*a)));
+    }
+    table
+}
+
+/// Routes of a table file (`PREFIX/LEN` per line, `#` comments; host bits are cleared),
+/// each inside 198.19.0.0/16; a bad line is an error naming the file and line.
+pub fn load_routes(path: &std::path::Path) -> Result<Vec<(u32, u8)>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut v = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.split('#').next().unwrap_or("").trim();
+        if t.is_empty() {
+            continue;
+        }
+        let bad =
+            || Error::Config(format!("{}:{}: `{t}`: expected PREFIX/LEN inside 198.19.0.0/16", path.display(), i + 1));
+        let (a, len) = forwarder::table::parse_address_and_length(t).map_err(|_| bad())?;
+        if !t.contains('/') || !inside_dest(a, len) {
+            return Err(bad());
+        }
+        v.push((a & forwarder::fib::mask(len), len));
+    }
+    if v.is_empty() {
+        bail!("{}: no routes", path.display());
+    }
+    Ok(v)
+}
+
+impl Lab {
+    pub fn new(name: &str) -> Result<Lab> {
+        if name.is_empty() || name.len() > 8 || !name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()) {
+            bail!("lab name `{name}`: expected 1 to 8 characters of [a-z0-9] (it prefixes interface names)");
+        }
+        Ok(Lab { name: name.to_string() })
+    }
+
+    pub fn ns(&self, role: &str) -> String {
+        format!("{}-{role}", self.name)
+    }
+
+    fn namespaces(&self) -> [String; 3] {
+        [self.ns("snd"), self.ns("fwd"), self.ns("sink")]
+    }
+
+    /// Which of the lab's namespaces exist.
+    pub fn existing(&self) -> Result<Vec<String>> {
+        let list = ip(&["netns", "list"])?;
+        let names: Vec<&str> = list.lines().filter_map(|l| l.split_whitespace().next()).collect();
+        Ok(self.namespaces().into_iter().filter(|n| names.contains(&n.as_str())).collect())
+    }
+
+    /// The lab's state directory.
+    pub fn state_dir(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from("/run/fwdscope-lab").join(&self.name)
+    }
+
+    /// Write one file of the lab's state.
+    fn write_state(&self, file: &str, text: &str) -> Result<()> {
+        let p = self.state_dir().join(file);
+        std::fs::write(&p, text).map_err(|e| Error::Io { path: p, source: e })
+    }
+
+    /// The stats segment of the lab's forwarder (fwdscope mode).
+    pub fn segment_path(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from(format!("/dev/shm/fwdscope-lab-{}.stats", self.name))
+    }
+
+    /// The mode the lab was built in (none when it is down).
+    pub fn mode(&self) -> Option<Mode> {
+        match std::fs::read_to_string(self.state_dir().join("mode")).ok()?.trim() {
+            "kernel" => Some(Mode::Kernel),
+            "fwdscope" => Some(Mode::Fwdscope),
+            _ => None,
+        }
+    }
+
+    /// The lab's forwarder, if one was started and still runs.
+    pub fn forwarder_pid(&self) -> Option<i32> {
+        let pid: i32 = std::fs::read_to_string(self.state_dir().join("forwarder.pid")).ok()?.trim().parse().ok()?;
+        // SAFETY: signal 0 only checks for existence.
+        (pid > 0 && unsafe { libc::kill(pid, 0) } == 0).then_some(pid)
+    }
+
+    /// Stop the lab's forwarder: through its control block, then SIGTERM, then SIGKILL.
+    fn stop_forwarder(&self) {
+        let Some(pid) = self.forwarder_pid() else { return };
+        if let Ok(seg) = fwd_abi::Segment::open(&self.segment_path()) {
+            seg.request_stop();
+        }
+        for (i, sig) in [(40, 0), (20, libc::SIGTERM), (20, libc::SIGKILL)] {
+            if sig != 0 {
+                // SAFETY: signalling the lab's own forwarder.
+                unsafe { libc::kill(pid, sig) };
+            }
+            for _ in 0..i {
+                // SAFETY: signal 0 only checks for existence; reap if it is our child.
+                if unsafe { libc::kill(pid, 0) } != 0 {
+                    return;
+                }
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// Delete every namespace of the lab that exists; returns how many.
+    pub fn down(&self) -> Result<usize> {
+        self.stop_forwarder();
+        let _ = std::fs::remove_dir_all(self.state_dir());
+        let _ = std::fs::remove_file(self.segment_path());
+        let existing = self.existing()?;
+        for n in &existing {
+            ip(&["netns", "del", n])?;
+        }
+        Ok(existing.len())
+    }
+
+    /// Whether the lab is complete: all namespaces, the forwarding sysctl, both veth pairs up.
+    pub fn complete(&self) -> Result<bool> {
+        if self.existing()?.len() != 3 {
+            return Ok(false);
+        }
+        let Some(mode) = self.mode() else { return Ok(false) };
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns("fwd"), "sysctl", "-n", "net.ipv4.ip_forward"])
+            .output()
+            .context("running `ip netns exec ... sysctl`")?;
+        let want = if mode == Mode::Kernel { "1" } else { "0" };
+        if String::from_utf8_lossy(&out.stdout).trim() != want {
+            return Ok(false);
+        }
+        if mode == Mode::Fwdscope && !self.state_dir().join("no-start").exists() && self.forwarder_pid().is_none() {
+            return Ok(false);
+        }
+        for (ns, ifname) in [("snd", "s0"), ("fwd", "f0"), ("fwd", "f1"), ("sink", "k0")] {
+            let link = ip(&["-n", &self.ns(ns), "-br", "link", "show", &format!("{}-{ifname}", self.name)]);
+            if !link.is_ok_and(|l| l.contains("UP")) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The MAC address of `ifname` in namespace `ns`.
+    fn mac(&self, ns: &str, ifname: &str) -> Result<String> {
+        let json = ip(&["-n", &self.ns(ns), "-j", "link", "show", &format!("{}-{ifname}", self.name)])?;
+        let v: serde_json::Value = serde_json::from_str(&json).context("parsing `ip -j link`")?;
+        v[0]["address"].as_str().map(str::to_string).context("no MAC address in `ip -j link`")
+    }
+
+    /// Build the lab with `routes` in the forwarding namespace, forwarded by `mode`.
+    pub fn up(&self, routes: &[(u32, u8)], mode: Mode, opts: &LabOptions) -> Result<()> {
+        let (snd, fwd, sink) = (self.ns("snd"), self.ns("fwd"), self.ns("sink"));
+        let n = &self.name;
+        for ns in [&snd, &fwd, &sink] {
+            ip(&["netns", "add", ns])?;
+        }
+        ip(&[
+            "link",
+            "add",
+            &format!("{n}-s0"),
+            "netns",
+            &snd,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("{n}-f0"),
+            "netns",
+            &fwd,
+        ])?;
+        ip(&[
+            "link",
+            "add",
+            &format!("{n}-f1"),
+            "netns",
+            &fwd,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("{n}-k0"),
+            "netns",
+            &sink,
+        ])?;
+        // IPv4 only: no IPv6 link-local chatter (router solicitations, MLD) on the lab's
+        // links, which would also count as frames at a discard sink.
+        for ns in [&snd, &fwd, &sink] {
+            sysctl(ns, &["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])?;
+        }
+        ip_batch(&snd, &format!("addr add 198.18.0.1/30 dev {n}-s0\nlink set lo up\nlink set {n}-s0 up\nroute add 198.19.0.0/16 via 198.18.0.2\n"))?;
+        ip_batch(&fwd, &format!("addr add 198.18.0.2/30 dev {n}-f0\naddr add 198.18.0.5/30 dev {n}-f1\nlink set lo up\nlink set {n}-f0 up\nlink set {n}-f1 up\n"))?;
+        ip_batch(&sink, &format!("addr add 198.18.0.6/30 dev {n}-k0\nlink set lo up\nlink set {n}-k0 up\nroute add local 198.18.0.0/15 dev lo\n"))?;
+        // Static neighbours: the sender's frames go to f0, the forwarder's to k0.
+        let f0 = self.mac("fwd", "f0")?;
+        let k0 = match opts.sink {
+            Sink::Ip => self.mac("sink", "k0")?,
+            Sink::Discard => DISCARD_MAC.to_string(),
+        };
+        ip_batch(&snd, &format!("neigh replace 198.18.0.2 lladdr {f0} dev {n}-s0 nud permanent\n"))?;
+        ip_batch(&fwd, &format!("neigh replace 198.18.0.6 lladdr {k0} dev {n}-f1 nud permanent\n"))?;
+        sysctl(&fwd, &[&format!("net.ipv4.ip_forward={}", u8::from(mode == Mode::Kernel))])?;
+        let dir = self.state_dir();
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let table = routes_text(routes);
+        std::fs::write(dir.join("routes.txt"), &table).with_context(|| format!("writing {}", dir.display()))?;
+        if mode == Mode::Kernel {
+            let batch: String = table.lines().map(|l| format!("route replace {l}\n")).collect();
+            ip_batch(&fwd, &batch)?;
+        }
+        self.write_state("mode", mode.name())?;
+        self.write_state("sink", opts.sink.name())?;
+        if let Some(cpu) = opts.rps_cpu {
+            self.steer_input(cpu)?;
+        }
+        if mode == Mode::Fwdscope {
+            let note = self.drop_at_ingress()?;
+            self.write_state("ingress", &note)?;
+        }
+        Ok(())
+    }
+
+    /// RPS: the forwarding namespace's receive processing of NAME-f0 on `cpu`.
+    fn steer_input(&self, cpu: usize) -> Result<()> {
+        check_cpu("--rps-cpu", cpu)?;
+        let path = format!("/sys/class/net/{}-f0/queues/rx-0/rps_cpus", self.name);
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns("fwd"), "sh", "-c", &format!("echo {:x} > {path}", 1u64 << cpu)])
+            .output()
+            .context("running `ip netns exec ... sh`")?;
+        if !out.status.success() {
+            bail!("setting {path} in {}: {}", self.ns("fwd"), String::from_utf8_lossy(&out.stderr).trim());
+        }
+        self.write_state("rps", &cpu.to_string())
+    }
+
+    /// fwdscope mode: a netdev ingress rule on NAME-f0 that drops every frame once the
+    /// forwarder's AF_PACKET tap has its copy (taps run before ingress hooks), so the
+    /// namespace's own IP stack does not process each frame a second time (forwarding is
+    /// off there: it would only fail a route lookup). Needs `nft`; without it the lab
+    /// works, slower, and says so. Returns that note.
+    fn drop_at_ingress(&self) -> Result<String> {
+        let ruleset = format!(
+            "table netdev fwdscope_lab {{\n  chain ingress_f0 {{\n    type filter hook ingress device \"{}-f0\" priority 0; policy drop;\n  }}\n}}\n",
+            self.name
+        );
+        let mut nft = Command::new("ip");
+        nft.args(["netns", "exec", &self.ns("fwd"), "nft", "-f", "-"]);
+        let out = with_stdin(&mut nft, &ruleset, "`ip netns exec ... nft`")?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            Ok(format!("frames dropped at {}-f0 ingress after the forwarder's tap (nft)", self.name))
+        } else if err.contains("No such file") || err.contains("not found") {
+            // `ip netns exec` reports a missing nft on stderr.
+            Ok("no ingress drop (nft not installed): the namespace's IP stack also receives every frame".into())
+        } else {
+            bail!("nft ingress rule in {}: {}", self.ns("fwd"), err.trim())
+        }
+    }
+
+    /// How the lab's sink counts (written by `up`; `ip` for labs built before the option).
+    pub fn sink(&self) -> Sink {
+        match std::fs::read_to_string(self.state_dir().join("sink")).ok().as_deref().map(str::trim) {
+            Some("discard") => Sink::Discard,
+            _ => Sink::Ip,
+        }
+    }
+
+    /// The command that runs the bundled forwarder on the lab (fwdscope mode), before its
+    /// own flags: `ip netns exec NAME-fwd FWDSCOPE forward --driver afpacket ...`.
+    pub fn forwarder_command(&self, fwd: &ForwarderProgram, extra: &[String]) -> Vec<String> {
+        let n = &self.name;
+        let mut v: Vec<String> = ["ip", "netns", "exec", &self.ns("fwd")].map(String::from).to_vec();
+        v.push(fwd.program.display().to_string());
+        v.extend(fwd.args.iter().cloned());
+        v.extend(
+            [
+                "--driver",
+                "afpacket",
+                "--in",
+                &format!("{n}-f0"),
+                "--out",
+                &format!("{n}-f1"),
+                "--table",
+                &self.state_dir().join("routes.txt").display().to_string(),
+                "--stats",
+                &self.segment_path().display().to_string(),
+                "--duration",
+                "0",
+                "--no-pin",
+            ]
+            .map(String::from),
+        );
+        v.extend(extra.iter().cloned());
+        v
+    }
+
+    /// Start the lab's forwarder detached (output in the state directory's forwarder.log)
+    /// and wait until its stats segment says it runs.
+    pub fn start_forwarder(&self, fwd: &ForwarderProgram, extra: &[String], cpu: Option<usize>) -> Result<i32> {
+        let cmd = self.forwarder_command(fwd, extra);
+        let log_path = self.state_dir().join("forwarder.log");
+        let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+        let mut command = Command::new(&cmd[0]);
+        if let Some(c) = cpu {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: sched_setaffinity is a plain system call, safe between fork and exec;
+            // the forwarder (started with --no-pin) and its threads inherit the mask.
+            unsafe {
+                command.pre_exec(move || {
+                    if forwarder::cpu::pin_to_cpu(c) {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                })
+            };
+        }
+        let child = command
+            .args(&cmd[1..])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().with_context(|| format!("{}", log_path.display()))?)
+            .stderr(log)
+            .spawn()
+            .context("starting the forwarder")?;
+        let pid = child.id() as i32;
+        self.write_state("forwarder.pid", &pid.to_string())?;
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Ok(seg) = fwd_abi::Segment::open(&self.segment_path()) {
+                if seg.state() == fwd_abi::State::Running {
+                    return Ok(pid);
+                }
+            }
+            if self.forwarder_pid().is_none() || t0.elapsed() > std::time::Duration::from_secs(30) {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                bail!("the lab's forwarder did not start; its log ({}):\n{log}", log_path.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// What arrived at the sink: its IP InReceives, or with `--sink discard` the frames
+    /// its interface received.
+    pub fn sink_received(&self) -> Result<u64> {
+        match self.sink() {
+            Sink::Ip => {
+                let out = Command::new("ip")
+                    .args(["netns", "exec", &self.ns("sink"), "cat", "/proc/net/snmp"])
+                    .output()
+                    .context("running `ip netns exec ... cat /proc/net/snmp`")?;
+                snmp_value(&String::from_utf8_lossy(&out.stdout), "Ip", "InReceives")
+                    .context("no Ip InReceives in the sink's /proc/net/snmp")
+            }
+            Sink::Discard => {
+                let k0 = format!("{}-k0", self.name);
+                let json = ip(&["-n", &self.ns("sink"), "-s", "-j", "link", "show", &k0])?;
+                let v: serde_json::Value = serde_json::from_str(&json).context("parsing `ip -j -s link`")?;
+                v[0]["stats64"]["rx"]["packets"].as_u64().with_context(|| format!("no rx packet count for {k0}"))
+            }
+        }
+    }
+
+    /// Namespaces, interfaces, addresses, state and packet counters, and the route count.
+    pub fn status(&self) -> Result<String> {
+        let existing = self.existing()?;
+        let mut s = format!(
+            "lab {}: {}\n",
+            self.name,
+            if self.complete()? {
+                "up"
+            } else if existing.is_empty() {
+                "down"
+            } else {
+                "incomplete (run `fwdscope lab down`)"
+            }
+        );
+        for ns in &existing {
+            let json = ip(&["-n", ns, "-s", "-j", "link", "show"])?;
+            let links: serde_json::Value = serde_json::from_str(&json).context("parsing `ip -j link`")?;
+            for l in links.as_array().into_iter().flatten() {
+                let name = l["ifname"].as_str().unwrap_or("?");
+                if name == "lo" {
+                    continue;
+                }
+                let st = &l["stats64"];
+                s.push_str(&format!(
+                    "{ns:<12} {name:<12} {:<6} rx {:>12} pkts {:>8} dropped   tx {:>12} pkts {:>8} dropped\n",
+                    l["operstate"].as_str().unwrap_or("?"),
+                    st["rx"]["packets"].as_u64().unwrap_or(0),
+                    st["rx"]["dropped"].as_u64().unwrap_or(0),
+                    st["tx"]["packets"].as_u64().unwrap_or(0),
+                    st["tx"]["dropped"].as_u64().unwrap_or(0),
+                ));
+            }
+        }
+        if let Some(mode) = self.mode() {
+            let routes = std::fs::read_to_string(self.state_dir().join("routes.txt")).unwrap_or_default();
+            s.push_str(&format!(
+                "mode {}: {} routes via the sink in {}\n",
+                mode.name(),
+                routes.lines().count(),
+                self.ns("fwd")
+            ));
+            if mode == Mode::Fwdscope {
+                match (self.forwarder_pid(), fwd_abi::Segment::open(&self.segment_path())) {
+                    (Some(pid), Ok(seg)) => {
+                        let snap = seg.snapshot();
+                        use fwd_abi::Ctr;
+                        let drops: u64 = fwd_abi::drop_counters()
+                            .map(|(i, _)| snap.workers.iter().map(|w| w.get(i).copied().unwrap_or(0)).sum::<u64>())
+                            .sum();
+                        s.push_str(&format!(
+                            "forwarder pid {pid}: rx {} tx {} dropped {} (segment {})\n",
+                            snap.total(Ctr::RxPackets),
+                            snap.total(Ctr::TxPackets),
+                            drops,
+                            self.segment_path().display()
+                        ));
+                    }
+                    _ => s.push_str("forwarder: not running\n"),
+                }
+            }
+        }
+        for (file, what) in [("ingress", "input"), ("rps", "receive steered (RPS) to CPU")] {
+            if let Ok(t) = std::fs::read_to_string(self.state_dir().join(file)) {
+                s.push_str(&format!("{what} {}\n", t.trim()));
+            }
+        }
+        if existing.contains(&self.ns("sink")) {
+            match self.sink() {
+                Sink::Ip => s.push_str(&format!("sink received {} IP packets\n", self.sink_received()?)),
+                Sink::Discard => s.push_str(&format!(
+                    "sink received {} frames at its interface (discard sink: counted, then dropped)\n",
+                    self.sink_received()?
+                )),
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// CPUs this process may run on.
+pub fn cpu_count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `cpu` names one of this machine's CPUs (and fits an RPS mask).
+pub fn check_cpu(flag: &str, cpu: usize) -> Result<()> {
+    let n = cpu_count();
+    if cpu >= n || cpu >= 64 {
+        bail!("{flag} {cpu}: expected a CPU number from 0 to {}", n.min(64) - 1);
+    }
+    Ok(())
+}
+
+/// A value of /proc/net/snmp (`Ip: names...` then `Ip: values...`).
+pub fn snmp_value(text: &str, group: &str, name: &str) -> Option<u64> {
+    let tag = format!("{group}:");
+    let mut lines = text.lines().filter(|l| l.split_whitespace().next() == Some(tag.as_str()));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let i = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(i)?.parse().ok()
+}
+
+/// Bring the lab up as `a` asks (idempotent: a complete lab built with the same settings
+/// is left as it is; one built otherwise, or incomplete, is rebuilt; a failed build is
+/// cleaned up). Returns what it did, in lines for the user.
+pub fn up(a: &UpOptions) -> Result<String> {
+    let lab = Lab::new(&a.name)?;
+    let mut said = String::new();
+    if let Some(c) = a.forwarder_cpu {
+        check_cpu("--forwarder-cpu", c)?;
+    }
+    if let Some(c) = a.rps_cpu {
+        check_cpu("--rps-cpu", c)?;
+    }
+    let routes = match (&a.table, a.routes) {
+        (Some(p), _) => load_routes(p)?,
+        (None, Some(n)) => generate_routes(n)?,
+        (None, None) => vec![DEST],
+    };
+    // What this command asks for besides the routes; a lab built otherwise is rebuilt.
+    let spec = serde_json::json!({
+        "mode": a.mode.name(),
+        "sink": a.sink.name(),
+        "rps_cpu": a.rps_cpu,
+        "forwarder_cpu": a.forwarder_cpu,
+        "forwarder_flags": a.forwarder_flags,
+        "no_start": a.no_start,
+    })
+    .to_string();
+    if lab.complete()? {
+        let built = std::fs::read_to_string(lab.state_dir().join("spec")).unwrap_or_default();
+        // Routes count only when given: `lab up` alone keeps the table it finds.
+        let same_routes = (a.table.is_none() && a.routes.is_none())
+            || std::fs::read_to_string(lab.state_dir().join("routes.txt")).is_ok_and(|t| t == routes_text(&routes));
+        if built == spec && same_routes {
+            return Ok(format!("lab {}: already up\n", lab.name));
+        }
+        said.push_str(&format!("lab {}: up with other settings, rebuilding\n", lab.name));
+        lab.down()?;
+    }
+    if !lab.existing()?.is_empty() {
+        said.push_str(&format!("lab {}: incomplete, rebuilding\n", lab.name));
+        lab.down()?;
+    }
+    let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu };
+    let started = lab.up(&routes, a.mode, &opts).and_then(|_| match (a.mode, a.no_start) {
+        (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some),
+        (Mode::Fwdscope, true) => lab.write_state("no-start", "").map(|_| None),
+        _ => Ok(None),
+    });
+    let started = started.and_then(|p| lab.write_state("spec", &spec).map(|_| p));
+    let pid = match started {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = lab.down();
+            return Err(Error::Context {
+                what: format!("lab {}: could not be built (cleaned up)", lab.name),
+                source: Box::new(e),
+            });
+        }
+    };
+    let who = match (a.mode, pid) {
+        (Mode::Kernel, _) => "kernel forwarding".to_string(),
+        (Mode::Fwdscope, Some(p)) => format!("fwdscope forwarder pid {p}, afpacket"),
+        (Mode::Fwdscope, None) => "fwdscope mode, forwarder not started".to_string(),
+    };
+    said.push_str(&format!(
+        "lab {}: up: {} (198.18.0.1) -> {} (198.18.0.2 | 198.18.0.5, {who}, {} routes) -> {} (owns 198.18.0.0/15)\n",
+        lab.name,
+        lab.ns("snd"),
+        lab.ns("fwd"),
+        routes.len(),
+        lab.ns("sink")
+    ));
+    if a.mode == Mode::Fwdscope && pid.is_none() {
+        said.push_str(&format!(
+            "run the forwarder with: {}\n",
+            lab.forwarder_command(&a.forwarder, &a.forwarder_flags).join(" ")
+        ));
+    }
+    Ok(said)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_routes_are_distinct_and_inside_the_destination_range() {
+        let r = generate_routes(1000).unwrap();
+        assert_eq!(r.len(), 1000);
+        let set: std::collections::HashSet<_> = r.iter().collect();
+        assert_eq!(set.len(), 1000);
+        assert!(r.iter().all(|&(a, l)| inside_dest(a, l)));
+        assert_eq!(r[0], (0xC613_0000, 24));
+        assert_eq!(r[256], (0xC613_0001, 32));
+        assert!(generate_routes(0).is_err() && generate_routes(65_537).is_err());
+    }
+
+    #[test]
+    fn snmp_values_by_group_and_name() {
+        let snmp = "Ip: Forwarding DefaultTTL InReceives\nIp: 1 64 77\nUdp: InDatagrams\nUdp: 3\n";
+        assert_eq!(snmp_value(snmp, "Ip", "InReceives"), Some(77));
+        assert_eq!(snmp_value(snmp, "Udp", "InDatagrams"), Some(3));
+        assert_eq!(snmp_value(snmp, "Ip", "Nope"), None);
+    }
+
+    #[test]
+    fn table_lines_outside_the_range_are_refused_by_line() {
+        let p = std::env::temp_dir().join(format!("fwdscope-lab-table-{}", std::process::id()));
+        std::fs::write(&p, "# lab table\n198.19.4.0/24\n198.19.5.7/32 # host\n10.0.0.0/8\n").unwrap();
+        let e = load_routes(&p).unwrap_err().to_string();
+        assert!(e.ends_with(":4: `10.0.0.0/8`: expected PREFIX/LEN inside 198.19.0.0/16"), "{e}");
+        std::fs::write(&p, "198.19.4.9/24\n198.19.5.7/32\n").unwrap();
+        assert_eq!(load_routes(&p).unwrap(), vec![(0xC613_0400, 24), (0xC613_0507, 32)]);
+        std::fs::remove_file(&p).unwrap();
+        assert!(Lab::new("Bad_Name").is_err() && Lab::new("toolongname").is_err() && Lab::new("lab1").is_ok());
+    }
+}

@@ -1,0 +1,41 @@
+//! `fwdscope diff A B [C ...]`: stage tables of several recordings (or perf.data files, or
+//! text profiles) side by side, the first as baseline.
+
+use super::report;
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct DiffArgs {
+    /// Inputs, baseline first: recording directories, perf.data files or text profiles.
+    #[arg(required = true, num_args = 2..)]
+    pub inputs: Vec<PathBuf>,
+    /// Extra stage rules (TOML), tried before the built-in ones.
+    #[arg(long)]
+    pub stages: Option<PathBuf>,
+    /// Kernel symbols for perf.data inputs (default: this machine's /proc/kallsyms).
+    #[arg(long)]
+    pub kallsyms: Option<PathBuf>,
+    /// Symbols compared.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = report::Format::Table)]
+    pub format: report::Format,
+}
+
+pub fn run(a: &DiffArgs) -> Result<()> {
+    let rules = analyzer::rules::Rules::builtin_with(a.stages.as_deref())?;
+    let mut tables = Vec::new();
+    for p in &a.inputs {
+        tables.push(analyzer::input::open(p)?.stage_table(&rules, a.kallsyms.as_deref())?);
+    }
+    let names = a.inputs.iter().map(|p| p.display().to_string()).collect();
+    let d = analyzer::diff::diff(names, &tables, a.top);
+    match a.format {
+        report::Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
+        report::Format::Csv => print!("{}", d.csv()),
+        report::Format::Table => print!("{}", d.text()),
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! `fwdscope lab up|send|bench|status|down`: the network-namespace lab (the `lab` crate,
+//! whose option structs are these subcommands' flags) for real-interface runs, every
+//! address inside 198.18.0.0/15.
+
+use anyhow::Result;
+use lab::bench::BenchOptions;
+use lab::netns::{ForwarderProgram, Lab, UpOptions};
+use lab::sender::SendOptions;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum LabCmd {
+    /// Create the lab (or check it is complete).
+    Up(UpOptions),
+    /// Send traffic from the sender namespace through AF_PACKET.
+    Send {
+        #[command(flatten)]
+        o: SendOptions,
+        /// Print the result as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Packets per second forwarded by the kernel and by the bundled forwarder on the same
+    /// lab and routes, with each one's stage split from a recording.
+    Bench(BenchOptions),
+    /// Remove the lab's namespaces (and with them its veth pairs).
+    Down(NameArg),
+    /// Namespaces, interfaces and their packet counters.
+    Status(NameArg),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct NameArg {
+    /// Lab name: prefix of its namespaces and interfaces (1 to 8 of [a-z0-9]).
+    #[arg(long, default_value = "fsl")]
+    pub name: String,
+}
+
+/// This very binary running `fwdscope forward`: the lab's forwarder.
+fn forwarder_program() -> Result<ForwarderProgram> {
+    let (program, args) = super::record::forwarder_command(&None)?;
+    Ok(ForwarderProgram { program, args })
+}
+
+pub fn run(cmd: &LabCmd) -> Result<()> {
+    match cmd {
+        LabCmd::Up(o) => print!("{}", lab::netns::up(&UpOptions { forwarder: forwarder_program()?, ..o.clone() })?),
+        LabCmd::Send { o, json: true } => println!("{}", serde_json::to_string(&lab::sender::send(o)?)?),
+        LabCmd::Send { o, json: false } => println!("{}", lab::sender::send(o)?.line(&o.name)),
+        LabCmd::Bench(o) => {
+            print!("{}", lab::bench::bench(&BenchOptions { forwarder: forwarder_program()?, ..o.clone() })?)
+        }
+        LabCmd::Down(n) => {
+            let lab = Lab::new(&n.name)?;
+            let removed = lab.down()?;
+            println!("lab {}: down ({} namespaces removed)", lab.name, removed);
+        }
+        LabCmd::Status(n) => print!("{}", Lab::new(&n.name)?.status()?),
+    }
+    Ok(())
+}

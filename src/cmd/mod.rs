@@ -1,0 +1,11 @@
+//! One module per verb: its clap flags and the library call that does the work.
+
+pub mod diff;
+pub mod export;
+pub mod forward;
+pub mod lab;
+pub mod record;
+pub mod report;
+pub mod stat;
+pub mod sweep;
+pub mod top;

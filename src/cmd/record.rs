@@ -1,0 +1,131 @@
+//! `fwdscope record`: sample the bundled forwarder (started as a child), a PID, or the
+//! whole system into a recording directory.
+
+use anyhow::{bail, Context, Result};
+use collector::events::EventId;
+use collector::session::{record, RecordOptions, Target};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct RecordArgs {
+    /// Output directory.
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+    /// Overwrite an existing recording.
+    #[arg(long)]
+    pub force: bool,
+    /// Sampling event by perf's name [default: cycles, or cpu-clock where there is no PMU].
+    #[arg(short = 'e', long)]
+    pub event: Option<String>,
+    /// Samples per second.
+    #[arg(short = 'F', long, default_value_t = 4000, conflicts_with = "count")]
+    pub freq: u64,
+    /// One sample every PERIOD events instead of -F.
+    #[arg(short = 'c', long = "count")]
+    pub count: Option<u64>,
+    /// Record frame-pointer callchains.
+    #[arg(short = 'g')]
+    pub callchain: bool,
+    /// Ring buffer pages per CPU.
+    #[arg(short = 'm', long, default_value_t = 128)]
+    pub mmap_pages: usize,
+    /// Stop after this many seconds [default: when the target exits, or Ctrl-C].
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Milliseconds between Parquet parts (what survives if the recorder is killed).
+    #[arg(long, default_value_t = 1000)]
+    pub chunk_ms: u64,
+    /// Also save the function symbols of every mapped binary (symbols/BUILDID.map), so the
+    /// recording analyzes the same after a rebuild or on another machine.
+    #[arg(long)]
+    pub keep_symbols: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// What to observe: the forwarder (default), a PID, every CPU, or another program.
+#[derive(clap::Args, Debug)]
+pub struct TargetArgs {
+    /// Observe a running process (all its threads, and threads it starts later).
+    #[arg(short = 'p', long, conflicts_with_all = ["all", "exec"])]
+    pub pid: Option<i32>,
+    /// Observe every CPU, kernel included.
+    #[arg(short = 'a', long, conflicts_with = "exec")]
+    pub all: bool,
+    /// Observe this program (the words after `--` are its arguments) instead of the forwarder.
+    #[arg(long)]
+    pub exec: Option<PathBuf>,
+    /// A forwarder binary to start (e.g. fwdscope-forwarder) [default: `fwdscope forward`].
+    #[arg(long)]
+    pub forwarder: Option<PathBuf>,
+    /// Forwarder flags (or, with --exec, the program's arguments).
+    #[arg(last = true)]
+    pub rest: Vec<String>,
+}
+
+/// The forwarder to start: `--forwarder PATH` (e.g. the standalone fwdscope-forwarder), or
+/// by default this very binary running `fwdscope forward`.
+pub fn forwarder_command(explicit: &Option<PathBuf>) -> Result<(PathBuf, Vec<String>)> {
+    if let Some(p) = explicit {
+        if !p.exists() {
+            bail!("--forwarder {}: no such file", p.display());
+        }
+        return Ok((p.clone(), Vec::new()));
+    }
+    let exe = std::env::current_exe().context("locating fwdscope's own executable")?;
+    Ok((exe, vec!["forward".to_string()]))
+}
+
+/// The target the flags describe; forwarder flags are checked before anything starts.
+pub fn target(t: &TargetArgs) -> Result<Target> {
+    let (forwarder, rest) = (&t.forwarder, &t.rest);
+    Ok(match (t.pid, t.all, &t.exec) {
+        (Some(p), _, _) => Target::Pid(p),
+        (None, true, _) => Target::All,
+        (None, false, Some(prog)) => Target::Command { program: prog.clone(), args: rest.to_vec() },
+        (None, false, None) => {
+            use clap::Parser;
+            #[derive(clap::Parser)]
+            #[command(name = "forwarder flags")]
+            struct Check {
+                #[command(flatten)]
+                _a: forwarder::cli::ForwardArgs,
+            }
+            let mut argv = vec!["forwarder flags".to_string()];
+            argv.extend(rest.iter().cloned());
+            Check::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("forwarder flags after `--`: {e}"))?;
+            let (program, mut args) = forwarder_command(forwarder)?;
+            args.extend(rest.iter().cloned());
+            Target::Forwarder { program, args }
+        }
+    })
+}
+
+pub fn run(a: &RecordArgs) -> Result<()> {
+    let event = a.event.as_deref().map(EventId::parse).transpose()?;
+    let mut opts = RecordOptions::new(a.output.clone(), target(&a.target)?);
+    opts.force = a.force;
+    opts.event = event;
+    opts.freq = Some(a.freq);
+    opts.period = a.count;
+    opts.callchain = a.callchain;
+    opts.ring_pages = a.mmap_pages;
+    opts.duration = a.duration.map(Duration::from_secs_f64);
+    opts.chunk_interval = Duration::from_millis(a.chunk_ms.max(10));
+    opts.command = std::env::args().collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    ctrlc::set_handler(move || s2.store(true, Ordering::Relaxed))?;
+    eprintln!("fwdscope record: {} -> {}", opts.target.describe(), opts.output.display());
+    let meta = record(&opts, &stop, None, &mut |note| eprintln!("fwdscope record: {note}"))?;
+    eprintln!("fwdscope record: {}", meta.summary());
+    if a.keep_symbols {
+        let rec = collector::recording::Recording::open(&a.output)?;
+        let n = analyzer::symbolize::write_symbol_maps(&a.output, &rec.maps()?)?;
+        eprintln!("fwdscope record: symbol maps of {n} binaries in {}", a.output.join("symbols").display());
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! `fwdscope report -i IN`: the stage table and top symbols of a recording.
+
+use analyzer::rules::Rules;
+use analyzer::stages::SortKey;
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+/// Orders of the symbol table.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sort {
+    Samples,
+    Symbol,
+    Stage,
+    Dso,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// A recording directory (from `fwdscope record`), a perf.data file, or a text profile
+    /// (opreport, or `perf report --stdio`).
+    #[arg(short = 'i', long)]
+    pub input: PathBuf,
+    /// Extra stage rules (TOML), tried before the built-in forwarder and kernel rules.
+    #[arg(long)]
+    pub stages: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Symbols listed.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Order of the symbol table.
+    #[arg(long, value_enum, default_value_t = Sort::Samples)]
+    pub sort: Sort,
+    /// Kernel symbols for a perf.data file recorded on another boot or machine (a copy of
+    /// its /proc/kallsyms, plain or gzipped; default: this machine's).
+    #[arg(long)]
+    pub kallsyms: Option<PathBuf>,
+    /// Also print a stage table per thread (forwarder workers get per-packet figures).
+    #[arg(long)]
+    pub per_worker: bool,
+    /// Write one self-contained HTML page for a sweep directory (-i from `fwdscope sweep -o`):
+    /// Mpps with confidence intervals, stage bars, rtstat series, a flame graph per run.
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<PathBuf>,
+}
+
+pub fn run(a: &ReportArgs) -> Result<()> {
+    if let Some(out) = &a.html {
+        if !a.input.join("results.parquet").exists() {
+            anyhow::bail!("--html: {} is not a sweep directory (no results.parquet)", a.input.display());
+        }
+        let page = compare::html::sweep_page(&a.input, &Rules::builtin_with(a.stages.as_deref())?)?;
+        std::fs::write(out, page).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+        println!("wrote {}", out.display());
+        return Ok(());
+    }
+    let rules = Rules::builtin_with(a.stages.as_deref())?;
+    let mut t = analyzer::input::open(&a.input)?.stage_table(&rules, a.kallsyms.as_deref())?;
+    t.sort_symbols(match a.sort {
+        Sort::Samples => SortKey::Samples,
+        Sort::Symbol => SortKey::Symbol,
+        Sort::Stage => SortKey::Stage,
+        Sort::Dso => SortKey::Dso,
+    });
+    if !a.per_worker {
+        t.workers.clear();
+    }
+    match a.format {
+        Format::Table => {
+            print!("{}", t.text(a.top));
+            print!("{}", t.workers_text());
+        }
+        Format::Json => {
+            t.symbols.truncate(a.top);
+            println!("{}", serde_json::to_string_pretty(&t)?)
+        }
+        Format::Csv => print!("{}", t.csv(a.top)),
+    }
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! `fwdscope top`: the live view (the `tui` crate) of the bundled forwarder (flags after
+//! `--`), a PID (-p, observe only), every CPU (-a, kernel rules) or a recording (--replay).
+
+use super::record::{target, TargetArgs};
+use anyhow::{bail, Result};
+use collector::session::Target;
+use std::path::PathBuf;
+use std::time::Duration;
+use tui::app::{TopOptions, TopTarget};
+
+#[derive(clap::Args, Debug)]
+pub struct TopArgs {
+    /// Seconds between screen updates.
+    #[arg(short = 'd', long, default_value_t = 1.0)]
+    pub delay: f64,
+    /// Quit after this many updates (as top -n) [default: run until q].
+    #[arg(short = 'n', long)]
+    pub iterations: Option<u64>,
+    /// Samples per second.
+    #[arg(short = 'F', long, default_value_t = 1000)]
+    pub freq: u64,
+    /// Without callchains (shared helpers then count as `other`).
+    #[arg(long)]
+    pub no_callchain: bool,
+    /// Keep the live recording in this directory [default: a temporary one, removed at exit].
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
+    /// Stage rules (TOML) tried before the built-in ones.
+    #[arg(long)]
+    pub stages: Option<PathBuf>,
+    /// Play a recording back at its own pace instead of watching something live.
+    #[arg(long, conflicts_with_all = ["pid", "all", "exec"])]
+    pub replay: Option<PathBuf>,
+    /// Replay speed (2 = twice as fast as recorded).
+    #[arg(long, default_value_t = 1.0, requires = "replay")]
+    pub speed: f64,
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+pub fn run(a: &TopArgs) -> Result<()> {
+    if !(a.delay > 0.0 && a.delay.is_finite()) {
+        bail!("--delay {}: expected a positive number of seconds", a.delay);
+    }
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        bail!("top draws on a terminal, and stdout is not one (for a file, use `record` then `report`)");
+    }
+    let t = match &a.replay {
+        Some(dir) => TopTarget::Replay(dir.clone()),
+        None => match target(&a.target)? {
+            Target::Forwarder { program, mut args } => {
+                // Watched live, the forwarder runs until `q` unless told otherwise.
+                if !a.target.rest.iter().any(|x| x == "--duration" || x.starts_with("--duration=")) {
+                    args.extend(["--duration".to_string(), "0".to_string()]);
+                }
+                TopTarget::Forwarder { program, args }
+            }
+            Target::Pid(p) => TopTarget::Pid(p),
+            Target::All => TopTarget::All,
+            Target::Command { .. } => bail!("top watches the forwarder, -p PID, -a or --replay; not --exec"),
+        },
+    };
+    let mut o = TopOptions::new(t);
+    o.interval = Duration::from_secs_f64(a.delay);
+    o.iterations = a.iterations;
+    o.freq = a.freq;
+    o.callchain = !a.no_callchain;
+    o.output = a.output.clone();
+    o.stages = a.stages.clone();
+    o.speed = a.speed;
+    let stats = tui::app::run(&o)?;
+    eprintln!("{}", stats.summary());
+    Ok(())
+}
