@@ -5,8 +5,8 @@
 
 use crate::events::EventId;
 use crate::perf_abi::{CountingEvent, CountingGroup, Scope};
-pub use crate::recording::COUNTED;
 use crate::recording::CountingInfo;
+pub use crate::recording::COUNTED;
 use crate::{Error, Result};
 
 /// Counting groups opened, one per scope.
