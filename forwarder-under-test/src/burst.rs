@@ -1,10 +1,9 @@
 //! The types every stage of a burst shares (as DPDK's l3fwd keeps its burst types in one
 //! header): the burst itself, structure of arrays, its size limit, the "no object" index,
-//! and the per-stage TSC clock. A leaf: it depends on nothing else in the crate but
+//! and the per-burst stage clocks. A leaf: it depends on nothing else in the crate but
 //! [`crate::cpu`].
 
 use crate::cpu::rdtsc;
-use fwd_abi::{Ctr, N_COUNTERS};
 
 /// Largest burst.
 pub const MAX_BURST: usize = 64;
@@ -12,48 +11,122 @@ pub const MAX_BURST: usize = 64;
 /// No object: the end of a route-cache chain, a packet without a per-packet dst.
 pub const NIL: u32 = u32::MAX;
 
-/// Per-stage TSC accumulators. Stage time is exclusive: time in nested slab calls is
-/// charged to slab, not to the stage that called it.
+/// A clocked stage: an index into [`fwd_abi::STAGE_CLOCKS`] (same order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Stage {
+    DriverRx,
+    Ip,
+    Lookup,
+    Gc,
+    Slab,
+    DriverTx,
+    Calib,
+    Nic,
+    Idle,
+}
+
+/// Number of clocked stages.
+pub const N_STAGES: usize = 9;
+
+/// Per-burst stage clocks, always on unless switched off: one TSC read at each stage
+/// boundary of a burst ([`StageClock::lap`] charges the time since the previous boundary
+/// to a stage), so the cost of reading the clock is spread over the burst's packets and
+/// nothing is timed per packet. Calls and packets are counted whether clocks run or not.
+/// Work nested inside a stage that must be charged apart (a garbage-collector run inside
+/// lookup) is timed by its caller and moved with [`StageClock::move_clocks`].
 pub struct StageClock {
+    /// Clocks run (calls and packets are counted either way).
     pub enabled: bool,
-    /// Indexed by counter index (the `Clk*` counters).
-    pub acc: [u64; N_COUNTERS],
-    nested_total: u64,
+    /// This poll is clocked (enabled, and chosen).
+    on: bool,
+    /// Clock a poll when the next random draw is below this (2^64 / N for one in N).
+    threshold: u64,
+    rng: u64,
+    /// Polls, and polls clocked: clocks are scaled up by their ratio.
+    pub polls: u64,
+    pub clocked_polls: u64,
+    last: u64,
+    pub clocks: [u64; N_STAGES],
+    pub calls: [u64; N_STAGES],
+    pub packets: [u64; N_STAGES],
 }
 
 impl StageClock {
-    pub fn new(enabled: bool) -> StageClock {
-        StageClock { enabled, acc: [0; N_COUNTERS], nested_total: 0 }
+    /// Clocks (if `enabled`) on one poll in `one_in`, chosen at random (`seed`).
+    pub fn new(enabled: bool, one_in: u32, seed: u64) -> StageClock {
+        StageClock {
+            enabled,
+            on: false,
+            threshold: if one_in <= 1 { u64::MAX } else { u64::MAX / u64::from(one_in) },
+            rng: seed | 1,
+            polls: 0,
+            clocked_polls: 0,
+            last: 0,
+            clocks: [0; N_STAGES],
+            calls: [0; N_STAGES],
+            packets: [0; N_STAGES],
+        }
     }
 
-    /// Time `f` as nested work charged to `c`.
+    /// A poll begins: draw whether it is clocked (xorshift64, a few cycles) and take the
+    /// first boundary if so.
     #[inline(always)]
-    pub fn nested<R>(&mut self, c: Ctr, f: impl FnOnce() -> R) -> R {
-        if !self.enabled {
-            return f();
+    pub fn start(&mut self) {
+        self.polls += 1;
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        self.on = self.enabled && x <= self.threshold;
+        if self.on {
+            self.clocked_polls += 1;
+            self.last = rdtsc();
         }
-        let t = rdtsc();
-        let r = f();
-        let d = rdtsc().wrapping_sub(t);
-        self.acc[c as usize] += d;
-        self.nested_total += d;
-        r
     }
 
-    /// Time a stage: its elapsed time less the nested time recorded inside it, plus
-    /// `extra_nested` cycles the stage reports itself (gc and dst slab inside lookup).
+    /// Whether this poll is clocked (nested work is timed only then).
     #[inline(always)]
-    pub fn stage<R>(&mut self, c: Ctr, f: impl FnOnce(&mut StageClock) -> R) -> R {
-        if !self.enabled {
-            return f(self);
+    pub fn on(&self) -> bool {
+        self.on
+    }
+
+    /// The phase since the last boundary was `stage`'s work.
+    #[inline(always)]
+    pub fn lap(&mut self, stage: Stage) {
+        if self.on {
+            let now = rdtsc();
+            self.clocks[stage as usize] += now.wrapping_sub(self.last);
+            self.last = now;
         }
-        let t = rdtsc();
-        let n0 = self.nested_total;
-        let r = f(self);
-        let d = rdtsc().wrapping_sub(t);
-        let inner = self.nested_total - n0;
-        self.acc[c as usize] += d.saturating_sub(inner);
-        r
+    }
+
+    /// `stage` ran once in this burst, over `packets` packets.
+    #[inline(always)]
+    pub fn call(&mut self, stage: Stage, packets: usize) {
+        self.calls[stage as usize] += 1;
+        self.packets[stage as usize] += packets as u64;
+    }
+
+    /// Move `clocks` from one stage to another (nested work timed by its caller).
+    #[inline(always)]
+    pub fn move_clocks(&mut self, clocks: u64, from: Stage, to: Stage) {
+        let c = clocks.min(self.clocks[from as usize]);
+        self.clocks[from as usize] -= c;
+        self.clocks[to as usize] += c;
+    }
+
+    /// Publish into a counter vector (the `clk_*`, `calls_*` and `pkts_*` counters, and
+    /// the polls clocked).
+    pub fn fill(&self, ctr: &mut [u64]) {
+        ctr[fwd_abi::Ctr::Polls as usize] = self.polls;
+        ctr[fwd_abi::Ctr::ClockedPolls as usize] = self.clocked_polls;
+        for (i, c) in fwd_abi::STAGE_CLOCKS.iter().enumerate() {
+            ctr[c.clocks as usize] = self.clocks[i];
+            ctr[c.calls as usize] = self.calls[i];
+            ctr[c.packets as usize] = self.packets[i];
+        }
     }
 }
 

@@ -107,9 +107,20 @@ pub struct ForwarderArgs {
     /// Packets per burst (1..64).
     #[arg(long, default_value_t = 32)]
     pub burst: usize,
-    /// Per-stage TSC clocks in the forwarder (a few cycles per stage per burst).
+    /// Turn the per-burst stage clocks off (they are on by default: one TSC read at each
+    /// stage boundary of a burst).
     #[arg(long)]
+    pub no_stage_clock: bool,
+    /// Clock one poll in N, chosen at random, scaled up (1: every poll).
+    #[arg(long, default_value_t = 8)]
+    pub clock_one_in: u32,
+    /// Stage clocks on (the default; kept for scripts that ask for them).
+    #[arg(long, hide = true, conflicts_with = "no_stage_clock")]
     pub stage_clock: bool,
+    /// A known extra cost per forwarded packet, in ns, in a stage of its own (calib), to
+    /// plant a difference of known size (changeable while running).
+    #[arg(long, default_value_t = 0)]
+    pub spin_ns: u32,
     /// Where the synthetic device runs: its own thread, inline in the workers, or auto.
     #[arg(long, value_enum, default_value_t = GenMode::Auto)]
     pub device: GenMode,
@@ -173,7 +184,9 @@ impl ForwarderArgs {
             rx_ring: self.rx_ring,
             tx_ring: self.tx_ring,
             burst: self.burst,
-            stage_clock: self.stage_clock,
+            stage_clock: !self.no_stage_clock,
+            clock_one_in: self.clock_one_in,
+            spin_ns: self.spin_ns,
             gen_mode: self.device,
             dma: self.dma,
             pin: !self.no_pin,

@@ -3,7 +3,8 @@
 
 use crate::config::Config;
 use crate::run::RunInfo;
-use fwd_abi::{drop_counters, Ctr, Snapshot, STAGE_CLOCKS};
+use fwd_abi::clocks::ClockReport;
+use fwd_abi::{drop_counters, Ctr, Snapshot};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -28,8 +29,11 @@ pub struct Summary {
     pub drops: BTreeMap<String, u64>,
     pub workers: Vec<WorkerSummary>,
     pub total_mpps: f64,
-    /// ns per forwarded packet per stage, when stage clocks were on.
+    /// ns per forwarded packet per clocked stage, when stage clocks were on.
     pub stage_ns_per_packet: Option<BTreeMap<String, f64>>,
+    /// The stage clocks over the run (VPP's columns per stage, shares, device- or
+    /// worker-bound), when on.
+    pub clocks: Option<ClockReport>,
     pub rtstat: BTreeMap<String, u64>,
     pub slab: BTreeMap<String, u64>,
     pub cache: String,
@@ -42,7 +46,7 @@ impl Summary {
     /// Summarize a run from its first and last snapshots.
     pub fn new(first: &Snapshot, last: &Snapshot, cfg: &Config, info: &RunInfo) -> Summary {
         let dt = last.at.duration_since(first.at).as_secs_f64().max(1e-9);
-        let d = |c: Ctr| last.total(c) - first.total(c);
+        let d = |c: Ctr| last.total(c).saturating_sub(first.total(c));
         let mut drops = BTreeMap::new();
         for (i, name) in drop_counters() {
             let v: u64 =
@@ -63,11 +67,11 @@ impl Summary {
             })
             .collect();
         let tx = d(Ctr::TxPackets);
-        let clocks: u64 = STAGE_CLOCKS.iter().map(|(c, _)| d(*c)).sum();
-        let stage_ns_per_packet = (clocks > 0 && tx > 0).then(|| {
-            let ns_per_tick = 1e9 / info.tsc_hz.max(1) as f64;
-            STAGE_CLOCKS.iter().map(|(c, name)| (name.to_string(), d(*c) as f64 * ns_per_tick / tx as f64)).collect()
-        });
+        let clocks = ClockReport::new(d, info.tsc_hz, tx);
+        let stage_ns_per_packet = clocks
+            .as_ref()
+            .filter(|_| tx > 0)
+            .map(|c| c.rows.iter().map(|r| (r.name.clone(), r.ns_per_forwarded.unwrap_or(0.0))).collect());
         let named = |list: &[(Ctr, &str)]| {
             list.iter()
                 .map(|(c, n)| (n.to_string(), if *c == Ctr::RtEntries { last.total(*c) } else { d(*c) }))
@@ -83,6 +87,7 @@ impl Summary {
             workers,
             total_mpps: tx as f64 / dt / 1e6,
             stage_ns_per_packet,
+            clocks,
             rtstat: named(&[
                 (Ctr::RtEntries, "entries"),
                 (Ctr::RtInHit, "in_hit"),
@@ -169,14 +174,34 @@ impl Summary {
             self.info.fib_build_ms,
             self.info.fib_memory_bytes as f64 / 1048576.0
         );
-        match &self.stage_ns_per_packet {
-            Some(m) => {
-                let order = ["driver_rx", "ip", "lookup", "gc", "slab", "driver_tx", "nic", "idle"];
-                let list: Vec<String> = order.iter().filter_map(|k| m.get(*k).map(|v| format!("{k} {v:.1}"))).collect();
-                let _ = writeln!(s, "  stage clocks, ns/packet (TSC): {}", list.join("  "));
+        match &self.clocks {
+            Some(c) => {
+                let _ = writeln!(
+                    s,
+                    "  stage clocks (TSC at {:.3} MHz, {}), per burst:",
+                    c.tsc_hz as f64 / 1e6,
+                    self.info.tsc_source
+                );
+                s.push_str(&c.table());
+                let _ = writeln!(
+                    s,
+                    "  {}; {}; forwarding stages {:.1} ns/packet = {:.2} Mpps on its own{}",
+                    c.bound_text(),
+                    c.scale_text(),
+                    c.forwarding_ns_per_packet.unwrap_or(0.0),
+                    c.capacity_mpps.unwrap_or(0.0),
+                    if c.device_share > 0.0 {
+                        format!(
+                            "; the synthetic device took {:.0}% of the workers' time (simulated hardware, apart)",
+                            100.0 * c.device_share
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
             }
             None => {
-                let _ = writeln!(s, "  stage clocks: off (--stage-clock turns them on)");
+                let _ = writeln!(s, "  stage clocks: off (--no-stage-clock)");
             }
         }
         s

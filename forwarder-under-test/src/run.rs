@@ -2,7 +2,7 @@
 //! segment, start the workers (and the device thread), and stop them again.
 
 use crate::config::{Config, DriverKind, TableSource};
-use crate::cpu::{pin_to_cpu, tsc_hz};
+use crate::cpu::pin_to_cpu;
 use crate::fib::Fib;
 use crate::nic::afpacket::{AfpQueue, AfpRx, AfpTx};
 use crate::nic::synthetic::{run_device_thread, DmaModel, GenMode, GenQueue};
@@ -36,6 +36,8 @@ pub struct RunInfo {
     pub fib_memory_bytes: usize,
     pub gen_mode: GenMode,
     pub tsc_hz: u64,
+    /// Where the TSC rate came from (the kernel's log, or calibration).
+    pub tsc_source: String,
     pub stats_path: String,
     pub cores: usize,
 }
@@ -197,7 +199,8 @@ impl Forwarder {
             GenMode::Auto => GenMode::Inline,
             m => m,
         };
-        let hz = tsc_hz();
+        let tsc = crate::cpu::tsc_rate();
+        let hz = tsc.hz;
         let stats_path = cfg.stats_path.clone().unwrap_or_else(|| default_path(std::process::id()));
         let info = RunInfo {
             table_source: table.source.clone(),
@@ -210,6 +213,7 @@ impl Forwarder {
             fib_memory_bytes: fib.memory_bytes(),
             gen_mode,
             tsc_hz: hz,
+            tsc_source: tsc.source.clone(),
             stats_path: stats_path.display().to_string(),
             cores,
         };
@@ -219,6 +223,7 @@ impl Forwarder {
         c.prefetch.store(cfg.prefetch as u32, Ordering::Relaxed);
         c.cache_mode.store(cfg.cache.code(), Ordering::Relaxed);
         c.stage_clock.store(u32::from(cfg.stage_clock), Ordering::Relaxed);
+        c.spin_ns.store(cfg.spin_ns, Ordering::Relaxed);
 
         let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::burst::MAX_BURST + 256;
         let arena = Arc::new(BufferArena::new((per_queue * cfg.workers) as u32)?);

@@ -1,8 +1,24 @@
 //! The worker: per-queue state (cache-line aligned, touched by one thread) and the burst
-//! loop that runs the stages in order, applies control-block requests, keeps stage clocks
-//! and publishes counters to the stats segment.
+//! loop that runs the stages in order, applies control-block requests, keeps the stage
+//! clocks and publishes counters to the stats segment.
+//!
+//! One burst, its phases, and the stage each is clocked to (one TSC read per boundary):
+//!
+//! ```text
+//! nic        the synthetic device, when it runs inline (simulated DMA)
+//! driver rx  AF_PACKET: frames from the kernel's ring; then take completed descriptors
+//! idle       an rx poll that found nothing (the burst ends there)
+//! slab       buffers for the slots taken; dst objects for the lookups ahead
+//! driver rx  post the fresh buffers
+//! ip         header checks, TTL
+//! lookup     route cache or FIB (a garbage-collector run inside it is clocked as gc)
+//! driver tx  reclaim, MAC rewrite, tx ring, doorbell
+//! slab       free what the burst released (buffers, dsts)
+//! gc         the expiry timer, when due
+//! calib      the calibration spin (--spin-ns), when set
+//! ```
 
-use crate::burst::{Burst, StageClock, MAX_BURST, NIL};
+use crate::burst::{Burst, Stage, StageClock, MAX_BURST, NIL};
 use crate::config::{CacheMode, Config};
 use crate::cpu::{rdtsc, tsc_hz};
 use crate::fib::Fib;
@@ -12,13 +28,21 @@ use crate::nic::{BufferArena, RxDriver, RxRing, TxRing};
 use crate::rtcache::gc::{fwd_gc_rt_cache_flush, fwd_gc_rt_check_expire};
 use crate::rtcache::RtCache;
 use crate::slab::{fwd_slab_free_bulk, SlabCache};
-use crate::stages::driver_rx::{fwd_driver_afp_rx, fwd_driver_rx_burst, fwd_driver_rx_refill};
+use crate::stages::calib::fwd_calib_spin;
+use crate::stages::driver_rx::{
+    fwd_driver_afp_rx, fwd_driver_rx_burst, fwd_driver_rx_post, rx_refill_all, rx_refill_alloc,
+};
 use crate::stages::driver_tx::{count_tx, fwd_driver_afp_tx_flush, fwd_driver_tx_burst, NhOut};
+use crate::stages::idle::fwd_idle_poll;
 use crate::stages::ip::fwd_ip_input_burst;
 use crate::stages::lookup::{fwd_lookup_burst, LookupCtx};
 use fwd_abi::{Ctr, Segment, N_COUNTERS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// Checks of the rx ring an empty poll spins through (inside `fwd_idle_poll`) before the
+/// burst loop goes round again: a few hundred ns, shorter than a burst.
+const IDLE_SPINS: u32 = 64;
 
 /// Everything one worker owns.
 #[repr(align(64))]
@@ -36,6 +60,7 @@ pub struct Worker {
     pub prefetch: usize,
     burst_size: usize,
     pub ctr: Vec<u64>,
+    /// The per-burst stage clocks (and calls and packets per stage).
     pub clk: StageClock,
     /// The device, when it runs inline.
     pub gen: Option<GenQueue>,
@@ -46,9 +71,20 @@ pub struct Worker {
     tsc0: u64,
     tsc_per_jiffy: u64,
     burst: Burst,
-    dropped: Vec<u32>,
+    /// Buffers a burst releases (dropped, reclaimed from tx), freed at its slab stage.
+    to_free: Vec<u32>,
     /// afpacket: the kernel's rings standing in for the device.
     afp: Option<AfpQueue>,
+    /// The calibration cost per packet (ns) and the same in TSC ticks.
+    spin_ns: u32,
+    spin_ticks: u64,
+    /// What a spin call costs beyond its ticks (asked for less by that much).
+    spin_overhead: u64,
+    /// This thread's schedstat, read by [`Worker::read_schedstat`], and when it last was.
+    sched: Option<std::fs::File>,
+    sched_last: u64,
+    /// The setting the controller named for what is in force now.
+    setting: u64,
 }
 
 impl Worker {
@@ -82,7 +118,7 @@ impl Worker {
             prefetch: cfg.prefetch,
             burst_size: cfg.burst,
             ctr: vec![0; N_COUNTERS],
-            clk: StageClock::new(cfg.stage_clock),
+            clk: StageClock::new(cfg.stage_clock, cfg.clock_one_in, 0x9e37_79b9_7f4a_7c15 ^ (id as u64 + 1)),
             gen,
             dev_stats,
             seg,
@@ -91,12 +127,18 @@ impl Worker {
             tsc0: rdtsc(),
             tsc_per_jiffy: (tsc_hz() / cfg.rt.hz.max(1)).max(1),
             burst: Burst::default(),
-            dropped: Vec::with_capacity(2 * MAX_BURST),
+            to_free: Vec::with_capacity(cfg.tx_ring + 4 * MAX_BURST),
             afp: None,
+            spin_ns: 0,
+            spin_ticks: 0,
+            spin_overhead: 0,
+            sched: None,
+            sched_last: 0,
+            setting: 0,
         };
-        w.rt.clock = cfg.stage_clock;
-        let mut clk = StageClock::new(false);
-        fwd_driver_rx_refill(&mut w.rx, &mut w.bufs, &mut w.ctr, &mut clk);
+        w.set_stage_clock(cfg.stage_clock);
+        w.set_spin(cfg.spin_ns);
+        rx_refill_all(&mut w.rx, &mut w.bufs, &mut w.ctr);
         if let Some(seg) = &w.seg {
             w.flush_seen = seg.control().flush.load(Ordering::Relaxed);
         }
@@ -114,108 +156,145 @@ impl Worker {
         rdtsc().wrapping_sub(self.tsc0) / self.tsc_per_jiffy
     }
 
-    /// One pass of the burst loop. Returns packets received.
+    /// One pass of the burst loop (the phases in the module docs). Returns packets
+    /// received.
     #[inline]
     pub fn poll(&mut self) -> usize {
+        self.clk.start();
+        // Garbage-collector runs are timed in clocked polls only (their time moves out of
+        // lookup's lap).
+        self.rt.clock = self.clk.on();
         if let Some(g) = self.gen.as_mut() {
-            let burst = self.burst_size;
-            self.clk.stage(Ctr::ClkNic, |_| fwd_nic_generate(g, burst));
+            let made = fwd_nic_generate(g, self.burst_size);
+            self.clk.lap(Stage::Nic);
+            self.clk.call(Stage::Nic, made);
         }
-        let t_idle = if self.clk.enabled { rdtsc() } else { 0 };
         if let Some(q) = self.afp.as_mut() {
-            let (arena, ctr, bsz) = (&self.arena, &mut self.ctr, self.burst_size);
-            let moved = self.clk.stage(Ctr::ClkDriverRx, |_| fwd_driver_afp_rx(q, arena, bsz, ctr));
+            let moved = fwd_driver_afp_rx(q, &self.arena, self.burst_size, &mut self.ctr);
             self.dev_stats.packets.fetch_add(moved as u64, Ordering::Relaxed);
+            self.clk.lap(if moved > 0 { Stage::DriverRx } else { Stage::Idle });
         }
-        let n = {
-            let (arena, pf, rx, bufs, burst, ctr, bsz) = (
-                &self.arena,
-                self.prefetch,
-                &mut self.rx,
-                &mut self.bufs,
-                &mut self.burst,
-                &mut self.ctr,
-                self.burst_size,
-            );
-            self.clk.stage(Ctr::ClkDriverRx, |clk| fwd_driver_rx_burst(arena, pf, rx, bufs, burst, bsz, ctr, clk))
-        };
-        if n == 0 {
-            self.ctr[Ctr::IdlePolls as usize] += 1;
-            if self.clk.enabled {
-                // An empty poll is idle time, not driver time.
-                let d = rdtsc().wrapping_sub(t_idle);
-                self.clk.acc[Ctr::ClkDriverRx as usize] = self.clk.acc[Ctr::ClkDriverRx as usize].saturating_sub(d);
-                self.clk.acc[Ctr::ClkIdle as usize] += d;
-            }
-            if let Some(q) = self.afp.as_mut() {
-                // Nothing came in: what waits for a batch goes out now.
-                let ctr = &mut self.ctr;
-                self.clk.stage(Ctr::ClkDriverTx, |_| fwd_driver_afp_tx_flush(&mut q.tx, ctr));
-            }
-            return 0;
-        }
-        self.ctr[Ctr::Bursts as usize] += 1;
-        let pf = self.prefetch;
-        {
-            let (arena, burst, ctr, dropped) = (&self.arena, &mut self.burst, &mut self.ctr, &mut self.dropped);
-            self.clk.stage(Ctr::ClkIp, |_| fwd_ip_input_burst(arena, burst, pf, ctr, dropped));
-        }
-        let now = self.now();
-        {
-            let gc0 = self.rt.gc_tsc;
-            let sl0 = self.rt.slab_tsc;
-            let mut cx = LookupCtx {
-                mode: self.mode,
-                fib: &self.fib,
-                rt: &mut self.rt,
-                nh_dst: &mut self.nh_dst,
-                iif: self.id as u16,
-            };
-            let (burst, ctr, dropped) = (&mut self.burst, &mut self.ctr, &mut self.dropped);
-            if self.clk.enabled {
-                let t = rdtsc();
-                fwd_lookup_burst(&mut cx, burst, now, pf, ctr, dropped);
-                let d = rdtsc().wrapping_sub(t);
-                let gc = self.rt.gc_tsc - gc0;
-                let sl = self.rt.slab_tsc - sl0;
-                self.clk.acc[Ctr::ClkLookup as usize] += d.saturating_sub(gc + sl);
-                self.clk.acc[Ctr::ClkGc as usize] += gc;
-                self.clk.acc[Ctr::ClkSlab as usize] += sl;
-            } else {
-                fwd_lookup_burst(&mut cx, burst, now, pf, ctr, dropped);
-            }
-        }
-        {
-            let (tx, arena, burst, nh_out, bufs, rt, ctr) =
-                (&mut self.tx, &self.arena, &self.burst, &self.nh_out, &mut self.bufs, &mut self.rt, &mut self.ctr);
-            let port = self.afp.as_mut().map(|q| &mut q.tx);
-            let sl0 = rt.slab_tsc;
-            self.clk
-                .stage(Ctr::ClkDriverTx, |clk| fwd_driver_tx_burst(tx, arena, burst, nh_out, bufs, rt, ctr, clk, port));
-            if self.clk.enabled {
-                // Per-packet dst frees (nocache) were timed by the route cache.
-                let sl = self.rt.slab_tsc - sl0;
-                let a = &mut self.clk.acc;
-                a[Ctr::ClkDriverTx as usize] = a[Ctr::ClkDriverTx as usize].saturating_sub(sl);
-                a[Ctr::ClkSlab as usize] += sl;
-            }
-        }
-        if !self.dropped.is_empty() {
-            let (bufs, dropped) = (&mut self.bufs, &mut self.dropped);
-            self.clk.nested(Ctr::ClkSlab, || fwd_slab_free_bulk(bufs, dropped));
-            self.dropped.clear();
-        }
-        if self.mode == CacheMode::Rtcache {
-            let now = self.now();
-            if now >= self.rt.next_check {
-                let t = if self.clk.enabled { rdtsc() } else { 0 };
-                fwd_gc_rt_check_expire(&mut self.rt, now);
-                if self.clk.enabled {
-                    self.clk.acc[Ctr::ClkGc as usize] += rdtsc().wrapping_sub(t);
+        if self.rx.peek_done(0).is_none() {
+            // Only a device thread fills the ring while we wait; an inline device and the
+            // kernel's rings fill it when polled.
+            let separate = self.gen.is_none() && self.afp.is_none();
+            let arrived = separate && fwd_idle_poll(&self.rx, IDLE_SPINS);
+            self.clk.lap(Stage::Idle);
+            if !arrived {
+                self.clk.call(Stage::Idle, 0);
+                self.ctr[Ctr::IdlePolls as usize] += 1;
+                if let Some(q) = self.afp.as_mut() {
+                    // Nothing came in: what waits for a batch goes out now.
+                    fwd_driver_afp_tx_flush(&mut q.tx, &mut self.ctr);
+                    self.clk.lap(Stage::DriverTx);
                 }
+                return 0;
             }
+        }
+        let pf = self.prefetch;
+        let n = fwd_driver_rx_burst(&self.arena, pf, &mut self.rx, &mut self.burst, self.burst_size, &mut self.ctr);
+        self.clk.lap(Stage::DriverRx);
+        self.clk.call(Stage::DriverRx, n);
+        self.ctr[Ctr::Bursts as usize] += 1;
+        // Slab: buffers for the rx slots just taken, dst objects for the lookups ahead
+        // (every packet may need one in rtcache and nocache modes).
+        let mut fresh = [0u32; MAX_BURST];
+        let (want, got) = rx_refill_alloc(&self.rx, &mut self.bufs, &mut fresh);
+        if self.mode != CacheMode::Nhcache {
+            self.rt.fill_stash(n);
+        }
+        self.clk.lap(Stage::Slab);
+        self.clk.call(Stage::Slab, n);
+        fwd_driver_rx_post(&mut self.rx, &fresh[..got], want, &mut self.ctr);
+        self.clk.lap(Stage::DriverRx);
+        fwd_ip_input_burst(&self.arena, &mut self.burst, pf, &mut self.ctr, &mut self.to_free);
+        self.clk.lap(Stage::Ip);
+        self.clk.call(Stage::Ip, n);
+        let now = self.now();
+        let (m, gc0, gc_runs0) = (self.burst.n, self.rt.gc_tsc, self.rt.stat.gc_total - self.rt.stat.gc_ignored);
+        let mut cx = LookupCtx {
+            mode: self.mode,
+            fib: &self.fib,
+            rt: &mut self.rt,
+            nh_dst: &mut self.nh_dst,
+            iif: self.id as u16,
+        };
+        fwd_lookup_burst(&mut cx, &mut self.burst, now, pf, &mut self.ctr, &mut self.to_free);
+        self.clk.lap(Stage::Lookup);
+        self.clk.call(Stage::Lookup, m);
+        let gc_runs = (self.rt.stat.gc_total - self.rt.stat.gc_ignored) - gc_runs0;
+        if gc_runs > 0 {
+            // Garbage-collector runs inside lookup, each timed as it ran.
+            self.clk.move_clocks(self.rt.gc_tsc - gc0, Stage::Lookup, Stage::Gc);
+            self.clk.calls[Stage::Gc as usize] += gc_runs;
+            self.clk.packets[Stage::Gc as usize] += m as u64;
+        }
+        let out = self.burst.n;
+        let port = self.afp.as_mut().map(|q| &mut q.tx);
+        fwd_driver_tx_burst(
+            &mut self.tx,
+            &self.arena,
+            &self.burst,
+            &self.nh_out,
+            &mut self.rt,
+            &mut self.ctr,
+            &mut self.to_free,
+            port,
+        );
+        self.clk.lap(Stage::DriverTx);
+        self.clk.call(Stage::DriverTx, out);
+        if !self.to_free.is_empty() {
+            fwd_slab_free_bulk(&mut self.bufs, &self.to_free);
+            self.to_free.clear();
+        }
+        self.rt.release_pending();
+        self.clk.lap(Stage::Slab);
+        let now = self.now();
+        if self.mode == CacheMode::Rtcache && now >= self.rt.next_check {
+            fwd_gc_rt_check_expire(&mut self.rt, now);
+            self.clk.lap(Stage::Gc);
+            self.clk.call(Stage::Gc, 0);
+        }
+        if self.spin_ticks > 0 && out > 0 {
+            fwd_calib_spin((self.spin_ticks * out as u64).saturating_sub(self.spin_overhead));
+            self.clk.lap(Stage::Calib);
+            self.clk.call(Stage::Calib, out);
         }
         n
+    }
+
+    /// At most every 10 ms (by the TSC): this thread's time on CPU and waiting to run from
+    /// /proc/thread-self/schedstat (opened by the worker thread itself in [`Worker::run`]),
+    /// so the stage clocks can leave out time the worker was preempted.
+    fn read_schedstat(&mut self) {
+        let Some(f) = &self.sched else { return };
+        let now = rdtsc();
+        if now.wrapping_sub(self.sched_last) < tsc_hz() / 100 {
+            return;
+        }
+        self.sched_last = now;
+        let mut buf = [0u8; 96];
+        use std::os::unix::fs::FileExt;
+        let Ok(n) = f.read_at(&mut buf, 0) else { return };
+        let text = String::from_utf8_lossy(&buf[..n]);
+        let mut it = text.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+        if let (Some(run), Some(wait)) = (it.next(), it.next()) {
+            self.ctr[Ctr::SchedRunNs as usize] = run;
+            self.ctr[Ctr::SchedWaitNs as usize] = wait;
+        }
+    }
+
+    /// Turn the per-burst stage clocks on or off (the route cache times its GC runs
+    /// with them).
+    pub fn set_stage_clock(&mut self, on: bool) {
+        self.clk.enabled = on;
+    }
+
+    /// The calibration cost per forwarded packet, in ns (0: off).
+    pub fn set_spin(&mut self, ns: u32) {
+        self.spin_ns = ns;
+        self.spin_ticks = (f64::from(ns) * tsc_hz() as f64 / 1e9).round() as u64;
+        self.spin_overhead = if ns > 0 { crate::stages::calib::spin_overhead_ticks() } else { 0 };
     }
 
     /// Copies of the frames the last non-empty burst transmitted on the synthetic device:
@@ -260,21 +339,24 @@ impl Worker {
         c[Ctr::SlabBufFree as usize] = b.free;
         c[Ctr::SlabBufAllocFail as usize] = b.alloc_fail;
         let d = &self.rt.slab.stats;
-        c[Ctr::SlabDstAlloc as usize] = d.alloc;
-        c[Ctr::SlabDstFree as usize] = d.free;
+        c[Ctr::SlabDstAlloc as usize] = self.rt.dst_taken;
+        c[Ctr::SlabDstFree as usize] = self.rt.dst_released;
         c[Ctr::SlabDstAllocFail as usize] = d.alloc_fail;
         c[Ctr::SlabDepotGet as usize] = b.depot_get + d.depot_get;
         c[Ctr::SlabDepotPut as usize] = b.depot_put + d.depot_put;
         c[Ctr::DevPackets as usize] = self.dev_stats.packets.load(Ordering::Relaxed);
         c[Ctr::RxMissed as usize] = self.dev_stats.missed.load(Ordering::Relaxed);
-        for (ctr, _) in fwd_abi::STAGE_CLOCKS {
-            c[ctr as usize] = self.clk.acc[ctr as usize];
-        }
+        self.clk.fill(c);
+        c[Ctr::StageClockOn as usize] = u64::from(self.clk.enabled);
         c[Ctr::PrefetchDepth as usize] = self.prefetch as u64;
         c[Ctr::CacheMode as usize] = u64::from(self.mode.code());
+        c[Ctr::SpinNs as usize] = u64::from(self.spin_ns);
+        c[Ctr::Setting as usize] = self.setting;
+        c[Ctr::CtrlGeneration as usize] = self.ctrl_gen;
     }
 
     fn publish(&mut self) {
+        self.read_schedstat();
         self.fill_counters();
         if let Some(seg) = &self.seg {
             seg.publish(self.id, &self.ctr);
@@ -296,13 +378,17 @@ impl Worker {
         if let Some(m) = CacheMode::from_code(c.cache_mode.load(Ordering::Relaxed)) {
             self.set_mode(m);
         }
-        let on = c.stage_clock.load(Ordering::Relaxed) != 0;
-        self.clk.enabled = on;
-        self.rt.clock = on;
+        self.set_stage_clock(c.stage_clock.load(Ordering::Relaxed) != 0);
+        let spin = c.spin_ns.load(Ordering::Relaxed);
+        if spin != self.spin_ns {
+            self.set_spin(spin);
+        }
+        self.setting = c.setting.load(Ordering::Relaxed);
         let f = c.flush.load(Ordering::Relaxed);
         if f != self.flush_seen {
             self.flush_seen = f;
             fwd_gc_rt_cache_flush(&mut self.rt);
+            self.rt.release_pending();
         }
         c.stop.load(Ordering::Relaxed) != 0
     }
@@ -311,6 +397,7 @@ impl Worker {
     pub fn set_mode(&mut self, m: CacheMode) {
         if m != self.mode && self.mode == CacheMode::Rtcache {
             fwd_gc_rt_cache_flush(&mut self.rt);
+            self.rt.release_pending();
         }
         self.mode = m;
     }
@@ -318,6 +405,8 @@ impl Worker {
     /// Run until `stop` is set or the control block asks to stop. Counters are published
     /// and control requests applied every 16 bursts (or 1024 empty polls).
     pub fn run(&mut self, stop: &AtomicBool) {
+        // Absent (old kernel, no procfs): the clocks then say the wait was not measured.
+        self.sched = std::fs::File::open("/proc/thread-self/schedstat").ok();
         let mut ticks = 0u32;
         let mut idle = 0u32;
         loop {
@@ -328,11 +417,9 @@ impl Worker {
             idle = if n == 0 { idle + 1 } else { 0 };
             if idle >= 64 {
                 if let Some(q) = &self.afp {
-                    let t = if self.clk.enabled { rdtsc() } else { 0 };
+                    self.clk.start();
                     q.rx.wait(1);
-                    if self.clk.enabled {
-                        self.clk.acc[Ctr::ClkIdle as usize] += rdtsc().wrapping_sub(t);
-                    }
+                    self.clk.lap(Stage::Idle);
                     ticks += 64;
                 }
             }

@@ -6,7 +6,7 @@ macro_rules! define_counters {
     ($($id:ident => $name:literal,)*) => {
         /// Counter indices of a worker block.
         #[allow(non_camel_case_types)]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(usize)]
         pub enum Ctr { $($id,)* }
         /// Counter names, in index order, as published in the segment.
@@ -79,6 +79,33 @@ define_counters! {
     ClkIdle => "clk_idle",
     PrefetchDepth => "prefetch_depth",
     CacheMode => "cache_mode",
+    ClkCalib => "clk_calib",
+    CallsDriverRx => "calls_driver_rx",
+    CallsIp => "calls_ip",
+    CallsLookup => "calls_lookup",
+    CallsGc => "calls_gc",
+    CallsSlab => "calls_slab",
+    CallsDriverTx => "calls_driver_tx",
+    CallsCalib => "calls_calib",
+    CallsNic => "calls_nic",
+    CallsIdle => "calls_idle",
+    PktsDriverRx => "pkts_driver_rx",
+    PktsIp => "pkts_ip",
+    PktsLookup => "pkts_lookup",
+    PktsGc => "pkts_gc",
+    PktsSlab => "pkts_slab",
+    PktsDriverTx => "pkts_driver_tx",
+    PktsCalib => "pkts_calib",
+    PktsNic => "pkts_nic",
+    PktsIdle => "pkts_idle",
+    StageClockOn => "stage_clock_on",
+    SpinNs => "spin_ns",
+    Setting => "setting",
+    CtrlGeneration => "ctrl_generation",
+    SchedRunNs => "sched_run_ns",
+    SchedWaitNs => "sched_wait_ns",
+    Polls => "polls",
+    ClockedPolls => "clocked_polls",
 }
 
 /// Number of counters per worker block.
@@ -89,14 +116,40 @@ pub fn drop_counters() -> impl Iterator<Item = (usize, &'static str)> {
     COUNTER_NAMES.iter().enumerate().filter(|(_, n)| n.starts_with("drop_") || **n == "rx_missed").map(|(i, n)| (i, *n))
 }
 
-/// Stage-clock counters (TSC cycles) in stage order: (index, stage name).
-pub const STAGE_CLOCKS: [(Ctr, &str); 8] = [
-    (Ctr::ClkDriverRx, "driver_rx"),
-    (Ctr::ClkIp, "ip"),
-    (Ctr::ClkLookup, "lookup"),
-    (Ctr::ClkGc, "gc"),
-    (Ctr::ClkSlab, "slab"),
-    (Ctr::ClkDriverTx, "driver_tx"),
-    (Ctr::ClkNic, "nic"),
-    (Ctr::ClkIdle, "idle"),
+/// One clocked stage's counters: `calls` (bursts in which the stage ran; for idle, empty
+/// polls), `packets` (packets those calls handled) and `clocks` (TSC cycles), as VPP's
+/// `show runtime` keeps calls, vectors and clocks per node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageClock {
+    /// The clock's name (`driver_rx`, ...).
+    pub name: &'static str,
+    /// The stage the analyzer's rules call it (`driver` for both driver clocks).
+    pub stage: &'static str,
+    pub calls: Ctr,
+    pub packets: Ctr,
+    pub clocks: Ctr,
+}
+
+const fn clock(name: &'static str, stage: &'static str, calls: Ctr, packets: Ctr, clocks: Ctr) -> StageClock {
+    StageClock { name, stage, calls, packets, clocks }
+}
+
+/// The clocked stages in burst order. `nic` is the synthetic device (simulated hardware,
+/// not forwarding work) and `idle` the rx polls that found nothing: both are kept apart
+/// from the forwarder's own stages in every total.
+pub const STAGE_CLOCKS: [StageClock; 9] = [
+    clock("driver_rx", "driver", Ctr::CallsDriverRx, Ctr::PktsDriverRx, Ctr::ClkDriverRx),
+    clock("ip", "ip", Ctr::CallsIp, Ctr::PktsIp, Ctr::ClkIp),
+    clock("lookup", "lookup", Ctr::CallsLookup, Ctr::PktsLookup, Ctr::ClkLookup),
+    clock("gc", "gc", Ctr::CallsGc, Ctr::PktsGc, Ctr::ClkGc),
+    clock("slab", "slab", Ctr::CallsSlab, Ctr::PktsSlab, Ctr::ClkSlab),
+    clock("driver_tx", "driver", Ctr::CallsDriverTx, Ctr::PktsDriverTx, Ctr::ClkDriverTx),
+    clock("calib", "calib", Ctr::CallsCalib, Ctr::PktsCalib, Ctr::ClkCalib),
+    clock("nic", "nic", Ctr::CallsNic, Ctr::PktsNic, Ctr::ClkNic),
+    clock("idle", "idle", Ctr::CallsIdle, Ctr::PktsIdle, Ctr::ClkIdle),
 ];
+
+/// Whether a clocked stage is forwarding work (not the device, not waiting).
+pub fn is_forwarding_stage(stage: &str) -> bool {
+    stage != "nic" && stage != "idle"
+}

@@ -5,7 +5,9 @@
 //! - [`segment`]: the stats segment, a shared-memory file per forwarder process: header,
 //!   control block, counter names, the configuration as JSON, one seqlocked counter block
 //!   per worker; [`Segment::find_for`] locates a running forwarder's segment by its PID.
-//! - [`counters`]: counter indices and names, drop reasons, stage clocks.
+//! - [`counters`]: counter indices and names, drop reasons, the clocked stages.
+//! - [`clocks`]: stage clocks read back (VPP's columns, ns per forwarded packet, shares,
+//!   whether a run was bound by the device or by the worker).
 //! - [`CacheMode`]: the cache modes and their codes in the control block.
 //! - [`threads`]: the worker thread-name convention (`fwd-worker-N`).
 //! - [`rows`]: counters as rows (time, source, worker, name, value), the form recordings and
@@ -15,6 +17,7 @@
 //!   analyzer loads: every stage entry point is a `fwd_<stage>_*` symbol.
 
 mod cache_mode;
+pub mod clocks;
 pub mod counters;
 mod error;
 pub mod rows;

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// Layout version; readers refuse any other.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 const MAGIC: [u8; 8] = *b"FWDSCOPE";
 const NAME_LEN: usize = 32;
 const HEADER_SIZE: usize = 256;
@@ -78,7 +78,15 @@ pub struct Control {
     pub stop: AtomicU32,
     /// Non-zero turns per-stage TSC clocks on.
     pub stage_clock: AtomicU32,
+    /// The calibration stage's cost per forwarded packet, ns (0: off).
+    pub spin_ns: AtomicU32,
+    pub _pad: AtomicU32,
+    /// What the controller calls the setting in force (copied into each worker's
+    /// `setting` counter once applied).
+    pub setting: AtomicU64,
 }
+
+const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_SIZE);
 
 fn align64(x: usize) -> usize {
     (x + 63) & !63
@@ -393,6 +401,16 @@ impl Segment {
     /// Ask for a route-cache flush.
     pub fn request_flush(&self) {
         self.control().flush.fetch_add(1, Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+    /// Set the calibration cost per packet (ns; 0 turns it off).
+    pub fn set_spin_ns(&self, ns: u32) {
+        self.control().spin_ns.store(ns, Ordering::Relaxed);
+        self.control().generation.fetch_add(1, Ordering::Release);
+    }
+    /// Turn the stage clocks on or off.
+    pub fn set_stage_clock(&self, on: bool) {
+        self.control().stage_clock.store(u32::from(on), Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
     }
     /// Ask the forwarder to stop.

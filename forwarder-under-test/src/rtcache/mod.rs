@@ -11,11 +11,12 @@
 
 pub mod gc;
 
+use crate::burst::MAX_BURST;
 pub use crate::burst::NIL;
 use crate::config::RtParams;
 use crate::cpu::rdtsc;
 use crate::fib::{Fib, NO_ROUTE};
-use crate::slab::{fwd_slab_alloc, fwd_slab_free, Depot, SlabCache};
+use crate::slab::{fwd_slab_alloc, fwd_slab_alloc_bulk, fwd_slab_free_bulk, Depot, SlabCache};
 use fwd_abi::Ctr;
 
 /// A route-cache entry (struct rtable), one cache line.
@@ -110,10 +111,19 @@ pub struct RtCache {
     pub(crate) expire_rover: usize,
     pub(crate) next_check: u64,
     pub stat: RtStat,
-    /// When set, TSC cycles spent in gc and in the dst slab are added below.
+    /// When set, each garbage-collector run is timed (TSC cycles added to `gc_tsc`).
     pub clock: bool,
     pub gc_tsc: u64,
-    pub slab_tsc: u64,
+    /// dst objects taken from the slab ahead of the lookups that need them (a per-CPU
+    /// array cache in front of the slab): the lookup stage pops one per new entry, and
+    /// the slab stage tops it up once per burst.
+    stash: Vec<u32>,
+    /// Freed entries waiting to go back to the slab: Linux frees a dst after an RCU grace
+    /// period (call_rcu_bh); here the slab stage returns them once per burst.
+    pending_free: Vec<u32>,
+    /// dst objects the cache took and released (the slab_dst_alloc and _free counters).
+    pub dst_taken: u64,
+    pub dst_released: u64,
 }
 
 /// Outcome of route input: a next hop, or the counter of the reason to drop.
@@ -146,7 +156,10 @@ impl RtCache {
             stat: RtStat::default(),
             clock: false,
             gc_tsc: 0,
-            slab_tsc: 0,
+            stash: Vec::with_capacity(2 * MAX_BURST),
+            pending_free: Vec::with_capacity(objects),
+            dst_taken: 0,
+            dst_released: 0,
         }
     }
 
@@ -166,40 +179,73 @@ impl RtCache {
         &self.dst[i as usize]
     }
 
-    /// Take a dst object from the slab (timed when clocks are on).
+    /// Take a dst object: from the stash the slab stage filled, or (more new entries in a
+    /// burst than it held) from the slab itself.
     #[inline]
     pub(crate) fn dst_obj_alloc(&mut self) -> Option<u32> {
-        if self.clock {
-            let t = rdtsc();
-            let r = fwd_slab_alloc(&mut self.slab);
-            self.slab_tsc += rdtsc().wrapping_sub(t);
-            r
-        } else {
-            fwd_slab_alloc(&mut self.slab)
-        }
+        let got = match self.stash.pop() {
+            Some(i) => Some(i),
+            None => fwd_slab_alloc(&mut self.slab),
+        };
+        self.dst_taken += u64::from(got.is_some());
+        got
     }
 
-    /// Return a dst object to the slab.
+    /// Release a dst object: it goes back to the slab at the burst's slab stage.
     #[inline]
     pub(crate) fn dst_obj_free(&mut self, i: u32) {
-        if self.clock {
-            let t = rdtsc();
-            fwd_slab_free(&mut self.slab, i);
-            self.slab_tsc += rdtsc().wrapping_sub(t);
-        } else {
-            fwd_slab_free(&mut self.slab, i)
-        }
+        self.dst_released += 1;
+        self.pending_free.push(i);
     }
 
-    /// rt_free: unlink is the caller's job; this returns the entry to the slab.
+    /// Slab stage, before lookup: top the stash up to `n` objects (at most two bursts).
+    /// Returns objects taken from the slab.
+    #[inline]
+    pub fn fill_stash(&mut self, n: usize) -> usize {
+        let have = self.stash.len();
+        let want = n.min(self.stash.capacity()).saturating_sub(have);
+        if want == 0 {
+            return 0;
+        }
+        let mut tmp = [0u32; 2 * MAX_BURST];
+        let got = fwd_slab_alloc_bulk(&mut self.slab, &mut tmp[..want]);
+        self.stash.extend_from_slice(&tmp[..got]);
+        got
+    }
+
+    /// Slab stage: return every released object to the slab. Returns how many.
+    #[inline]
+    pub fn release_pending(&mut self) -> usize {
+        let n = self.pending_free.len();
+        if n > 0 {
+            fwd_slab_free_bulk(&mut self.slab, &self.pending_free);
+            self.pending_free.clear();
+        }
+        n
+    }
+
+    /// rt_free: unlink is the caller's job; this releases the entry.
     pub(crate) fn rt_free(&mut self, i: u32) {
         self.entries -= 1;
         self.dst_obj_free(i);
     }
 
+    /// Whether a garbage-collector run asked for now is ignored (within gc_min_interval
+    /// of the last and below max_size): counted as run and ignored, as rt_garbage_collect
+    /// counts it, without calling it (so only runs that work are timed and sampled as gc).
+    #[inline]
+    fn gc_ignored(&mut self, now: u64) -> bool {
+        if now.wrapping_sub(self.last_gc) < self.gc_min_interval && self.entries < self.params.max_size {
+            self.stat.gc_total += 1;
+            self.stat.gc_ignored += 1;
+            return true;
+        }
+        false
+    }
+
     /// dst_alloc for the cache: run GC past gc_thresh, fail on overflow.
     fn dst_alloc(&mut self, now: u64) -> Result<u32, Ctr> {
-        if self.entries > self.params.gc_thresh {
+        if self.entries > self.params.gc_thresh && !self.gc_ignored(now) {
             let failed = if self.clock {
                 let t = rdtsc();
                 let r = gc::fwd_gc_rt_garbage_collect(self, now);

@@ -1,28 +1,26 @@
-//! Stage driver rx: take completed descriptors from the rx ring into a burst and refill the
-//! ring with fresh buffers from the packet-buffer slab.
+//! Stage driver rx: take completed descriptors from the rx ring into a burst, and post the
+//! fresh buffers the slab stage allocated for the slots they leave.
 
-use crate::burst::{Burst, StageClock, MAX_BURST};
+use crate::burst::{Burst, MAX_BURST};
 use crate::cpu::prefetch_ptr;
 use crate::nic::afpacket::AfpQueue;
 use crate::nic::{BufferArena, RxDriver};
 use crate::slab::{fwd_slab_alloc_bulk, SlabCache};
 use fwd_abi::Ctr;
 
-/// Receive up to `max` packets into `burst`, then refill (stage: driver). While taking
-/// descriptor i, the header line of descriptor i+k's buffer is prefetched, as e1000's rx
-/// clean loop prefetched packet data (the 2005 prefetch-depth experiment).
+/// Receive up to `max` packets into `burst` (stage: driver). While taking descriptor i,
+/// the header line of descriptor i+k's buffer is prefetched, as e1000's rx clean loop
+/// prefetched packet data (the 2005 prefetch-depth experiment). The slots taken are
+/// refilled by [`fwd_driver_rx_post`] with buffers the slab stage allocates.
 #[no_mangle]
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
 pub fn fwd_driver_rx_burst(
     arena: &BufferArena,
     prefetch: usize,
     rx: &mut RxDriver,
-    bufs: &mut SlabCache,
     burst: &mut Burst,
     max: usize,
     ctr: &mut [u64],
-    clk: &mut StageClock,
 ) -> usize {
     let mut n = 0;
     let mut bytes = 0u64;
@@ -52,7 +50,6 @@ pub fn fwd_driver_rx_burst(
     burst.n = n;
     ctr[Ctr::RxPackets as usize] += n as u64;
     ctr[Ctr::RxBytes as usize] += bytes;
-    fwd_driver_rx_refill(rx, bufs, ctr, clk);
     n
 }
 
@@ -67,24 +64,38 @@ pub fn fwd_driver_afp_rx(q: &mut AfpQueue, arena: &BufferArena, max: usize, ctr:
     n
 }
 
-/// Post fresh buffers into every cleaned rx slot (stage: driver).
+/// Buffers wanted for the rx slots the driver cleaned, at most `out.len()`, allocated into
+/// `out` (stage: slab, through [`fwd_slab_alloc_bulk`]). Returns (wanted, allocated).
+#[inline]
+pub fn rx_refill_alloc(rx: &RxDriver, bufs: &mut SlabCache, out: &mut [u32]) -> (usize, usize) {
+    let want = rx.refill_needed().min(out.len());
+    let got = if want > 0 { fwd_slab_alloc_bulk(bufs, &mut out[..want]) } else { 0 };
+    (want, got)
+}
+
+/// Post fresh buffers into cleaned rx slots (stage: driver). `wanted` is how many slots
+/// were empty: the shortfall is counted as `rx_no_buffer` (the device finds fewer posted
+/// slots).
 #[no_mangle]
 #[inline(never)]
-pub fn fwd_driver_rx_refill(rx: &mut RxDriver, bufs: &mut SlabCache, ctr: &mut [u64], clk: &mut StageClock) {
+pub fn fwd_driver_rx_post(rx: &mut RxDriver, fresh: &[u32], wanted: usize, ctr: &mut [u64]) {
+    for &b in fresh {
+        rx.post(b);
+    }
+    ctr[Ctr::RxNoBuffer as usize] += wanted.saturating_sub(fresh.len()) as u64;
+}
+
+/// Post buffers into every empty rx slot (a queue's start: slab and driver at once, not
+/// clocked). Returns buffers posted.
+pub fn rx_refill_all(rx: &mut RxDriver, bufs: &mut SlabCache, ctr: &mut [u64]) -> usize {
     let mut tmp = [0u32; MAX_BURST];
+    let mut posted = 0;
     loop {
-        let want = rx.refill_needed().min(MAX_BURST);
-        if want == 0 {
-            return;
-        }
-        let got = clk.nested(Ctr::ClkSlab, || fwd_slab_alloc_bulk(bufs, &mut tmp[..want]));
-        for &b in &tmp[..got] {
-            rx.post(b);
-        }
-        if got < want {
-            // The ring runs short of buffers; the device will find fewer posted slots.
-            ctr[Ctr::RxNoBuffer as usize] += (want - got) as u64;
-            return;
+        let (want, got) = rx_refill_alloc(rx, bufs, &mut tmp);
+        fwd_driver_rx_post(rx, &tmp[..got], want, ctr);
+        posted += got;
+        if want == 0 || got < want {
+            return posted;
         }
     }
 }

@@ -1,13 +1,14 @@
 //! Stage driver tx: reclaim buffers the device has sent, rewrite MAC addresses from the
-//! neighbour table, place packets on the tx ring and ring the doorbell.
+//! neighbour table, place packets on the tx ring and ring the doorbell. Buffers to free
+//! (reclaimed, or dropped at a full ring) and per-packet dsts are handed to the slab stage
+//! that follows, not freed here.
 
+use crate::burst::Burst;
 use crate::burst::NIL;
-use crate::burst::{Burst, StageClock, MAX_BURST};
 use crate::nic::afpacket::AfpTx;
 use crate::nic::{BufferArena, TxRing};
 use crate::packet::mac_for;
 use crate::rtcache::RtCache;
-use crate::slab::{fwd_slab_free_bulk, SlabCache};
 use fwd_abi::Ctr;
 
 /// Output side of a next hop, resolved once from the table (the synthetic neighbour table
@@ -20,7 +21,8 @@ pub struct NhOut {
     pub port: u16,
 }
 
-/// Transmit a burst (stage: driver).
+/// Transmit a burst (stage: driver). Buffers to free go to `to_free` (reclaimed ones and
+/// those a full ring dropped); per-packet dsts are released to the route cache.
 #[no_mangle]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
@@ -29,15 +31,12 @@ pub fn fwd_driver_tx_burst(
     arena: &BufferArena,
     burst: &Burst,
     nh_out: &[NhOut],
-    bufs: &mut SlabCache,
     rt: &mut RtCache,
     ctr: &mut [u64],
-    clk: &mut StageClock,
+    to_free: &mut Vec<u32>,
     port: Option<&mut AfpTx>,
 ) {
-    fwd_driver_tx_reclaim(tx, bufs, clk);
-    let mut dropped = [0u32; MAX_BURST];
-    let mut nd = 0;
+    fwd_driver_tx_reclaim(tx, to_free);
     for i in 0..burst.n {
         let b = burst.buf[i];
         if burst.dst[i] != NIL {
@@ -46,8 +45,7 @@ pub fn fwd_driver_tx_burst(
         }
         if tx.space() == 0 {
             ctr[Ctr::DropTxRingFull as usize] += 1;
-            dropped[nd] = b;
-            nd += 1;
+            to_free.push(b);
             continue;
         }
         let o = nh_out.get(burst.nh[i] as usize).copied().unwrap_or(NhOut { dst_mac: None, src_mac: [0; 6], port: 0 });
@@ -56,9 +54,6 @@ pub fn fwd_driver_tx_burst(
         frame[0..6].copy_from_slice(&o.dst_mac.unwrap_or_else(|| mac_for(burst.daddr[i])));
         frame[6..12].copy_from_slice(&o.src_mac);
         tx.place(b, burst.len[i]);
-    }
-    if nd > 0 {
-        clk.nested(Ctr::ClkSlab, || fwd_slab_free_bulk(bufs, &dropped[..nd]));
     }
     match port {
         Some(p) => fwd_driver_afp_tx_doorbell(p, tx, arena, ctr),
@@ -93,18 +88,14 @@ pub fn count_tx(ctr: &mut [u64], full: u64, done: crate::nic::afpacket::TxDone) 
     ctr[Ctr::DropTxError as usize] += done.refused;
 }
 
-/// Free the buffers of descriptors the device has completed (stage: driver).
+/// Take back the buffers of descriptors the device has completed, into `to_free` (stage:
+/// driver; the slab stage frees them).
 #[no_mangle]
 #[inline(never)]
-pub fn fwd_driver_tx_reclaim(tx: &mut TxRing, bufs: &mut SlabCache, clk: &mut StageClock) {
-    let mut tmp = [0u32; MAX_BURST];
+pub fn fwd_driver_tx_reclaim(tx: &mut TxRing, to_free: &mut Vec<u32>) {
     while tx.clean < tx.head {
-        let n = ((tx.head - tx.clean) as usize).min(MAX_BURST);
-        for (j, t) in tmp[..n].iter_mut().enumerate() {
-            *t = tx.slot(tx.clean + j as u64).0;
-        }
-        tx.clean += n as u64;
-        clk.nested(Ctr::ClkSlab, || fwd_slab_free_bulk(bufs, &tmp[..n]));
+        to_free.push(tx.slot(tx.clean).0);
+        tx.clean += 1;
     }
 }
 

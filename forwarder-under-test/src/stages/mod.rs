@@ -6,7 +6,9 @@
 //! [`crate::rtcache`] (`fwd_lookup_rtcache_*`) and its garbage collector, stage gc, beside it
 //! in [`crate::rtcache::gc`] (`fwd_gc_*`).
 
+pub mod calib;
 pub mod driver_rx;
 pub mod driver_tx;
+pub mod idle;
 pub mod ip;
 pub mod lookup;
