@@ -4,7 +4,9 @@
 //!
 //! The compared figure is the cost per forwarded packet when every input has packet counts
 //! in the same unit (ns or events per packet: what a prefetch or cache-mode change is
-//! about); otherwise each stage's and symbol's share of samples in percent.
+//! about); otherwise each stage's and symbol's share of samples in percent. Inputs with the
+//! forwarder's stage clocks also compare those (ns per forwarded packet per stage), so
+//! both instruments' view of a change is side by side.
 
 use crate::stages::StageTable;
 use serde::Serialize;
@@ -41,6 +43,8 @@ pub struct Diff {
     /// `ns/packet`, `<event>/packet` or `%`.
     pub metric: String,
     pub stages: Vec<DiffRow>,
+    /// Stage clocks, ns per forwarded packet (inputs without clocks have none).
+    pub clocks: Vec<DiffRow>,
     pub symbols: Vec<DiffRow>,
 }
 
@@ -53,6 +57,7 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
     let metric = if per_packet { format!("{}/packet", tables[0].unit) } else { "%".to_string() };
     let mut stages: Vec<DiffRow> = Vec::new();
     let mut symbols: Vec<DiffRow> = Vec::new();
+    let mut clocks: Vec<DiffRow> = Vec::new();
     let n = tables.len();
     fn row<'a>(rows: &'a mut Vec<DiffRow>, key: &str, stage: Option<&str>, n: usize) -> &'a mut DiffRow {
         let i = match rows.iter().position(|r| r.key == key) {
@@ -71,6 +76,11 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
             let r = row(&mut stages, &s.stage, None, n);
             r.values[i] = Some(r.values[i].unwrap_or(0.0) + value(s.period, s.percent));
         }
+        if let Some(c) = &t.clock_check {
+            for (stage, ns) in c.clocks.ns_by_stage() {
+                row(&mut clocks, &stage, None, n).values[i] = Some(ns);
+            }
+        }
         for s in &t.symbols {
             // Symbols charged to several stages add up to one line per symbol.
             let r = row(&mut symbols, &s.symbol, Some(&s.stage), n);
@@ -79,10 +89,11 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
     }
     let rank = |s: &str| crate::rules::STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(usize::MAX);
     stages.sort_by(|a, b| rank(&a.key).cmp(&rank(&b.key)).then(a.key.cmp(&b.key)));
+    clocks.sort_by(|a, b| rank(&a.key).cmp(&rank(&b.key)).then(a.key.cmp(&b.key)));
     let peak = |r: &DiffRow| r.values.iter().map(|v| v.unwrap_or(0.0)).fold(0.0, f64::max);
     symbols.sort_by(|a, b| peak(b).total_cmp(&peak(a)).then(a.key.cmp(&b.key)));
     symbols.truncate(top);
-    Diff { names, events: tables.iter().map(|t| t.event.clone()).collect(), metric, stages, symbols }
+    Diff { names, events: tables.iter().map(|t| t.event.clone()).collect(), metric, stages, clocks, symbols }
 }
 
 impl Diff {
@@ -117,6 +128,9 @@ impl Diff {
             }
         };
         section(&mut s, "stage", &self.stages);
+        if !self.clocks.is_empty() {
+            section(&mut s, "stage clock (TSC, ns/packet)", &self.clocks);
+        }
         section(&mut s, "symbol (stage)", &self.symbols);
         s
     }
@@ -126,7 +140,7 @@ impl Diff {
         use std::fmt::Write;
         let mut s = String::from("section,key,stage,input,value,delta,ratio,metric\n");
         let q = crate::csv_field;
-        for (section, rows) in [("stage", &self.stages), ("symbol", &self.symbols)] {
+        for (section, rows) in [("stage", &self.stages), ("clock", &self.clocks), ("symbol", &self.symbols)] {
             for r in rows {
                 for (i, name) in self.names.iter().enumerate() {
                     let _ = writeln!(
@@ -138,7 +152,7 @@ impl Diff {
                         r.values[i].map_or(String::new(), |v| format!("{v:.4}")),
                         r.delta(i),
                         r.ratio(i).map_or(String::new(), |v| format!("{v:.4}")),
-                        q(&self.metric)
+                        q(if section == "clock" { "ns/packet (TSC)" } else { &self.metric })
                     );
                 }
             }

@@ -8,6 +8,7 @@
 //! tools; [`import`] and [`perfdata`] read other profilers' files.
 
 pub mod aggregate;
+pub mod crosscheck;
 pub mod diff;
 mod error;
 pub mod export;

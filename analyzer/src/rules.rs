@@ -18,8 +18,13 @@ use serde::Deserialize;
 /// The stage of samples no rule matches.
 pub const OTHER: &str = "other";
 
-/// Stages reports list in this order (others after them, alphabetically).
-pub const STAGE_ORDER: [&str; 8] = ["lookup", "gc", "slab", "driver", "ip", "nic", "other", "idle"];
+/// Stages reports list in this order (others after them, alphabetically): the forwarding
+/// stages, `other`, then what is apart from forwarding work (the synthetic device, waiting).
+pub const STAGE_ORDER: [&str; 9] = ["lookup", "gc", "slab", "driver", "ip", "calib", "other", "nic", "idle"];
+
+/// Stages that are not forwarding work: the synthetic device (simulated hardware) and
+/// waiting. Tables and charts show them apart from the forwarding stages' totals.
+pub const APART: [&str; 2] = ["nic", "idle"];
 
 /// The Linux kernel's forwarding path rules.
 pub const LINUX_RULES_TOML: &str = include_str!("../rules/linux-forwarding.toml");
@@ -154,6 +159,12 @@ impl Rules {
         v.append(&mut self.rules);
         self.rules = v;
         self
+    }
+
+    /// The stage of the first rule matching `sym`, if any (a rule may say `other`
+    /// explicitly: such a symbol is not charged through its inline frames or callers).
+    pub fn rule_stage(&self, sym: &str) -> Option<&str> {
+        self.rules.iter().find(|r| r.matches(sym)).map(|r| r.stage.as_str())
     }
 
     /// The stage of a symbol, or [`OTHER`].

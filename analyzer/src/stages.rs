@@ -3,7 +3,7 @@
 //! events such as cycles otherwise) from the recording's packet counts; plus the top
 //! symbols no rule matched, so the rules can be fixed.
 
-use crate::rules::{Rules, OTHER, STAGE_ORDER};
+use crate::rules::{Rules, APART, OTHER, STAGE_ORDER};
 use crate::symbolize::{Symbol, Symbolizer};
 use crate::Result;
 use collector::events::period_unit;
@@ -45,8 +45,11 @@ pub struct StageTable {
     pub unit: String,
     pub samples: u64,
     /// Samples whose own symbol matched no rule, charged through their callchain to the
-    /// nearest caller with a stage.
+    /// nearest caller with a stage (`attribution.callchain`).
     pub charged: u64,
+    /// Samples by how they found their stage: own symbol, inlined function, callchain,
+    /// none.
+    pub attribution: Attribution,
     /// Forwarded packets during the recording (forwarder targets).
     pub packets: Option<u64>,
     pub stages: Vec<StageRow>,
@@ -56,6 +59,9 @@ pub struct StageTable {
     pub unmatched: Vec<(String, u64)>,
     /// Per-thread stage tables (recordings and perf.data), most samples first.
     pub workers: Vec<WorkerTable>,
+    /// The sampled workers against the forwarder's stage clocks, when the recording has
+    /// them.
+    pub clock_check: Option<crate::crosscheck::ClockCheck>,
 }
 
 /// One thread's stage table; per-packet figures for forwarder workers (`fwd-worker-N`).
@@ -139,7 +145,21 @@ pub fn stage_table_reusing(
             r.per_packet = w.packets.map(|p| r.period as f64 / p as f64);
         }
     }
+    t.clock_check = crate::crosscheck::clock_check(rec, &t.event, &worker_totals(&t.workers))?;
     Ok((t, at.into_symbolizer()))
+}
+
+/// Stage totals (samples, period) over the forwarder's worker threads.
+fn worker_totals(workers: &[WorkerTable]) -> HashMap<String, (u64, u64)> {
+    let mut out: HashMap<String, (u64, u64)> = HashMap::new();
+    for w in workers.iter().filter(|w| fwd_abi::threads::worker_index(&w.thread).is_some()) {
+        for r in &w.stages {
+            let e = out.entry(r.stage.clone()).or_default();
+            e.0 += r.samples;
+            e.1 += r.period;
+        }
+    }
+    out
 }
 
 /// x86-64 kernel addresses live in the upper half.
@@ -147,24 +167,63 @@ pub(crate) fn is_kernel_address(a: u64) -> bool {
     a >= 0xffff_8000_0000_0000
 }
 
+/// How a sample found its stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum By {
+    /// Its function's own symbol matched a rule.
+    Symbol,
+    /// A function inlined at its address (DWARF's inline chain, innermost first) did.
+    Inline,
+    /// A caller in its callchain did.
+    Callchain,
+    /// Nothing did: it stays in `other`.
+    None,
+}
+
 /// One address attributed: its symbol and the stage it is charged to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attributed {
     pub symbol: Symbol,
-    /// The symbol's own stage, or its nearest staged caller's.
+    /// The stage charged: the symbol's own, an inlined function's, or a caller's.
     pub stage: String,
-    /// Whether `stage` came from a caller.
-    pub charged: bool,
+    /// How.
+    pub by: By,
+}
+
+/// Samples by how they were attributed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Attribution {
+    pub symbol: u64,
+    pub inline: u64,
+    pub callchain: u64,
+    pub none: u64,
+}
+
+impl Attribution {
+    fn add(&mut self, by: By, n: u64) {
+        let slot = match by {
+            By::Symbol => &mut self.symbol,
+            By::Inline => &mut self.inline,
+            By::Callchain => &mut self.callchain,
+            By::None => &mut self.none,
+        };
+        *slot = slot.saturating_add(n);
+    }
 }
 
 /// Symbolizes addresses and applies stage rules, each (pid, address) once. A sample whose
-/// own symbol matches no rule is charged, when it has a callchain, to the nearest caller
-/// that does (a shared helper such as memcpy or a lock counts toward the stage that called
-/// it). Shared by the offline tables and the live view (`fwdscope top`).
+/// own symbol matches no rule is charged to the innermost function inlined at its address
+/// that has a stage (stage code inlined into the worker loop), from DWARF; failing that,
+/// when it has a callchain, to the nearest caller that does (a shared helper such as
+/// memcpy or a lock counts toward the stage that called it). Shared by the offline tables
+/// and the live view (`fwdscope top`).
 pub struct Attributor {
     sym: Symbolizer,
     rules: Rules,
-    cache: HashMap<(u32, u64, bool), (Symbol, String)>,
+    /// Per (pid, address, kernel): the symbol, its stage, and whether that came from an
+    /// inlined function.
+    cache: HashMap<(u32, u64, bool), (Symbol, String, bool)>,
 }
 
 impl Attributor {
@@ -188,14 +247,29 @@ impl Attributor {
         self.cache.clear();
     }
 
-    fn resolve(&mut self, pid: u32, ip: u64, kernel: bool) -> (Symbol, String) {
+    /// An address's symbol and stage: its function's own, else the innermost inlined
+    /// function's at that address that has one (DWARF, read only for addresses whose own
+    /// function has no stage).
+    fn resolve(&mut self, pid: u32, ip: u64, kernel: bool) -> (Symbol, String, bool) {
         let (sym, rules) = (&mut self.sym, &self.rules);
         self.cache
             .entry((pid, ip, kernel))
             .or_insert_with(|| {
                 let s = sym.resolve_ip(pid, ip, kernel);
-                let st = rules.stage_of(&s.name).to_string();
-                (s, st)
+                if let Some(own) = rules.rule_stage(&s.name) {
+                    // A rule names it (possibly `other`, as start-up work): final.
+                    return (s, own.to_string(), false);
+                }
+                if kernel {
+                    return (s, OTHER.to_string(), false);
+                }
+                let frames = sym.frames_ip(pid, ip, kernel);
+                // Innermost first; the last frame is the function itself.
+                let inlined = frames.iter().take(frames.len().saturating_sub(1));
+                match inlined.map(|f| rules.stage_of(&f.function)).find(|st| *st != OTHER) {
+                    Some(st) => (s, st.to_string(), true),
+                    None => (s, OTHER.to_string(), false),
+                }
             })
             .clone()
     }
@@ -203,22 +277,27 @@ impl Attributor {
     /// Attribute one sample (its IP and callchain, innermost first; perf's first callchain
     /// entry may repeat the IP).
     pub fn attribute(&mut self, pid: u32, ip: u64, kernel: bool, callchain: &[u64]) -> Attributed {
-        let (symbol, own) = self.resolve(pid, ip, kernel);
-        let mut stage = own;
-        let mut charged = false;
-        if stage == OTHER {
-            let callers = callchain.iter().skip(usize::from(callchain.first() == Some(&ip)));
-            for &ret in callers {
-                // A return address points after the call: look up the call itself.
-                let (_, st) = self.resolve(pid, ret.saturating_sub(1), is_kernel_address(ret));
-                if st != OTHER {
-                    stage = st;
-                    charged = true;
-                    break;
-                }
+        let (symbol, stage, inline) = self.resolve(pid, ip, kernel);
+        if stage != OTHER {
+            return Attributed { symbol, stage, by: if inline { By::Inline } else { By::Symbol } };
+        }
+        let callers = callchain.iter().skip(usize::from(callchain.first() == Some(&ip)));
+        if self.rules.rule_stage(&symbol.name).is_some() {
+            // Explicitly `other` by a rule: not charged to a caller.
+            return Attributed { symbol, stage, by: By::None };
+        }
+        for &ret in callers {
+            // A return address points after the call: look up the call itself.
+            let (caller, st, _) = self.resolve(pid, ret.saturating_sub(1), is_kernel_address(ret));
+            if st != OTHER {
+                return Attributed { symbol, stage: st, by: By::Callchain };
+            }
+            if self.rules.rule_stage(&caller.name).is_some() {
+                // A caller a rule calls `other` (start-up work): its helpers stay other.
+                break;
             }
         }
-        Attributed { symbol, stage, charged }
+        Attributed { symbol, stage, by: By::None }
     }
 }
 
@@ -232,7 +311,7 @@ fn attribute(groups: &[crate::aggregate::Group], at: &mut Attributor, names: &Ha
             symbol: a.symbol.name,
             dso: a.symbol.dso,
             stage: a.stage,
-            charged: a.charged,
+            by: a.by,
             thread: Some(thread),
             samples: g.samples,
             period: g.period,
@@ -258,7 +337,7 @@ pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTabl
             stage: rules.stage_of(&r.symbol).to_string(),
             symbol: r.symbol.clone(),
             dso: r.dso.clone(),
-            charged: false,
+            by: if rules.stage_of(&r.symbol) == OTHER { By::None } else { By::Symbol },
             thread: None,
             samples: r.samples,
             period: r.samples,
@@ -279,10 +358,10 @@ struct Head {
 struct Item {
     symbol: String,
     dso: String,
-    /// The stage charged (the symbol's own, or its nearest staged caller's).
+    /// The stage charged (the symbol's own, an inlined function's, or a caller's).
     stage: String,
-    /// Whether `stage` came from a caller.
-    charged: bool,
+    /// How.
+    by: By,
     thread: Option<String>,
     samples: u64,
     period: u64,
@@ -313,16 +392,14 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     let mut by_stage: HashMap<String, (u64, u64)> = HashMap::new();
     let mut by_symbol: HashMap<(String, String, String), (u64, u64)> = HashMap::new();
     let mut by_thread: HashMap<String, HashMap<String, (u64, u64)>> = HashMap::new();
-    let mut charged: u64 = 0;
+    let mut attribution = Attribution::default();
     for it in items {
         let add = |e: &mut (u64, u64)| {
             e.0 = e.0.saturating_add(it.samples);
             e.1 = e.1.saturating_add(it.period);
         };
         add(by_stage.entry(it.stage.clone()).or_default());
-        if it.charged {
-            charged = charged.saturating_add(it.samples);
-        }
+        attribution.add(it.by, it.samples);
         if let Some(t) = &it.thread {
             add(by_thread.entry(t.clone()).or_default().entry(it.stage.clone()).or_default());
         }
@@ -364,12 +441,14 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         fallback: head.fallback,
         unit: head.unit,
         samples: total,
-        charged,
+        charged: attribution.callchain,
+        attribution,
         packets: head.packets,
         stages: stage_rows(by_stage, total, head.packets),
         symbols,
         unmatched,
         workers,
+        clock_check: None,
     }
 }
 
@@ -389,11 +468,13 @@ impl StageTable {
         if let Some(p) = self.packets {
             let _ = writeln!(s, "# packets forwarded: {p}");
         }
-        if self.charged > 0 {
+        let a = &self.attribution;
+        if a.inline + a.callchain + a.none > 0 {
             let _ = writeln!(
                 s,
-                "# {} samples in unmatched helpers charged to the nearest stage frame of their callchain",
-                self.charged
+                "# attributed by symbol {}, by inlined function {}, by callchain {} (helpers charged to the \
+                 nearest staged caller), not at all {}",
+                a.symbol, a.inline, a.callchain, a.none
             );
         }
         let per = format!("{}/packet", self.unit);
@@ -406,9 +487,24 @@ impl StageTable {
             "%",
             if with_packets { per.as_str() } else { "" }
         );
+        let mut apart_said = false;
         for r in &self.stages {
+            if APART.contains(&r.stage.as_str()) && !apart_said {
+                let _ = writeln!(s, "# apart from forwarding work: the synthetic device, waiting");
+                apart_said = true;
+            }
             let pp = r.per_packet.filter(|_| with_packets).map_or(String::new(), |v| format!("{v:.1}"));
             let _ = writeln!(s, "{:<8} {:>10} {:>7.2}% {:>12}", r.stage, r.samples, r.percent, pp);
+        }
+        match &self.clock_check {
+            Some(c) => {
+                let _ = write!(s, "\n{}", c.text());
+            }
+            None if self.packets.is_some() => {
+                let _ =
+                    writeln!(s, "# stage clocks: none in this recording (clocks were off); figures from samples only");
+            }
+            None => {}
         }
         let _ = writeln!(s, "\n{:>10} {:>8}  {:<40} {:<8} dso", "samples", "%", "symbol", "stage");
         for r in self.symbols.iter().take(top) {

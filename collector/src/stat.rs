@@ -48,6 +48,10 @@ pub struct StatRow {
     pub ipc: Option<f64>,
     pub cache_misses_per_packet: Option<f64>,
     pub branch_misses_per_packet: Option<f64>,
+    /// The forwarder's stage clocks for this worker over the interval (ns per forwarded
+    /// packet by stage, VPP's columns, device- or worker-bound), when clocks are on: cost
+    /// per stage even where there is no PMU.
+    pub stage_clocks: Option<fwd_abi::clocks::ClockReport>,
 }
 
 /// The events counted and those that could not be.
@@ -65,6 +69,8 @@ struct Unit {
     counters: crate::counting::OpenCounting,
     last: BTreeMap<EventId, u64>,
     last_packets: u64,
+    /// The worker's counters at the last row (stage clocks).
+    last_counters: Vec<u64>,
 }
 
 fn wait_for_segment(pid: i32, child: &mut Option<GatedChild>, timeout: Duration) -> Result<Option<Segment>> {
@@ -97,7 +103,7 @@ fn open_unit(
     if info.is_empty() {
         *info = i;
     }
-    Ok(Unit { name, worker, counters, last: BTreeMap::new(), last_packets: 0 })
+    Ok(Unit { name, worker, counters, last: BTreeMap::new(), last_packets: 0, last_counters: Vec::new() })
 }
 
 fn ratio(a: Option<u64>, b: Option<u64>) -> Option<f64> {
@@ -159,11 +165,22 @@ impl Counted {
         let mut info = Vec::new();
         let mut units = Vec::new();
         match (self.pid, &self.segment) {
-            (Some(p), Some(_)) => {
-                let mut workers: Vec<(usize, i32)> = perf_abi::threads_of(p)?
-                    .into_iter()
-                    .filter_map(|t| fwd_abi::threads::worker_index(&perf_abi::thread_name(p, t)?).map(|w| (w, t)))
-                    .collect();
+            (Some(p), Some(seg)) => {
+                // The segment is up before the workers are started: wait (up to 5 s) until
+                // every worker thread it announces exists.
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                let mut workers: Vec<(usize, i32)> = loop {
+                    let found: Vec<(usize, i32)> = perf_abi::threads_of(p)?
+                        .into_iter()
+                        .filter_map(|t| {
+                            fwd_abi::threads::worker_index(&perf_abi::thread_name(p, t)?).map(|w| (w, t))
+                        })
+                        .collect();
+                    if found.len() >= seg.n_workers() || std::time::Instant::now() >= deadline {
+                        break found;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                };
                 workers.sort_unstable();
                 for (w, tid) in workers {
                     let scope = Scope { pid: Some(tid), cpu: None, inherit: false, enable_on_exec: false, kernel };
@@ -193,7 +210,7 @@ impl Counted {
 
 impl Unit {
     /// This unit's row for the interval ending now (`t` s since the start, `dt` long).
-    fn row(&mut self, t: f64, dt: f64, snap: Option<&fwd_abi::Snapshot>) -> Result<StatRow> {
+    fn row(&mut self, t: f64, dt: f64, snap: Option<&fwd_abi::Snapshot>, tsc_hz: u64) -> Result<StatRow> {
         let mut counts = BTreeMap::new();
         for (ev, v) in crate::counting::read_counting(&mut self.counters)? {
             let prev = self.last.insert(ev, v).unwrap_or(0);
@@ -208,8 +225,22 @@ impl Unit {
             }
             _ => None,
         };
+        let stage_clocks = match (self.worker, snap) {
+            (Some(w), Some(s)) => {
+                let now = s.workers.get(w).cloned().unwrap_or_default();
+                let prev = std::mem::replace(&mut self.last_counters, now);
+                let cur = &self.last_counters;
+                let d = |c: Ctr| {
+                    let i = c as usize;
+                    cur.get(i).copied().unwrap_or(0).saturating_sub(prev.get(i).copied().unwrap_or(0))
+                };
+                fwd_abi::clocks::ClockReport::new(d, tsc_hz, packets.unwrap_or(0)).filter(|_| !prev.is_empty())
+            }
+            _ => None,
+        };
         let get = |e: EventId| counts.get(&e).copied();
         Ok(StatRow {
+            stage_clocks,
             t,
             unit: self.name.clone(),
             packets,
@@ -246,8 +277,10 @@ pub fn stat(
     if let Some(snap) = target.segment.as_ref().map(Segment::snapshot) {
         for u in units.iter_mut() {
             u.last_packets = u.worker.map_or(0, |w| snap.get(w, Ctr::TxPackets));
+            u.last_counters = u.worker.and_then(|w| snap.workers.get(w).cloned()).unwrap_or_default();
         }
     }
+    let tsc_hz = target.segment.as_ref().map_or(0, Segment::tsc_hz);
     for tick in 1u32.. {
         let due = opts.interval * tick;
         let end = opts.duration.map_or(due, |d| due.min(d));
@@ -263,7 +296,7 @@ pub fn stat(
         let dt = opts.interval.as_secs_f64().min(t - opts.interval.as_secs_f64() * (tick - 1) as f64).max(1e-9);
         let snap = target.segment.as_ref().map(Segment::snapshot);
         for u in units.iter_mut() {
-            on_row(&u.row(t, dt, snap.as_ref())?);
+            on_row(&u.row(t, dt, snap.as_ref(), tsc_hz)?);
         }
         if ended || opts.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
@@ -331,12 +364,17 @@ impl StatPrinter {
     }
 }
 
-/// perf stat -I style text for a row: time, unit, then the per-packet figures.
+/// perf stat -I style text for a row: time, unit, the per-packet figures, then the
+/// stage clocks in ns per forwarded packet (when the forwarder keeps them), then counts.
 pub fn row_text(r: &StatRow) -> String {
     let f = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |x| format!("{x:.prec$}"));
     let counts: Vec<String> = r.counts.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let clocks = r.stage_clocks.as_ref().map_or(String::new(), |c| {
+        let stages: Vec<String> = c.ns_by_stage().iter().map(|(s, v)| format!("{s} {v:.1}")).collect();
+        format!("  clock ns/pkt: {}; idle {:.0}%", stages.join(" "), 100.0 * c.idle_share)
+    });
     format!(
-        "{:>9.3} {:<10} {:>8} {:>10} {:>10} {:>6} {:>10} {:>10}  {}",
+        "{:>9.3} {:<10} {:>8} {:>10} {:>10} {:>6} {:>10} {:>10}  {}{}",
         r.t,
         r.unit,
         f(r.mpps, 3),
@@ -345,7 +383,8 @@ pub fn row_text(r: &StatRow) -> String {
         f(r.ipc, 2),
         f(r.cache_misses_per_packet, 3),
         f(r.branch_misses_per_packet, 3),
-        counts.join(" ")
+        counts.join(" "),
+        clocks
     )
 }
 

@@ -156,6 +156,7 @@ mod tests {
                 mean: *m,
                 ci95: (*m, *m),
                 stages: BTreeMap::new(),
+                clocks: BTreeMap::new(),
                 best: false,
                 vs_best: None,
             })

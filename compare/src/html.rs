@@ -6,7 +6,7 @@
 
 use crate::results::{read_results, summarize, table_text, Summary};
 use crate::{Error, Result};
-use analyzer::rules::{Rules, STAGE_ORDER};
+use analyzer::rules::{Rules, APART, STAGE_ORDER};
 use collector::recording::Recording;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
@@ -95,18 +95,21 @@ fn stage_chart(sums: &[Summary], unit: &str) -> Result<String> {
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
-        let total = |s: &Summary| STAGE_ORDER.iter().filter_map(|st| s.stages.get(*st)).sum::<f64>();
+        // The forwarding stages only: the synthetic device and waiting are not the
+        // forwarder's cost, and are listed apart in the table.
+        let order: Vec<&str> = STAGE_ORDER.iter().copied().filter(|s| !APART.contains(s)).collect();
+        let total = |s: &Summary| order.iter().filter_map(|st| s.stages.get(*st)).sum::<f64>();
         let hi = sums.iter().map(total).fold(0.0f64, f64::max) * 1.15 + 1e-9;
-        let caption = format!("Cost per packet by stage ({unit}/packet, medians)");
+        let caption = format!("Forwarding cost per packet by stage ({unit}/packet, medians; device apart)");
         let mut ch = setting_chart(&root, sums, &caption, &format!("{unit}/packet"), hi)?;
-        for (k, st) in STAGE_ORDER.iter().enumerate() {
+        for (k, st) in order.iter().enumerate() {
             let color = STAGE_COLORS[k % STAGE_COLORS.len()];
             let bars: Vec<Rectangle<(SegmentValue<usize>, f64)>> = sums
                 .iter()
                 .enumerate()
                 .filter_map(|(i, s)| {
                     let v = *s.stages.get(*st)?;
-                    let below: f64 = STAGE_ORDER[..k].iter().filter_map(|x| s.stages.get(*x)).sum();
+                    let below: f64 = order[..k].iter().filter_map(|x| s.stages.get(*x)).sum();
                     Some(Rectangle::new(
                         [(SegmentValue::Exact(i), below), (SegmentValue::Exact(i + 1), below + v)],
                         color.filled(),

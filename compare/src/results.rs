@@ -22,6 +22,9 @@ pub struct RunResult {
     pub mpps: f64,
     /// Sampled cost per forwarded packet by stage (ns or events).
     pub stages: BTreeMap<String, f64>,
+    /// The forwarder's stage clocks, ns per forwarded packet by stage (empty when off).
+    #[serde(default)]
+    pub clocks: BTreeMap<String, f64>,
 }
 
 /// A setting against the best one.
@@ -45,6 +48,8 @@ pub struct Summary {
     pub ci95: (f64, f64),
     /// Median per-packet cost of each stage over the runs.
     pub stages: BTreeMap<String, f64>,
+    /// Median stage clocks, ns per forwarded packet, over the runs that had them.
+    pub clocks: BTreeMap<String, f64>,
     pub best: bool,
     /// Against the best setting (none for the best itself).
     pub vs_best: Option<Comparison>,
@@ -67,9 +72,13 @@ pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
             let xs = mpps(s);
             let (mean, ci95) = mean_ci95(&xs);
             let mut stage_vals: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            let mut clock_vals: BTreeMap<String, Vec<f64>> = BTreeMap::new();
             for r in of(s) {
                 for (k, v) in &r.stages {
                     stage_vals.entry(k.clone()).or_default().push(*v);
+                }
+                for (k, v) in &r.clocks {
+                    clock_vals.entry(k.clone()).or_default().push(*v);
                 }
             }
             let is_best = best.as_deref() == Some(*s);
@@ -88,6 +97,7 @@ pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
                 mean,
                 ci95,
                 stages: stage_vals.into_iter().map(|(k, v)| (k, median(&v))).collect(),
+                clocks: clock_vals.into_iter().map(|(k, v)| (k, median(&v))).collect(),
                 best: is_best,
                 vs_best,
             }
@@ -139,11 +149,33 @@ pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
             }
         }
     }
+    if sums.iter().any(|s| !s.clocks.is_empty()) {
+        let _ = write!(out, "  {:<w$} {:>4} {:>8} {:>19}", "", "", "", "stage clocks:");
+        for st in stages {
+            let _ = write!(out, " {:>8}", format!("{st}"));
+        }
+        let _ = writeln!(out, "  [ns/packet, TSC, medians]");
+        for s in sums {
+            let _ = write!(out, "  {:<w$} {:>4} {:>8} {:>19}", s.setting, "", "", "");
+            for st in stages {
+                match s.clocks.get(*st) {
+                    Some(v) => {
+                        let _ = write!(out, " {v:>8.1}");
+                    }
+                    None => {
+                        let _ = write!(out, " {:>8}", "-");
+                    }
+                }
+            }
+            out.push('\n');
+        }
+    }
     out
 }
 
 /// Every run as one Parquet file: setting, repeat, one column per swept parameter, mpps,
-/// and `<stage>_per_packet` per stage (null where a run has none).
+/// `<stage>_per_packet` per sampled stage and `clock_<stage>_ns` per clocked stage (null
+/// where a run has none).
 pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
     use polars::prelude::*;
     let err = |e: PolarsError| Error::Results { path: path.into(), msg: e.to_string() };
@@ -168,6 +200,15 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
         cols.push(Column::new(
             format!("{st}_per_packet").into(),
             runs.iter().map(|r| r.stages.get(*st).copied()).collect::<Vec<_>>(),
+        ));
+    }
+    let mut clocks: Vec<&String> = runs.iter().flat_map(|r| r.clocks.keys()).collect();
+    clocks.sort();
+    clocks.dedup();
+    for st in &clocks {
+        cols.push(Column::new(
+            format!("clock_{st}_ns").into(),
+            runs.iter().map(|r| r.clocks.get(*st).copied()).collect::<Vec<_>>(),
         ));
     }
     let mut df = DataFrame::new_infer_height(cols).map_err(err)?;
@@ -195,10 +236,15 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
     let mpps: Vec<f64> =
         col("mpps")?.f64().map_err(|_| bad("`mpps` is not f64"))?.iter().map(|v| v.unwrap_or(f64::NAN)).collect();
     let mut stages: Vec<(String, Vec<Option<f64>>)> = Vec::new();
+    let mut clocks: Vec<(String, Vec<Option<f64>>)> = Vec::new();
     for c in df.columns() {
+        let floats = || -> Result<Vec<Option<f64>>> {
+            Ok(c.f64().map_err(|_| bad(&format!("`{}` is not f64", c.name())))?.iter().collect())
+        };
         if let Some(st) = c.name().strip_suffix("_per_packet") {
-            let v = c.f64().map_err(|_| bad(&format!("`{}` is not f64", c.name())))?.iter().collect();
-            stages.push((st.to_string(), v));
+            stages.push((st.to_string(), floats()?));
+        } else if let Some(st) = c.name().strip_prefix("clock_").and_then(|s| s.strip_suffix("_ns")) {
+            clocks.push((st.to_string(), floats()?));
         }
     }
     Ok((0..df.height())
@@ -208,6 +254,7 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
             repeat: repeats[i] as usize,
             mpps: mpps[i],
             stages: stages.iter().filter_map(|(s, v)| Some((s.clone(), v[i]?))).collect(),
+            clocks: clocks.iter().filter_map(|(s, v)| Some((s.clone(), v[i]?))).collect(),
         })
         .collect())
 }
@@ -231,6 +278,7 @@ mod tests {
                     repeat: i,
                     mpps: mean * (1.0 + sd * z),
                     stages: BTreeMap::new(),
+                    clocks: BTreeMap::new(),
                 }
             })
             .collect()

@@ -136,6 +136,7 @@ impl Runner<'_> {
             repeat: 0,
             mpps: recording_mpps(&rec)?,
             stages: t.stages.iter().filter_map(|r| Some((r.stage.clone(), r.per_packet?))).collect(),
+            clocks: t.clock_check.as_ref().map(|c| c.clocks.ns_by_stage().into_iter().collect()).unwrap_or_default(),
         };
         self.analysis += t_an.elapsed();
         Ok(res)

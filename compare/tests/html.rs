@@ -25,6 +25,7 @@ fn sweep_dir() -> PathBuf {
                 ("lookup".to_string(), if fast { 21.0 } else { 31.0 }),
                 ("driver".to_string(), 33.0),
             ]),
+            clocks: BTreeMap::from([("lookup".to_string(), if fast { 20.0 } else { 30.0 })]),
         });
     }
     write_parquet(&dir.join("results.parquet"), &runs).unwrap();

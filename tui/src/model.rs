@@ -3,10 +3,12 @@
 //! segment, as the collector samples it) become rates at each [`Model::tick`]. No terminal
 //! here: the view renders a `Model`, and tests feed one fixed batches.
 
-use analyzer::rules::STAGE_ORDER;
+use analyzer::crosscheck::MAX_POINTS_APART;
+use analyzer::rules::{APART, STAGE_ORDER};
 use analyzer::stages::Attributor;
 use collector::recording::{CounterRow, CountingInfo, SamplingInfo};
 use collector::stream::Batch;
+use fwd_abi::clocks::ClockReport;
 use fwd_abi::rtstat::IntervalRow;
 use fwd_abi::{CacheMode, Ctr, Snapshot, COUNTER_NAMES, N_COUNTERS};
 use std::collections::{HashMap, VecDeque};
@@ -97,6 +99,13 @@ pub struct StageLine {
     pub per_packet: Option<f64>,
     /// The forwarder's own stage clock, ns per forwarded packet, when enabled.
     pub clock_ns: Option<f64>,
+    /// Percent of the forwarding samples (forwarding stages and other; none for the
+    /// device and idle, which are apart).
+    pub share: Option<f64>,
+    /// Percent of the forwarding clocks (forwarding stages only).
+    pub clock_share: Option<f64>,
+    /// The two shares more than 5 points apart.
+    pub disagrees: bool,
 }
 
 /// One symbol's line.
@@ -151,6 +160,8 @@ pub struct Model {
     pub rates: Rates,
     pub history: VecDeque<Rates>,
     pub stages: Vec<StageLine>,
+    /// The forwarder's stage clocks over the last interval (when on).
+    pub clocks: Option<ClockReport>,
     pub symbols: Vec<SymbolLine>,
     pub rtstat: VecDeque<IntervalRow>,
     pub workers: Vec<WorkerLine>,
@@ -196,6 +207,7 @@ impl Model {
             rates: Rates::default(),
             history: VecDeque::with_capacity(HISTORY),
             stages: Vec::new(),
+            clocks: None,
             symbols: Vec::new(),
             rtstat: VecDeque::with_capacity(RTSTAT_ROWS),
             workers: Vec::new(),
@@ -427,7 +439,17 @@ impl Model {
             self.stage_names.iter().cloned().zip(self.pending.iter_mut().map(std::mem::take)).collect();
         let total: u64 = pending.values().map(|v| v.0).sum();
         self.interval_samples = total;
-        let clocks = self.clock_ns(packets);
+        self.clocks = self.clock_report(packets);
+        let mut clock_ns: HashMap<String, f64> = HashMap::new();
+        let mut clock_share: HashMap<String, f64> = HashMap::new();
+        if let Some(c) = &self.clocks {
+            clock_ns.extend(c.ns_by_stage());
+            clock_share.extend(c.share_by_stage());
+            for r in c.rows.iter().filter(|r| APART.contains(&r.stage.as_str())) {
+                clock_ns.insert(r.stage.clone(), r.ns_per_forwarded.unwrap_or(0.0));
+            }
+        }
+        let forwarding: u64 = pending.iter().filter(|(s, _)| !APART.contains(&s.as_str())).map(|(_, v)| v.0).sum();
         let mut names: Vec<String> = STAGE_ORDER.iter().map(|s| s.to_string()).collect();
         for k in &self.stage_names {
             if !names.contains(k) {
@@ -438,10 +460,16 @@ impl Model {
             .into_iter()
             .map(|stage| {
                 let (n, period) = pending.get(&stage).copied().unwrap_or((0, 0));
+                let share =
+                    (!APART.contains(&stage.as_str()) && forwarding > 0).then(|| 100.0 * n as f64 / forwarding as f64);
+                let cs = clock_share.get(&stage).copied();
                 StageLine {
                     percent: if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 },
                     per_packet: packets.filter(|&p| p > 0 && total > 0).map(|p| period as f64 / p as f64),
-                    clock_ns: clocks.as_ref().and_then(|c| c.get(stage.as_str()).copied()),
+                    clock_ns: clock_ns.get(&stage).copied(),
+                    disagrees: matches!((share, cs), (Some(a), Some(b)) if (a - b).abs() > MAX_POINTS_APART),
+                    share,
+                    clock_share: cs,
                     samples: n,
                     stage,
                 }
@@ -449,29 +477,11 @@ impl Model {
             .collect()
     }
 
-    /// The forwarder's stage clocks over the last interval, ns per forwarded packet, by
-    /// analyzer stage (driver = rx + tx).
-    fn clock_ns(&self, packets: Option<u64>) -> Option<HashMap<&'static str, f64>> {
+    /// The forwarder's stage clocks over the last interval (none when off).
+    fn clock_report(&self, packets: Option<u64>) -> Option<ClockReport> {
         let (prev, cur) = (self.at_tick.as_ref()?, self.latest.as_ref()?);
         let f = self.forwarder.as_ref()?;
-        let p = packets.filter(|&p| p > 0)? as f64;
-        let tsc = f.tsc_hz as f64;
-        if tsc <= 0.0 {
-            return None;
-        }
-        let d = |c: Ctr| cur.total(c).saturating_sub(prev.total(c)) as f64 / tsc * 1e9 / p;
-        if [Ctr::ClkDriverRx, Ctr::ClkIp, Ctr::ClkLookup].iter().all(|&c| d(c) == 0.0) {
-            return None; // clocks off
-        }
-        Some(HashMap::from([
-            ("driver", d(Ctr::ClkDriverRx) + d(Ctr::ClkDriverTx)),
-            ("ip", d(Ctr::ClkIp)),
-            ("lookup", d(Ctr::ClkLookup)),
-            ("gc", d(Ctr::ClkGc)),
-            ("slab", d(Ctr::ClkSlab)),
-            ("nic", d(Ctr::ClkNic)),
-            ("idle", d(Ctr::ClkIdle)),
-        ]))
+        ClockReport::new(|c| cur.total(c).saturating_sub(prev.total(c)), f.tsc_hz, packets?)
     }
 
     fn symbol_lines(&self) -> Vec<SymbolLine> {

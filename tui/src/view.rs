@@ -4,7 +4,7 @@
 //! per interval, and per worker), the top symbols, a status line and the help overlay.
 //! Terminals under 80x24 get a compact layout; under 40x12 a plain notice.
 
-use crate::model::{Model, SymbolMode};
+use crate::model::{Model, StageLine, SymbolMode};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -144,7 +144,12 @@ fn header(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     }
     let events = Line::from(Span::styled(m.events_line(), Style::new().fg(Color::Gray)));
     let r = m.rates;
-    let rates = format!("rx {:.3} Mpps  tx {:.3} Mpps  dropped {:.3} Mpps  ", r.rx_mpps, r.tx_mpps, r.drop_mpps);
+    let bound = match &m.clocks {
+        Some(c) if c.device_bound => format!("device-bound (idle {:.0}%)  ", 100.0 * c.idle_share),
+        Some(c) => format!("worker-bound (idle {:.0}%)  ", 100.0 * c.idle_share),
+        None => String::new(),
+    };
+    let rates = format!("rx {:.3} Mpps  tx {:.3} Mpps  dropped {:.3} Mpps  {bound}", r.rx_mpps, r.tx_mpps, r.drop_mpps);
     let [l0, l1, l2] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
     f.render_widget(Paragraph::new(Line::from(title)), l0);
     f.render_widget(Paragraph::new(events), l1);
@@ -166,19 +171,33 @@ fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     let unit = m.unit();
     let clocks = m.stages.iter().any(|s| s.clock_ns.is_some());
     let title = format!(" stages, last interval: {} samples ", m.interval_samples);
-    let bar_w = 12usize;
+    let bar_w = 10usize;
     let mut rows = Vec::new();
-    for s in &m.stages {
-        let filled = ((s.percent / 100.0) * bar_w as f64).round() as usize;
-        let bar = format!("{}{}", "█".repeat(filled.min(bar_w)), " ".repeat(bar_w - filled.min(bar_w)));
+    let (forwarding, apart): (Vec<&StageLine>, Vec<&StageLine>) = m.stages.iter().partition(|s| s.share.is_some());
+    for s in forwarding.iter().chain(&apart) {
+        // Bars for the forwarding stages only, by their share of forwarding work; the
+        // device and waiting are listed apart, without a bar.
+        let bar = match s.share {
+            Some(share) => {
+                let filled = (((share / 100.0) * bar_w as f64).round() as usize).min(bar_w);
+                format!("{}{}", "█".repeat(filled), " ".repeat(bar_w - filled))
+            }
+            None => format!("{:<bar_w$}", "apart"),
+        };
         let pp = s.per_packet.map_or("-".to_string(), |v| format!("{v:.1}"));
         let ck = s.clock_ns.map_or("-".to_string(), |v| format!("{v:.1}"));
+        let pts = match (s.share, s.clock_share) {
+            (Some(a), Some(b)) => format!("{:+.1}{}", a - b, if s.disagrees { "!" } else { "" }),
+            _ => "-".to_string(),
+        };
+        let shown = s.share.unwrap_or(s.percent);
         rows.push(Row::new(vec![
             Cell::from(s.stage.clone()).style(Style::new().fg(stage_color(&s.stage))),
             Cell::from(bar).style(Style::new().fg(stage_color(&s.stage))),
-            Cell::from(format!("{:5.1}%", s.percent)),
+            Cell::from(format!("{shown:5.1}%")),
             Cell::from(pp),
             Cell::from(ck),
+            Cell::from(pts).style(if s.disagrees { Style::new().fg(Color::Red) } else { Style::new() }),
         ]));
     }
     let header = Row::new(vec![
@@ -186,7 +205,8 @@ fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
         String::new(),
         "%".to_string(),
         format!("{unit}/pkt"),
-        if clocks { "clock ns".into() } else { "clock off".into() },
+        if clocks { "clock".into() } else { "clk off".into() },
+        "pts".to_string(),
     ])
     .style(Style::new().add_modifier(Modifier::BOLD));
     let t = Table::new(
@@ -195,8 +215,9 @@ fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
             Constraint::Length(6),
             Constraint::Length(bar_w as u16),
             Constraint::Length(6),
+            Constraint::Length(8),
             Constraint::Length(9),
-            Constraint::Length(9),
+            Constraint::Length(6),
         ],
     )
     .header(header)

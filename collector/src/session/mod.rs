@@ -338,14 +338,19 @@ pub fn record(
             sink.record(r);
         }
         sink.end_pass();
-        if last_counters.elapsed() >= opts.counter_interval {
-            last_counters = Instant::now();
-            if is_forwarder && segment.is_none() {
-                segment = target.pid.and_then(|p| Segment::find_for(p as u32));
-                if let Some(s) = &segment {
-                    sink.meta.forwarder = serde_json::from_str(&s.config_json()).ok();
-                }
+        // Look for the forwarder's segment on every pass until it is up, and take a row
+        // as soon as it is: per-packet figures divide the samples by the packets between
+        // the first and the last row, so the rows must span the forwarding.
+        let mut found = false;
+        if is_forwarder && segment.is_none() {
+            segment = target.pid.and_then(|p| Segment::find_for(p as u32));
+            if let Some(s) = &segment {
+                sink.meta.forwarder = serde_json::from_str(&s.config_json()).ok();
+                found = true;
             }
+        }
+        if found || last_counters.elapsed() >= opts.counter_interval {
+            last_counters = Instant::now();
             let t = perf_abi::mono_ns();
             let rows = counter_rows(&mut counting, segment.as_ref(), t)?;
             sink.counters(t, rows);
@@ -373,6 +378,14 @@ pub fn record(
         sink.record(r);
     }
     sink.end_pass();
+    // The last row after the target stopped (its segment stays mapped here), so the
+    // packets cover every sample taken.
+    if segment.is_some() {
+        let t = perf_abi::mono_ns();
+        if let Ok(rows) = counter_rows(&mut counting, segment.as_ref(), t) {
+            sink.counters(t, rows);
+        }
+    }
     finish(sink, ended_by, log)
 }
 

@@ -1,0 +1,184 @@
+//! Two instruments side by side: the sampled stage table of a forwarder's worker threads
+//! against the forwarder's own per-burst stage clocks (from the recording's counters).
+//! Per stage: sampled and clocked cost per forwarded packet, each one's share of the
+//! forwarding work, and the difference in points of share; a stage more than
+//! [`MAX_POINTS_APART`] apart is flagged, so a user can tell which figures to trust. The
+//! synthetic device and waiting are compared apart from the forwarding stages.
+
+use crate::rules::OTHER;
+use crate::Result;
+use collector::recording::Recording;
+use fwd_abi::clocks::ClockReport;
+use fwd_abi::counters::is_forwarding_stage;
+use fwd_abi::{Ctr, COUNTER_NAMES};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Points of share two instruments may differ by before a stage is flagged.
+pub const MAX_POINTS_APART: f64 = 5.0;
+
+/// One stage, both instruments.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckRow {
+    pub stage: String,
+    /// Sampled cost per forwarded packet (ns for clock events; none for other events).
+    pub sampled_ns: Option<f64>,
+    /// Clocked cost per forwarded packet, ns (none for `other`, which clocks cannot see).
+    pub clock_ns: Option<f64>,
+    /// Percent of the workers' forwarding samples (forwarding stages and `other`).
+    pub sampled_share: f64,
+    /// Percent of the forwarding clocks.
+    pub clock_share: Option<f64>,
+    /// sampled - clocked share, in points.
+    pub points_apart: Option<f64>,
+    /// More than [`MAX_POINTS_APART`] points apart.
+    pub flagged: bool,
+}
+
+/// The comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClockCheck {
+    /// The sampled event.
+    pub event: String,
+    pub tsc_hz: u64,
+    /// Where the TSC rate came from.
+    pub tsc_source: String,
+    /// The clocks over the recording.
+    pub clocks: ClockReport,
+    /// Forwarding stages (and `other`), both instruments.
+    pub rows: Vec<CheckRow>,
+    /// Samples of the worker threads that fell in forwarding stages or `other`.
+    pub worker_samples: u64,
+    /// `other`'s share of the workers' samples, percent.
+    pub other_share: f64,
+}
+
+impl ClockCheck {
+    /// Whether every stage is within [`MAX_POINTS_APART`].
+    pub fn agrees(&self) -> bool {
+        !self.rows.iter().any(|r| r.flagged)
+    }
+
+    /// The comparison as text.
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "# two instruments, worker threads only: samples of {} against the forwarder's per-burst stage clocks \
+             (TSC {:.3} MHz, {})",
+            self.event,
+            self.tsc_hz as f64 / 1e6,
+            self.tsc_source
+        );
+        let _ = writeln!(
+            s,
+            "{:<8} {:>14} {:>12} {:>10} {:>9} {:>8}",
+            "stage", "sampled ns/pkt", "clock ns/pkt", "sampled %", "clock %", "points"
+        );
+        let f = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |x| format!("{x:.p$}"));
+        for r in &self.rows {
+            let _ = writeln!(
+                s,
+                "{:<8} {:>14} {:>12} {:>9.1}% {:>9} {:>8}{}",
+                r.stage,
+                f(r.sampled_ns, 1),
+                f(r.clock_ns, 1),
+                r.sampled_share,
+                r.clock_share.map_or("-".to_string(), |v| format!("{v:.1}%")),
+                r.points_apart.map_or("-".to_string(), |v| format!("{v:+.1}")),
+                if r.flagged { "  DISAGREE" } else { "" }
+            );
+        }
+        let flagged: Vec<&str> = self.rows.iter().filter(|r| r.flagged).map(|r| r.stage.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "# {}; other {:.1}% of the workers' samples; {}; {}",
+            if flagged.is_empty() {
+                format!("the instruments agree: every stage within {MAX_POINTS_APART:.0} points")
+            } else {
+                format!(
+                    "the instruments disagree on {} (more than {MAX_POINTS_APART:.0} points apart): trust neither \
+                     figure for it",
+                    flagged.join(", ")
+                )
+            },
+            self.other_share,
+            self.clocks.bound_text(),
+            self.clocks.scale_text()
+        );
+        s
+    }
+}
+
+/// Counter deltas (last minus first, summed over workers) of a recording's forwarder rows.
+fn counter_deltas(rec: &Recording) -> Result<HashMap<String, u64>> {
+    let mut first: HashMap<(i32, String), u64> = HashMap::new();
+    let mut last: HashMap<(i32, String), u64> = HashMap::new();
+    for r in rec.counters()?.into_iter().filter(|r| r.is_forwarder()) {
+        first.entry((r.worker, r.name.clone())).or_insert(r.value);
+        last.insert((r.worker, r.name), r.value);
+    }
+    let mut out: HashMap<String, u64> = HashMap::new();
+    for ((w, name), v) in last {
+        let d = v.saturating_sub(first.get(&(w, name.clone())).copied().unwrap_or(0));
+        *out.entry(name).or_default() += d;
+    }
+    Ok(out)
+}
+
+/// The comparison for a recording of the forwarder, given the sampled `event` and the
+/// worker threads' stage totals (stage -> samples, period); None when the recording has no
+/// stage clocks (clocks off, a kernel or other target) or no packets.
+pub fn clock_check(rec: &Recording, event: &str, totals: &HashMap<String, (u64, u64)>) -> Result<Option<ClockCheck>> {
+    let deltas = counter_deltas(rec)?;
+    let d = |c: Ctr| deltas.get(COUNTER_NAMES[c as usize]).copied().unwrap_or(0);
+    let forwarded = d(Ctr::TxPackets);
+    let info = rec.meta.forwarder.as_ref().map(|f| &f["info"]);
+    let tsc_hz = info.and_then(|i| i["tsc_hz"].as_u64()).unwrap_or(0);
+    let tsc_source = info.and_then(|i| i["tsc_source"].as_str()).unwrap_or("not recorded").to_string();
+    let Some(clocks) = ClockReport::new(d, tsc_hz, forwarded).filter(|_| forwarded > 0 && tsc_hz > 0) else {
+        return Ok(None);
+    };
+    let in_scope = |st: &str| is_forwarding_stage(st) || st == OTHER;
+    let worker_samples: u64 = totals.iter().filter(|(s, _)| in_scope(s)).map(|(_, v)| v.0).sum();
+    let ns_events = collector::events::is_clock(event);
+    let clock_ns: HashMap<String, f64> = clocks.ns_by_stage().into_iter().collect();
+    let clock_share: HashMap<String, f64> = clocks.share_by_stage().into_iter().collect();
+    let mut stages: Vec<String> = totals.keys().filter(|s| in_scope(s)).cloned().collect();
+    for s in clock_ns.keys() {
+        if !stages.contains(s) {
+            stages.push(s.clone());
+        }
+    }
+    let rank = |s: &str| crate::rules::STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(usize::MAX);
+    stages.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
+    let rows = stages
+        .into_iter()
+        .map(|stage| {
+            let (n, period) = totals.get(&stage).copied().unwrap_or((0, 0));
+            let sampled_share = if worker_samples == 0 { 0.0 } else { 100.0 * n as f64 / worker_samples as f64 };
+            let cs = clock_share.get(&stage).copied();
+            let apart = cs.map(|c| sampled_share - c);
+            CheckRow {
+                sampled_ns: ns_events.then(|| period as f64 / forwarded as f64),
+                clock_ns: clock_ns.get(&stage).copied(),
+                sampled_share,
+                clock_share: cs,
+                points_apart: apart,
+                flagged: apart.is_some_and(|a| a.abs() > MAX_POINTS_APART),
+                stage,
+            }
+        })
+        .collect();
+    let other = totals.get(OTHER).map_or(0, |v| v.0);
+    Ok(Some(ClockCheck {
+        event: event.to_string(),
+        tsc_hz,
+        tsc_source,
+        clocks,
+        rows,
+        worker_samples,
+        other_share: if worker_samples == 0 { 0.0 } else { 100.0 * other as f64 / worker_samples as f64 },
+    }))
+}
