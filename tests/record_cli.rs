@@ -214,3 +214,76 @@ fn report_attributes_a_forwarder_recording_to_its_stages() {
     assert!(text.contains("fwd_lookup_fib_dir24") && text.contains("ns/packet"), "{text}");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// Both instruments must find a planted cost: the calibration stage spins a known time per
+/// forwarded packet (`--spin-ns`), and the sampled profile of the worker threads and the
+/// forwarder's own stage clocks each report it, per forwarded packet, in the report's
+/// cross-check.
+#[test]
+fn both_instruments_find_the_planted_calibration_cost() {
+    if !perf_ok() {
+        return;
+    }
+    let out = tmpdir("planted");
+    let rec = fwdscope()
+        .args(["record", "-F", "2000", "-o"])
+        .arg(&out)
+        .args(["--", "--duration", "2", "--routes", "5000", "--cache", "nocache", "--fib", "dir24"])
+        .args(["--spin-ns", "300", "--no-pin"])
+        .output()
+        .unwrap();
+    assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
+    let rep = fwdscope().args(["report", "--format", "json", "-i"]).arg(&out).output().unwrap();
+    assert!(rep.status.success(), "{}", String::from_utf8_lossy(&rep.stderr));
+    let t: serde_json::Value = serde_json::from_slice(&rep.stdout).unwrap();
+    let check = &t["clock_check"];
+    assert!(check.is_object(), "no cross-check in the report: {t}");
+    let row = check["rows"].as_array().unwrap().iter().find(|r| r["stage"] == "calib").cloned();
+    let row = row.unwrap_or_else(|| panic!("no calib row: {check}"));
+    let clock = row["clock_ns"].as_f64().unwrap();
+    let sampled = row["sampled_ns"].as_f64().unwrap();
+    // The spin is timed by the TSC itself and asks for its own call overhead less; in a
+    // debug build on a shared machine that compensation and the run-queue correction are
+    // rough: +-10%.
+    assert!((270.0..=330.0).contains(&clock), "clocked calib {clock} ns/packet");
+    // Sampling at 2 kHz for 2 s leaves a few hundred samples in the spin: +-20%.
+    assert!((240.0..=360.0).contains(&sampled), "sampled calib {sampled} ns/packet");
+    let text = fwdscope().args(["report", "-i"]).arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("# two instruments, worker threads only: samples of"), "{text}");
+    assert!(text.contains("calib"), "{text}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// A forwarder fed by a slow device waits most of its time: its summary must say the rate
+/// is the device's, not the forwarder's capacity.
+#[test]
+fn a_device_bound_run_says_so() {
+    let out = fwdscope()
+        .args(["forward", "--duration", "1", "--routes", "2000", "--rate", "20k", "--json", "--no-pin"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .unwrap_or_else(|| panic!("no summary line: {stdout}"));
+    let clocks = &summary["clocks"];
+    assert_eq!(clocks["device_bound"], true, "{clocks}");
+    assert!(clocks["idle_share"].as_f64().unwrap() > 0.5, "{clocks}");
+    let text = fwdscope()
+        .args(["forward", "--duration", "0.5", "--routes", "2000", "--rate", "20k", "--no-pin"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("device-bound: the workers waited for packets"), "{text}");
+    // With the clocks off nothing can be said, and the summary says they were off.
+    let off = fwdscope()
+        .args(["forward", "--duration", "0.3", "--routes", "2000", "--no-stage-clock", "--no-pin"])
+        .output()
+        .unwrap();
+    let off = String::from_utf8_lossy(&off.stdout);
+    assert!(off.contains("stage clocks: off (--no-stage-clock)") && !off.contains("-bound"), "{off}");
+}

@@ -172,9 +172,7 @@ impl Counted {
                 let mut workers: Vec<(usize, i32)> = loop {
                     let found: Vec<(usize, i32)> = perf_abi::threads_of(p)?
                         .into_iter()
-                        .filter_map(|t| {
-                            fwd_abi::threads::worker_index(&perf_abi::thread_name(p, t)?).map(|w| (w, t))
-                        })
+                        .filter_map(|t| fwd_abi::threads::worker_index(&perf_abi::thread_name(p, t)?).map(|w| (w, t)))
                         .collect();
                     if found.len() >= seg.n_workers() || std::time::Instant::now() >= deadline {
                         break found;

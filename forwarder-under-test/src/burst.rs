@@ -34,7 +34,8 @@ pub const N_STAGES: usize = 9;
 /// to a stage), so the cost of reading the clock is spread over the burst's packets and
 /// nothing is timed per packet. Calls and packets are counted whether clocks run or not.
 /// Work nested inside a stage that must be charged apart (a garbage-collector run inside
-/// lookup) is timed by its caller and moved with [`StageClock::move_clocks`].
+/// lookup) is timed by its caller in every poll and moved with
+/// [`StageClock::move_clocks`]: `gc`'s clocks are never scaled.
 pub struct StageClock {
     /// Clocks run (calls and packets are counted either way).
     pub enabled: bool,
@@ -109,12 +110,31 @@ impl StageClock {
         self.packets[stage as usize] += packets as u64;
     }
 
-    /// Move `clocks` from one stage to another (nested work timed by its caller).
+    /// Nested work timed by its caller in every poll (rare, long work such as a
+    /// garbage-collector run: clocking one poll in N would miss it): `clocks` go to `to`
+    /// unscaled; in a clocked poll they also leave `from`'s lap, which included them.
     #[inline(always)]
     pub fn move_clocks(&mut self, clocks: u64, from: Stage, to: Stage) {
-        let c = clocks.min(self.clocks[from as usize]);
-        self.clocks[from as usize] -= c;
-        self.clocks[to as usize] += c;
+        if !self.enabled {
+            return;
+        }
+        if self.on {
+            let c = clocks.min(self.clocks[from as usize]);
+            self.clocks[from as usize] -= c;
+        }
+        self.clocks[to as usize] += clocks;
+    }
+
+    /// Work timed apart in every poll (not scaled up): `clocks` to `stage`; in a clocked
+    /// poll the next lap starts after it.
+    #[inline(always)]
+    pub fn add_every_poll(&mut self, stage: Stage, clocks: u64) {
+        if self.enabled {
+            self.clocks[stage as usize] += clocks;
+            if self.on {
+                self.last = self.last.wrapping_add(clocks);
+            }
+        }
     }
 
     /// Publish into a counter vector (the `clk_*`, `calls_*` and `pkts_*` counters, and
@@ -154,5 +174,45 @@ impl Default for Burst {
             nh: [0; MAX_BURST],
             dst: [NIL; MAX_BURST],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nested GC time: in a clocked poll it leaves lookup's lap and goes to gc; in an
+    /// unclocked poll lookup has no lap to leave, and gc still gets it (never scaled).
+    #[test]
+    fn nested_work_moves_between_stages_in_every_poll() {
+        let mut every = StageClock::new(true, 1, 7);
+        every.start();
+        assert!(every.on());
+        every.lap(Stage::Lookup);
+        every.clocks[Stage::Lookup as usize] = 1_000; // a lap of 1000 ticks, by hand
+        every.move_clocks(300, Stage::Lookup, Stage::Gc);
+        assert_eq!((every.clocks[Stage::Lookup as usize], every.clocks[Stage::Gc as usize]), (700, 300));
+        // More than the lap held: lookup is emptied, not wrapped.
+        every.move_clocks(900, Stage::Lookup, Stage::Gc);
+        assert_eq!((every.clocks[Stage::Lookup as usize], every.clocks[Stage::Gc as usize]), (0, 1_200));
+
+        let mut never = StageClock::new(true, 1024, 7);
+        let mut clocked = 0;
+        for _ in 0..10 {
+            never.start();
+            clocked += u64::from(never.on());
+            never.move_clocks(50, Stage::Lookup, Stage::Gc);
+            never.add_every_poll(Stage::Gc, 5);
+        }
+        assert_eq!(never.polls, 10);
+        assert_eq!(never.clocked_polls, clocked);
+        assert_eq!(never.clocks[Stage::Gc as usize], 550, "gc timed in every poll");
+        // Clocks off: nothing moves.
+        let mut off = StageClock::new(false, 1, 7);
+        off.start();
+        off.move_clocks(50, Stage::Lookup, Stage::Gc);
+        off.add_every_poll(Stage::Gc, 5);
+        assert_eq!(off.clocks, [0; N_STAGES]);
+        assert_eq!(off.clocked_polls, 0);
     }
 }

@@ -68,11 +68,13 @@ impl ClockReport {
     /// forwarded. None when the clocks were off (no clocked time at all).
     pub fn new(delta: impl Fn(Ctr) -> u64, tsc_hz: u64, forwarded: u64) -> Option<ClockReport> {
         // Polls are clocked one in N at random: the clocks measured, scaled by polls over
-        // polls clocked, estimate every poll's.
+        // polls clocked, estimate every poll's. Garbage collection (rare, long) is timed in
+        // every poll and is not scaled.
         let (polls, clocked) = (delta(Ctr::Polls), delta(Ctr::ClockedPolls));
         let scale = if polls > 0 && clocked > 0 { polls as f64 / clocked as f64 } else { 1.0 };
         let measured = delta;
         let delta = |c: Ctr| match c {
+            Ctr::ClkGc => measured(Ctr::ClkGc),
             c if STAGE_CLOCKS.iter().any(|s| s.clocks == c) => (measured(c) as f64 * scale).round() as u64,
             c => measured(c),
         };

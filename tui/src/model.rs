@@ -445,7 +445,9 @@ impl Model {
         if let Some(c) = &self.clocks {
             clock_ns.extend(c.ns_by_stage());
             clock_share.extend(c.share_by_stage());
-            for r in c.rows.iter().filter(|r| APART.contains(&r.stage.as_str())) {
+            // The device is clocked only when it runs inline in the worker (a device thread
+            // of its own has no clocks: shown as none, not as 0).
+            for r in c.rows.iter().filter(|r| APART.contains(&r.stage.as_str()) && r.calls > 0) {
                 clock_ns.insert(r.stage.clone(), r.ns_per_forwarded.unwrap_or(0.0));
             }
         }
