@@ -111,17 +111,28 @@ impl ClockCheck {
     }
 }
 
-/// Counter deltas (last minus first, summed over workers) of a recording's forwarder rows.
-fn counter_deltas(rec: &Recording) -> Result<HashMap<String, u64>> {
+/// Counter deltas (last row minus first) of a recording's forwarder rows, per (worker,
+/// counter name).
+pub(crate) fn worker_deltas(rec: &Recording) -> Result<HashMap<(i32, String), u64>> {
     let mut first: HashMap<(i32, String), u64> = HashMap::new();
     let mut last: HashMap<(i32, String), u64> = HashMap::new();
     for r in rec.counters()?.into_iter().filter(|r| r.is_forwarder()) {
         first.entry((r.worker, r.name.clone())).or_insert(r.value);
         last.insert((r.worker, r.name), r.value);
     }
+    Ok(last
+        .into_iter()
+        .map(|(k, v)| {
+            let d = v.saturating_sub(first.get(&k).copied().unwrap_or(0));
+            (k, d)
+        })
+        .collect())
+}
+
+/// [`worker_deltas`] summed over workers, by counter name.
+fn counter_deltas(rec: &Recording) -> Result<HashMap<String, u64>> {
     let mut out: HashMap<String, u64> = HashMap::new();
-    for ((w, name), v) in last {
-        let d = v.saturating_sub(first.get(&(w, name.clone())).copied().unwrap_or(0));
+    for ((_, name), d) in worker_deltas(rec)? {
         *out.entry(name).or_default() += d;
     }
     Ok(out)

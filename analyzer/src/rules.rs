@@ -169,7 +169,7 @@ impl Rules {
 
     /// The stage of a symbol, or [`OTHER`].
     pub fn stage_of(&self, sym: &str) -> &str {
-        self.rules.iter().find(|r| r.matches(sym)).map_or(OTHER, |r| r.stage.as_str())
+        self.rule_stage(sym).unwrap_or(OTHER)
     }
 }
 

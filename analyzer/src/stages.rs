@@ -85,13 +85,12 @@ pub enum SortKey {
 
 /// Forwarded packets per worker during the recording: last `tx_packets` minus first.
 fn packets_per_worker(rec: &Recording) -> Result<HashMap<i32, u64>> {
-    let mut first: HashMap<i32, u64> = HashMap::new();
-    let mut last: HashMap<i32, u64> = HashMap::new();
-    for r in rec.forwarder_counter("tx_packets")? {
-        first.entry(r.worker).or_insert(r.value);
-        last.insert(r.worker, r.value);
-    }
-    Ok(last.iter().map(|(w, v)| (*w, v.saturating_sub(first.get(w).copied().unwrap_or(0)))).collect())
+    let tx = fwd_abi::COUNTER_NAMES[fwd_abi::Ctr::TxPackets as usize];
+    Ok(crate::crosscheck::worker_deltas(rec)?
+        .into_iter()
+        .filter(|((_, n), _)| n == tx)
+        .map(|((w, _), d)| (w, d))
+        .collect())
 }
 
 /// Thread names by tid from COMM records (the last name wins).
@@ -221,9 +220,19 @@ impl Attribution {
 pub struct Attributor {
     sym: Symbolizer,
     rules: Rules,
-    /// Per (pid, address, kernel): the symbol, its stage, and whether that came from an
-    /// inlined function.
-    cache: HashMap<(u32, u64, bool), (Symbol, String, bool)>,
+    /// Per (pid, address, kernel): the symbol, its stage, and how the stage was found.
+    cache: HashMap<(u32, u64, bool), (Symbol, String, Found)>,
+}
+
+/// How an address's stage was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// A rule matched the function's own symbol (its stage may be `other`: final).
+    Rule,
+    /// A rule matched an inlined function at the address.
+    Inline,
+    /// No rule matched.
+    NoRule,
 }
 
 impl Attributor {
@@ -250,7 +259,7 @@ impl Attributor {
     /// An address's symbol and stage: its function's own, else the innermost inlined
     /// function's at that address that has one (DWARF, read only for addresses whose own
     /// function has no stage).
-    fn resolve(&mut self, pid: u32, ip: u64, kernel: bool) -> (Symbol, String, bool) {
+    fn resolve(&mut self, pid: u32, ip: u64, kernel: bool) -> (Symbol, String, Found) {
         let (sym, rules) = (&mut self.sym, &self.rules);
         self.cache
             .entry((pid, ip, kernel))
@@ -258,17 +267,17 @@ impl Attributor {
                 let s = sym.resolve_ip(pid, ip, kernel);
                 if let Some(own) = rules.rule_stage(&s.name) {
                     // A rule names it (possibly `other`, as start-up work): final.
-                    return (s, own.to_string(), false);
+                    return (s, own.to_string(), Found::Rule);
                 }
                 if kernel {
-                    return (s, OTHER.to_string(), false);
+                    return (s, OTHER.to_string(), Found::NoRule);
                 }
                 let frames = sym.frames_ip(pid, ip, kernel);
                 // Innermost first; the last frame is the function itself.
                 let inlined = frames.iter().take(frames.len().saturating_sub(1));
                 match inlined.map(|f| rules.stage_of(&f.function)).find(|st| *st != OTHER) {
-                    Some(st) => (s, st.to_string(), true),
-                    None => (s, OTHER.to_string(), false),
+                    Some(st) => (s, st.to_string(), Found::Inline),
+                    None => (s, OTHER.to_string(), Found::NoRule),
                 }
             })
             .clone()
@@ -277,22 +286,23 @@ impl Attributor {
     /// Attribute one sample (its IP and callchain, innermost first; perf's first callchain
     /// entry may repeat the IP).
     pub fn attribute(&mut self, pid: u32, ip: u64, kernel: bool, callchain: &[u64]) -> Attributed {
-        let (symbol, stage, inline) = self.resolve(pid, ip, kernel);
+        let (symbol, stage, found) = self.resolve(pid, ip, kernel);
         if stage != OTHER {
-            return Attributed { symbol, stage, by: if inline { By::Inline } else { By::Symbol } };
+            let by = if found == Found::Inline { By::Inline } else { By::Symbol };
+            return Attributed { symbol, stage, by };
         }
-        let callers = callchain.iter().skip(usize::from(callchain.first() == Some(&ip)));
-        if self.rules.rule_stage(&symbol.name).is_some() {
+        if found == Found::Rule {
             // Explicitly `other` by a rule: not charged to a caller.
             return Attributed { symbol, stage, by: By::None };
         }
+        let callers = callchain.iter().skip(usize::from(callchain.first() == Some(&ip)));
         for &ret in callers {
             // A return address points after the call: look up the call itself.
-            let (caller, st, _) = self.resolve(pid, ret.saturating_sub(1), is_kernel_address(ret));
+            let (_, st, found) = self.resolve(pid, ret.saturating_sub(1), is_kernel_address(ret));
             if st != OTHER {
                 return Attributed { symbol, stage: st, by: By::Callchain };
             }
-            if self.rules.rule_stage(&caller.name).is_some() {
+            if found == Found::Rule {
                 // A caller a rule calls `other` (start-up work): its helpers stay other.
                 break;
             }

@@ -161,9 +161,6 @@ impl Worker {
     #[inline]
     pub fn poll(&mut self) -> usize {
         self.clk.start();
-        // Garbage-collector runs are timed in every poll while clocks are on (see
-        // StageClock::move_clocks).
-        self.rt.clock = self.clk.enabled;
         if let Some(g) = self.gen.as_mut() {
             let made = fwd_nic_generate(g, self.burst_size);
             self.clk.lap(Stage::Nic);
@@ -292,6 +289,9 @@ impl Worker {
     /// with them).
     pub fn set_stage_clock(&mut self, on: bool) {
         self.clk.enabled = on;
+        // Garbage-collector runs are timed in every poll while clocks are on (see
+        // StageClock::move_clocks).
+        self.rt.clock = on;
     }
 
     /// The calibration cost per forwarded packet, in ns (0: off).

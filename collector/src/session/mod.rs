@@ -324,6 +324,7 @@ pub fn record(
         enable(&mut counting)?;
     }
     let is_forwarder = matches!(opts.target, Target::Forwarder { .. } | Target::Pid(_));
+    let started_here = matches!(opts.target, Target::Forwarder { .. });
     let mut segment: Option<Segment> = None;
     let start = Instant::now();
     let mut last_counters = Instant::now() - opts.counter_interval;
@@ -342,14 +343,17 @@ pub fn record(
         // as soon as it is: per-packet figures divide the samples by the packets between
         // the first and the last row, so the rows must span the forwarding.
         let mut found = false;
-        if is_forwarder && segment.is_none() {
+        let due = last_counters.elapsed() >= opts.counter_interval;
+        // A forwarder we started creates its segment soon after: look on every pass. A
+        // running process (-p) has its segment already, or none: look when a row is due.
+        if is_forwarder && segment.is_none() && (started_here || due) {
             segment = target.pid.and_then(|p| Segment::find_for(p as u32));
             if let Some(s) = &segment {
                 sink.meta.forwarder = serde_json::from_str(&s.config_json()).ok();
                 found = true;
             }
         }
-        if found || last_counters.elapsed() >= opts.counter_interval {
+        if found || due {
             last_counters = Instant::now();
             let t = perf_abi::mono_ns();
             let rows = counter_rows(&mut counting, segment.as_ref(), t)?;

@@ -37,6 +37,24 @@ pub struct DstEntry {
     pub uses: u64,
 }
 
+impl DstEntry {
+    /// A fresh entry for the flow `k` routed to next hop `nh`, used once, unchained.
+    pub fn for_flow(k: &RtKey, nh: u32, refcnt: u32, lastuse: u64) -> DstEntry {
+        DstEntry {
+            next: NIL,
+            daddr: k.daddr,
+            saddr: k.saddr,
+            iif: k.iif,
+            tos: k.tos,
+            nh,
+            refcnt,
+            lastuse,
+            expires: 0,
+            uses: 1,
+        }
+    }
+}
+
 /// rtstat counters (per CPU in Linux, per worker here).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RtStat {
@@ -363,18 +381,7 @@ pub fn fwd_lookup_rtcache_input(rt: &mut RtCache, fib: &Fib, k: &RtKey, now: u64
 pub fn fwd_lookup_rtcache_slow(rt: &mut RtCache, fib: &Fib, k: &RtKey, h: usize, now: u64) -> RouteOut {
     let nh = route_input_fib(&mut rt.stat, fib, k)?;
     let i = rt.dst_alloc(now)?;
-    rt.dst[i as usize] = DstEntry {
-        next: NIL,
-        daddr: k.daddr,
-        saddr: k.saddr,
-        iif: k.iif,
-        tos: k.tos,
-        nh,
-        refcnt: 0,
-        lastuse: now,
-        expires: 0,
-        uses: 1,
-    };
+    rt.dst[i as usize] = DstEntry::for_flow(k, nh, 0, now);
     rt_intern_hash(rt, h, i, now);
     Ok(nh)
 }

@@ -119,18 +119,7 @@ fn lookup_loop(
 #[inline(never)]
 pub fn fwd_lookup_fib_route(cx: &mut LookupCtx<'_>, k: &RtKey, per_packet_dst: bool) -> Result<(u32, u32), Ctr> {
     let nh = route_input_fib(&mut cx.rt.stat, cx.fib, k)?;
-    let entry = DstEntry {
-        next: NIL,
-        daddr: k.daddr,
-        saddr: k.saddr,
-        iif: k.iif,
-        tos: k.tos,
-        nh,
-        refcnt: 1,
-        lastuse: 0,
-        expires: 0,
-        uses: 1,
-    };
+    let entry = DstEntry::for_flow(k, nh, 1, 0);
     if per_packet_dst {
         let d = cx.rt.dst_obj_alloc().ok_or(Ctr::DropNoDst)?;
         cx.rt.dst[d as usize] = entry;
