@@ -244,6 +244,11 @@ impl Attributor {
         &self.rules
     }
 
+    /// An address's frames, innermost first (inlined functions, then the function itself).
+    pub fn frames(&mut self, pid: u32, ip: u64, kernel: bool) -> Vec<crate::symbolize::Frame> {
+        self.sym.frames_ip(pid, ip, kernel)
+    }
+
     /// The symbolizer back (to reuse for another recording).
     pub fn into_symbolizer(self) -> Symbolizer {
         self.sym

@@ -188,5 +188,15 @@ fn samples_in_inlined_stage_code_find_their_stage() {
         text.contains("# attributed by symbol 3, by inlined function 6, by callchain 4 (helpers charged to the nearest staged caller), not at all 3"),
         "{text}"
     );
+    // Every export labels a stack with the stage the report charged it to: summed by
+    // stage, the exported stacks give the same table (inline frames included).
+    let mut sym = analyzer::symbolize::Symbolizer::for_recording(&rec).unwrap();
+    let p = analyzer::export::recording_profile(&rec, &mut sym, &rules).unwrap();
+    let mut by_stage: std::collections::BTreeMap<&str, u64> = Default::default();
+    for s in &p.stacks {
+        *by_stage.entry(s.stage.as_str()).or_default() += s.samples;
+    }
+    let want: std::collections::BTreeMap<&str, u64> = [("lookup", 6), ("slab", 3), ("driver", 4), ("other", 3)].into();
+    assert_eq!(by_stage, want);
     let _ = std::fs::remove_dir_all(&dir);
 }

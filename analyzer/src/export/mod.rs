@@ -23,7 +23,8 @@ mod table;
 pub use pprof::PProfile;
 
 use crate::aggregate::Group;
-use crate::rules::{Rules, OTHER};
+use crate::rules::Rules;
+use crate::stages::Attributor;
 use crate::symbolize::Symbolizer;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -61,44 +62,33 @@ pub struct Profile {
     pub maps: Vec<collector::records::Mapping>,
 }
 
-/// An address's frames (innermost first), its own stage and its DSO.
-type Resolved = (Vec<String>, String, String);
-
-/// Symbolize grouped samples into stacks.
-pub fn stacks(groups: &[Group], sym: &mut Symbolizer, rules: &Rules, names: &HashMap<u32, String>) -> Vec<Stack> {
-    let mut cache: HashMap<(u32, u64, bool), Resolved> = HashMap::new();
-    let mut frames_of = |pid: u32, addr: u64, kernel: bool| -> Resolved {
-        cache
-            .entry((pid, addr, kernel))
-            .or_insert_with(|| {
-                let frames: Vec<String> = sym.frames_ip(pid, addr, kernel).into_iter().map(|f| f.function).collect();
-                let s = sym.resolve_ip(pid, addr, kernel);
-                let stage = rules.stage_of(&s.name).to_string();
-                (frames, stage, s.dso)
-            })
-            .clone()
-    };
+/// Symbolize grouped samples into stacks. The stage of each stack is the [`Attributor`]'s
+/// (the one `report` and `top` use: own symbol, inlined function, then callers), so every
+/// export labels a stack as the report counts it.
+pub fn stacks(groups: &[Group], at: &mut Attributor, names: &HashMap<u32, String>) -> Vec<Stack> {
+    let mut cache: HashMap<(u32, u64, bool), Vec<String>> = HashMap::new();
     let mut out = Vec::with_capacity(groups.len());
     for g in groups {
-        let (leaf_frames, own, dso) = frames_of(g.pid, g.ip, g.kernel);
-        let mut stage = own;
-        let mut frames_leaf_first = leaf_frames;
+        let a = at.attribute(g.pid, g.ip, g.kernel, &g.callchain);
+        let mut frames_of = |at: &mut Attributor, pid: u32, addr: u64, kernel: bool| -> Vec<String> {
+            cache
+                .entry((pid, addr, kernel))
+                .or_insert_with(|| at.frames(pid, addr, kernel).into_iter().map(|f| f.function).collect())
+                .clone()
+        };
+        let mut frames_leaf_first = frames_of(at, g.pid, g.ip, g.kernel);
         let mut addrs = vec![(g.ip, g.kernel)];
         let callers = g.callchain.iter().skip(usize::from(g.callchain.first() == Some(&g.ip)));
         for &ret in callers {
             let k = crate::stages::is_kernel_address(ret);
-            let (f, st, _) = frames_of(g.pid, ret.saturating_sub(1), k);
-            if stage == OTHER && st != OTHER {
-                stage = st;
-            }
-            frames_leaf_first.extend(f);
+            frames_leaf_first.extend(frames_of(at, g.pid, ret.saturating_sub(1), k));
             addrs.push((ret, k));
         }
         frames_leaf_first.reverse();
         out.push(Stack {
             thread: names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid)),
-            stage,
-            dso,
+            stage: a.stage,
+            dso: a.symbol.dso,
             frames: frames_leaf_first,
             samples: g.samples,
             period: g.period,
@@ -107,6 +97,15 @@ pub fn stacks(groups: &[Group], sym: &mut Symbolizer, rules: &Rules, names: &Has
         });
     }
     out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frames.cmp(&b.frames)));
+    out
+}
+
+/// Run `f` with an [`Attributor`] over `sym` and `rules`, and give the symbolizer back
+/// (the binaries it loaded are reused by the caller, for pprof's mappings).
+fn with_attributor<T>(sym: &mut Symbolizer, rules: &Rules, f: impl FnOnce(&mut Attributor) -> T) -> T {
+    let mut at = Attributor::new(std::mem::replace(sym, Symbolizer::new(Vec::new(), None)), rules.clone());
+    let out = f(&mut at);
+    *sym = at.into_symbolizer();
     out
 }
 
@@ -120,7 +119,8 @@ pub fn recording_profile(
     let groups = crate::aggregate::group(rec.samples_df()?)?;
     let names = crate::stages::thread_names(&rec.tasks()?);
     let event = rec.meta.sampling.used.clone();
-    Ok(Profile { unit: unit_of(&event), event, stacks: stacks(&groups, sym, rules, &names), maps: rec.maps()? })
+    let stacks = with_attributor(sym, rules, |at| stacks(&groups, at, &names));
+    Ok(Profile { unit: unit_of(&event), event, stacks, maps: rec.maps()? })
 }
 
 /// The profile of a perf.data file, symbolized through `sym` (built from its mappings and
@@ -129,10 +129,11 @@ pub fn perfdata_profile(pd: &crate::perfdata::PerfData, sym: &mut Symbolizer, ru
     let df = collector::recording::samples_frame(&pd.samples).map_err(|e| Error::Aggregate(e.to_string()))?;
     let groups = crate::aggregate::group(df)?;
     let names = crate::stages::thread_names(&pd.tasks);
+    let stacks = with_attributor(sym, rules, |at| stacks(&groups, at, &names));
     Ok(Profile {
         unit: unit_of(&pd.event),
         event: pd.event.clone(),
-        stacks: stacks(&groups, sym, rules, &names),
+        stacks,
         maps: pd.maps.clone(),
     })
 }
