@@ -73,6 +73,9 @@ pub struct Worker {
     burst: Burst,
     /// Buffers a burst releases (dropped, reclaimed from tx), freed at its slab stage.
     to_free: Vec<u32>,
+    /// Fresh rx buffers between the slab stage and the rx post (kept here: a zeroed array
+    /// on the stack per burst costs a memset call).
+    fresh: [u32; MAX_BURST],
     /// afpacket: the kernel's rings standing in for the device.
     afp: Option<AfpQueue>,
     /// The calibration cost per packet (ns) and the same in TSC ticks.
@@ -128,6 +131,7 @@ impl Worker {
             tsc_per_jiffy: (tsc_hz() / cfg.rt.hz.max(1)).max(1),
             burst: Burst::default(),
             to_free: Vec::with_capacity(cfg.tx_ring + 4 * MAX_BURST),
+            fresh: [0; MAX_BURST],
             afp: None,
             spin_ns: 0,
             spin_ticks: 0,
@@ -150,7 +154,9 @@ impl Worker {
         self.afp = Some(q);
     }
 
-    /// Jiffies since the worker started.
+    /// Jiffies since the worker started: the route cache's clock, read once per burst
+    /// just before the lookups (the stage clocks charge it to lookup, and so does the
+    /// stage map's rule for this function).
     #[inline(always)]
     fn now(&self) -> u64 {
         rdtsc().wrapping_sub(self.tsc0) / self.tsc_per_jiffy
@@ -195,14 +201,13 @@ impl Worker {
         self.ctr[Ctr::Bursts as usize] += 1;
         // Slab: buffers for the rx slots just taken, dst objects for the lookups ahead
         // (every packet may need one in rtcache and nocache modes).
-        let mut fresh = [0u32; MAX_BURST];
-        let (want, got) = rx_refill_alloc(&self.rx, &mut self.bufs, &mut fresh);
+        let (want, got) = rx_refill_alloc(&self.rx, &mut self.bufs, &mut self.fresh);
         if self.mode != CacheMode::Nhcache {
             self.rt.fill_stash(n);
         }
         self.clk.lap(Stage::Slab);
         self.clk.call(Stage::Slab, n);
-        fwd_driver_rx_post(&mut self.rx, &fresh[..got], want, &mut self.ctr);
+        fwd_driver_rx_post(&mut self.rx, &self.fresh[..got], want, &mut self.ctr);
         self.clk.lap(Stage::DriverRx);
         fwd_ip_input_burst(&self.arena, &mut self.burst, pf, &mut self.ctr, &mut self.to_free);
         self.clk.lap(Stage::Ip);
@@ -247,14 +252,16 @@ impl Worker {
         }
         self.rt.release_pending();
         self.clk.lap(Stage::Slab);
-        let now = self.now();
-        if self.mode == CacheMode::Rtcache && now >= self.rt.next_check {
-            let t0 = if self.clk.enabled { rdtsc() } else { 0 };
-            fwd_gc_rt_check_expire(&mut self.rt, now);
-            if self.clk.enabled {
-                self.clk.add_every_poll(Stage::Gc, rdtsc().wrapping_sub(t0));
+        if self.mode == CacheMode::Rtcache {
+            let now = self.now();
+            if now >= self.rt.next_check {
+                let t0 = if self.clk.enabled { rdtsc() } else { 0 };
+                fwd_gc_rt_check_expire(&mut self.rt, now);
+                if self.clk.enabled {
+                    self.clk.add_every_poll(Stage::Gc, rdtsc().wrapping_sub(t0));
+                }
+                self.clk.call(Stage::Gc, 0);
             }
-            self.clk.call(Stage::Gc, 0);
         }
         if self.spin_ticks > 0 && out > 0 {
             fwd_calib_spin((self.spin_ticks * out as u64).saturating_sub(self.spin_overhead));

@@ -106,6 +106,9 @@ pub struct RtKey {
     pub iif: u16,
 }
 
+/// Capacity of the dst-object stash: two bursts.
+const STASH: usize = 2 * MAX_BURST;
+
 /// The route cache of one worker.
 pub struct RtCache {
     pub(crate) buckets: Vec<u32>,
@@ -134,8 +137,11 @@ pub struct RtCache {
     pub gc_tsc: u64,
     /// dst objects taken from the slab ahead of the lookups that need them (a per-CPU
     /// array cache in front of the slab): the lookup stage pops one per new entry, and
-    /// the slab stage tops it up once per burst.
-    stash: Vec<u32>,
+    /// the slab stage tops it up once per burst. A fixed array and its length, so
+    /// topping up writes straight into it (no scratch copy, no memset/memcpy calls: those
+    /// libc leaves keep no frame pointer, and a sample in them would lose the slab stage).
+    stash: [u32; STASH],
+    stash_len: usize,
     /// Freed entries waiting to go back to the slab: Linux frees a dst after an RCU grace
     /// period (call_rcu_bh); here the slab stage returns them once per burst.
     pending_free: Vec<u32>,
@@ -174,7 +180,8 @@ impl RtCache {
             stat: RtStat::default(),
             clock: false,
             gc_tsc: 0,
-            stash: Vec::with_capacity(2 * MAX_BURST),
+            stash: [0; STASH],
+            stash_len: 0,
             pending_free: Vec::with_capacity(objects),
             dst_taken: 0,
             dst_released: 0,
@@ -201,9 +208,11 @@ impl RtCache {
     /// burst than it held) from the slab itself.
     #[inline]
     pub(crate) fn dst_obj_alloc(&mut self) -> Option<u32> {
-        let got = match self.stash.pop() {
-            Some(i) => Some(i),
-            None => fwd_slab_alloc(&mut self.slab),
+        let got = if self.stash_len > 0 {
+            self.stash_len -= 1;
+            Some(self.stash[self.stash_len])
+        } else {
+            fwd_slab_alloc(&mut self.slab)
         };
         self.dst_taken += u64::from(got.is_some());
         got
@@ -220,14 +229,13 @@ impl RtCache {
     /// Returns objects taken from the slab.
     #[inline]
     pub fn fill_stash(&mut self, n: usize) -> usize {
-        let have = self.stash.len();
-        let want = n.min(self.stash.capacity()).saturating_sub(have);
+        let have = self.stash_len;
+        let want = n.min(STASH).saturating_sub(have);
         if want == 0 {
             return 0;
         }
-        let mut tmp = [0u32; 2 * MAX_BURST];
-        let got = fwd_slab_alloc_bulk(&mut self.slab, &mut tmp[..want]);
-        self.stash.extend_from_slice(&tmp[..got]);
+        let got = fwd_slab_alloc_bulk(&mut self.slab, &mut self.stash[have..have + want]);
+        self.stash_len += got;
         got
     }
 
