@@ -98,8 +98,11 @@ pub fn draw(f: &mut Frame, m: &Model, ui: &Ui) {
     }
     let full = area.width >= FULL.0 && area.height >= FULL.1;
     let n_workers = m.workers.len().min(4) as u16;
-    // Stage panel: 8 stages, header, borders; shorter only when the terminal is.
-    let middle_h = 11.min(area.height.saturating_sub(3 + 1 + 4));
+    // Stage panel: every stage row (the forwarding stages, then the device and waiting
+    // apart), its header and borders; at least 11 rows tall (the rtstat panel beside it),
+    // shorter only when the terminal is.
+    let stage_rows = (m.stages.len() as u16).max(8);
+    let middle_h = (stage_rows + 3).min(area.height.saturating_sub(3 + 1 + 4));
     let [head, middle, workers, symbols, status] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Length(middle_h),

@@ -92,6 +92,28 @@ fn full_screen() {
 }
 
 #[test]
+fn every_stage_row_fits_at_120x40() {
+    // The panel lists the forwarding stages, then the device and the waiting (idle)
+    // apart: nine rows. Every one must be on screen at a usual terminal size, not cut by
+    // the panel's border.
+    let (_, m) = golden_model();
+    let names: Vec<String> = m.stages.iter().map(|l| l.stage.clone()).collect();
+    assert_eq!(names.len(), 9, "{names:?}");
+    let t = render(&m, &Ui::default(), 120, 40);
+    let buf = t.backend().buffer();
+    let lines: Vec<String> = (0..buf.area.height)
+        .map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_string()).collect())
+        .collect();
+    for name in &names {
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("│{name} "))),
+            "stage row {name} missing from the panel:\n{}",
+            lines.join("\n")
+        );
+    }
+}
+
+#[test]
 fn compact_screen_and_too_small() {
     let (_, m) = golden_model();
     insta::assert_snapshot!("compact_70x20", render(&m, &Ui::default(), 70, 20).backend());
