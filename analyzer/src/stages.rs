@@ -519,7 +519,15 @@ impl StageTable {
                 let _ =
                     writeln!(s, "# stage clocks: none in this recording (clocks were off); figures from samples only");
             }
-            None => {}
+            None => {
+                // The kernel's forwarding path (the lab's kernel mode) and imported profiles
+                // have no stage clocks: say which instrument every figure came from.
+                let _ = writeln!(
+                    s,
+                    "# every figure from samples of {} only: this profile has no stage clocks (the kernel's forwarding path and imported profiles are sampled only)",
+                    self.event
+                );
+            }
         }
         let _ = writeln!(s, "\n{:>10} {:>8}  {:<40} {:<8} dso", "samples", "%", "symbol", "stage");
         for r in self.symbols.iter().take(top) {
