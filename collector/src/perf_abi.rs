@@ -368,12 +368,7 @@ fn convert(r: PerfRecord<'_>, misc: u16) -> Option<Record> {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (the clock samples are stamped with).
-pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use fwd_abi::rows::mono_ns;
 
 /// Online CPUs (from /sys, falling back to the available parallelism).
 pub fn online_cpus() -> Vec<usize> {

@@ -7,13 +7,22 @@
 //!   table;
 //! - [`runner`]: a sweep: a recording of the bundled forwarder per run, results.parquet and
 //!   the table;
+//! - [`live`]: a live comparison: one forwarder, settings switched through its control
+//!   block in short balanced blocks, each block measured by the workers' own stamps;
+//! - [`paired`]: the live comparison's statistics: block order, paired log-rate
+//!   differences, intervals, Holm's correction, verdicts;
+//! - [`contention`]: whether the machine let the workers run (run-queue wait, involuntary
+//!   switches, steal) per block;
 //! - [`stats`]: median, confidence intervals, Welch's test;
 //! - [`results`]: runs summarized per setting, the table, results.parquet;
 //! - [`html`]: one self-contained page per sweep directory (`report --html`).
 
 mod error;
 pub mod experiments;
+pub mod contention;
 pub mod html;
+pub mod live;
+pub mod paired;
 pub mod plan;
 pub mod results;
 pub mod runner;

@@ -369,6 +369,9 @@ impl Worker {
     fn publish(&mut self) {
         self.read_schedstat();
         self.fill_counters();
+        // When these counters were true (a live comparison measures rates between two
+        // publishes by the worker's own stamps, not by when a reader happened to look).
+        self.ctr[Ctr::PublishMonoNs as usize] = fwd_abi::rows::mono_ns();
         if let Some(seg) = &self.seg {
             seg.publish(self.id, &self.ctr);
         }
@@ -385,6 +388,10 @@ impl Worker {
             return false;
         }
         self.ctrl_gen = g;
+        // The switch stamp: this worker runs the new settings from this burst boundary on
+        // (a live comparison assigns every interval and sample by it).
+        self.ctr[Ctr::SwitchMonoNs as usize] = fwd_abi::rows::mono_ns();
+        self.ctr[Ctr::SwitchTsc as usize] = rdtsc();
         self.prefetch = (c.prefetch.load(Ordering::Relaxed) as usize).min(8);
         if let Some(m) = CacheMode::from_code(c.cache_mode.load(Ordering::Relaxed)) {
             self.set_mode(m);

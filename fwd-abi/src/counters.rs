@@ -106,6 +106,9 @@ define_counters! {
     SchedWaitNs => "sched_wait_ns",
     Polls => "polls",
     ClockedPolls => "clocked_polls",
+    PublishMonoNs => "publish_mono_ns",
+    SwitchMonoNs => "switch_mono_ns",
+    SwitchTsc => "switch_tsc",
 }
 
 /// Number of counters per worker block.

@@ -49,3 +49,12 @@ pub fn segment_rows(seg: &Segment, time: u64) -> Vec<CounterRow> {
     }
     rows
 }
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of counter rows, of the workers' publish and
+/// switch stamps, and of the samples the collector records.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

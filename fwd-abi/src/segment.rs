@@ -413,12 +413,46 @@ impl Segment {
         self.control().stage_clock.store(u32::from(on), Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
     }
+    /// Change several settings at once, tagged `setting` (copied into each worker's
+    /// `setting` counter when applied), with a single generation bump so every worker
+    /// switches them together at one burst boundary. Returns the new generation: a worker
+    /// whose `ctrl_generation` counter reads it (or more) runs the new settings.
+    pub fn apply(&self, req: &Request) -> u64 {
+        let c = self.control();
+        if let Some(p) = req.prefetch {
+            c.prefetch.store(p.min(8), Ordering::Relaxed);
+        }
+        if let Some(m) = req.cache_mode {
+            c.cache_mode.store(m, Ordering::Relaxed);
+        }
+        if let Some(ns) = req.spin_ns {
+            c.spin_ns.store(ns, Ordering::Relaxed);
+        }
+        if req.flush {
+            c.flush.fetch_add(1, Ordering::Relaxed);
+        }
+        c.setting.store(req.setting, Ordering::Relaxed);
+        c.generation.fetch_add(1, Ordering::Release) + 1
+    }
     /// Ask the forwarder to stop.
     pub fn request_stop(&self) {
         self.control().stop.store(1, Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
     }
 }
+
+/// Settings changed together through [`Segment::apply`] (`None`: left as they are).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Request {
+    pub prefetch: Option<u32>,
+    pub cache_mode: Option<u32>,
+    pub spin_ns: Option<u32>,
+    /// Flush the route cache as well.
+    pub flush: bool,
+    /// The controller's tag for the setting in force.
+    pub setting: u64,
+}
+
 
 impl Drop for Segment {
     fn drop(&mut self) {

@@ -1,6 +1,8 @@
 //! `fwdscope sweep`: the bundled forwarder over every combination of the swept settings,
 //! each repeated, interleaved, a recording per run; or a historic experiment
-//! (`--experiment NAME`). The work is `compare::runner`.
+//! (`--experiment NAME`). The work is `compare::runner`. With `--live`: one forwarder, the
+//! settings switched through its control block in short balanced blocks
+//! (`compare::live`).
 
 use super::record::forwarder_command;
 use anyhow::Result;
@@ -24,6 +26,34 @@ pub struct SweepArgs {
     /// Worker counts to sweep, e.g. 1,2.
     #[arg(long, value_delimiter = ',')]
     pub workers: Vec<usize>,
+    /// Calibration costs to sweep, ns per forwarded packet, e.g. 0,20 (a known difference
+    /// to check that a comparison finds it).
+    #[arg(long = "spin-ns", value_delimiter = ',')]
+    pub spin_ns: Vec<u32>,
+    /// Live mode: one forwarder (its synthetic device inline unless --device is given);
+    /// the settings (prefetch, cache mode, calibration cost) alternate in short blocks in a
+    /// balanced random order (ABBA for two), each compared with the first through paired
+    /// differences of neighbouring blocks. --duration is then the whole comparison's length
+    /// [default 30].
+    #[arg(long)]
+    pub live: bool,
+    /// Live mode: block length in ms.
+    #[arg(long, default_value_t = compare::live::BLOCK.as_millis() as u64, requires = "live")]
+    pub block_ms: u64,
+    /// Live mode: ms discarded as warm-up after each switch (measure with --settle; with
+    /// `--device thread` use 50 and blocks of 100 or more).
+    #[arg(long, default_value_t = compare::live::DISCARD.as_millis() as u64, requires = "live")]
+    pub discard_ms: u64,
+    /// Live mode: seed of the block order [default: from the clock; printed].
+    #[arg(long, requires = "live")]
+    pub seed: Option<u64>,
+    /// Live mode: compare the first setting with itself (A/A): the noise floor.
+    #[arg(long, requires = "live")]
+    pub aa: bool,
+    /// Live mode: snapshot every 10 ms inside each block and print how long the rate took
+    /// to settle after each kind of switch (to choose --discard-ms; adds wake-ups).
+    #[arg(long, requires = "live")]
+    pub settle: bool,
     /// Runs per setting [default: 5, or the experiment's].
     #[arg(long)]
     pub repeat: Option<usize>,
@@ -52,6 +82,9 @@ pub struct SweepArgs {
 }
 
 pub fn run(a: &SweepArgs) -> Result<()> {
+    if a.live {
+        return live(a);
+    }
     let exp = a.experiment.as_deref().map(compare::experiments::load_experiment).transpose()?;
     let sets = match &exp {
         Some(e) => e.settings(),
@@ -60,6 +93,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
             Axis::new("cache", a.cache.iter().map(|c| c.name())),
             Axis::new("fib", &a.fib),
             Axis::new("workers", &a.workers),
+            Axis::new("spin-ns", &a.spin_ns),
         ]),
     };
     let (program, program_args) = forwarder_command(&None)?;
@@ -73,5 +107,62 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     o.experiment = exp;
     print!("{}", compare::runner::run(&o)?);
     println!("runs: {}/runs/NNN  results: {}/results.parquet", a.output.display(), a.output.display());
+    Ok(())
+}
+
+fn live(a: &SweepArgs) -> Result<()> {
+    use compare::live::{LiveOptions, LiveSetting};
+    if !a.fib.is_empty() || !a.workers.is_empty() {
+        anyhow::bail!(
+            "--{} cannot change while the forwarder runs: compare it with the multi-process sweep (without --live)",
+            if a.fib.is_empty() { "workers" } else { "fib" }
+        );
+    }
+    let exp = a.experiment.as_deref().map(compare::experiments::load_experiment).transpose()?;
+    let sets = match &exp {
+        Some(e) => e.settings(),
+        None => settings(&[
+            Axis::new("prefetch", &a.prefetch),
+            Axis::new("cache", a.cache.iter().map(|c| c.name())),
+            Axis::new("spin-ns", &a.spin_ns),
+        ]),
+    };
+    let mut live = Vec::new();
+    for (i, s) in sets.iter().enumerate() {
+        if s.flush_at.is_some() {
+            anyhow::bail!("setting {}: a timed route-cache flush has no place in live blocks", s.label);
+        }
+        // An experiment's shared flags start the forwarder; its settings' own flags switch.
+        let own = match &exp {
+            Some(e) => &e.setting[i].flags,
+            None => &s.flags,
+        };
+        let mut l = LiveSetting::from_flags(&s.label, own)?;
+        l.reported = s.reported;
+        live.push(l);
+    }
+    if a.aa {
+        let mut again = live[0].clone();
+        again.label = format!("{} (again)", live[0].label);
+        again.reported = None;
+        live.truncate(1);
+        live.push(again);
+    }
+    let (program, program_args) = forwarder_command(&None)?;
+    let mut o = LiveOptions::new(a.output.clone(), live, program, program_args);
+    o.force = a.force;
+    o.block = std::time::Duration::from_millis(a.block_ms);
+    o.discard = std::time::Duration::from_millis(a.discard_ms);
+    o.duration = a.duration.unwrap_or(30.0);
+    o.trace = a.settle;
+    if let Some(seed) = a.seed {
+        o.seed = seed;
+    }
+    o.shared_flags = exp.as_ref().map(|e| e.flags.clone()).unwrap_or_default();
+    o.shared_flags.extend(a.rest.iter().cloned());
+    o.experiment = exp;
+    let r = compare::live::run(&o)?;
+    print!("{}", compare::live::text(&o, &r));
+    println!("blocks: {}/blocks.parquet  results: {}/live.json", a.output.display(), a.output.display());
     Ok(())
 }

@@ -1,0 +1,872 @@
+//! A live comparison: one forwarder process; the settings its control block can change
+//! (prefetch depth, cache mode, the calibration cost) alternate in short blocks in a
+//! balanced, randomized order ([`crate::paired::schedule`]), so that the slow drift of a
+//! shared machine falls on every setting alike.
+//!
+//! Each block: the controller writes the block's settings with one generation bump; every
+//! worker applies them at a burst boundary and stamps when (`switch_mono_ns`, `switch_tsc`)
+//! and which generation (`ctrl_generation`). The first `discard` of the block is warm-up.
+//! The block's rate is the packets each worker forwarded between two of its own publishes,
+//! over the time between their `publish_mono_ns` stamps: the workers' clock, not the
+//! controller's. A block counts for a setting only when both publishes carry the block's
+//! generation; otherwise (a switch applied late, another controller) it is flagged. The
+//! [`crate::contention`] detector flags blocks in which a worker waited to run or the host
+//! stole time. Snapshots every 10 ms within each block give how long the rate took to
+//! settle after each kind of switch.
+//!
+//! Outputs in the output directory: `blocks.parquet` (one row per block and worker),
+//! `live.json` (settings, effects, verdicts, settle times), `table.txt` (what is printed),
+//! `forwarder.log` (the forwarder's own output).
+
+use crate::contention::{self, Contention, WorkerThread};
+use crate::experiments::Experiment;
+use crate::paired::{self, BlockRate, Effect, Verdict};
+use crate::{Error, Result};
+use fwd_abi::{CacheMode, Ctr, Request, Segment, Snapshot, State};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Default block length. Shorter blocks see nearer neighbours: on this project's 2-core VM
+/// the A/A interval of a 30 s comparison was ±2.1% with 200 ms blocks, ±1.5% with 100 ms
+/// and ±0.8% with 50 ms (inline device, 20% trimmed mean).
+pub const BLOCK: Duration = Duration::from_millis(50);
+/// Default warm-up discarded after each switch, from the settle figures `--settle` prints
+/// (the mean rate of 10 ms slices after the switch against the block's second half, over
+/// every block; same 2-core VM, real table, dir24): with the device inline, 0 ms after a
+/// prefetch or calibration switch and 10 ms after a cache-mode switch (the route cache
+/// refills). With the device on a thread of its own it adapts its pace to the worker's
+/// within about 40 ms after any change of the worker's speed: use --discard-ms 50 and
+/// blocks of 100 ms or more there.
+pub const DISCARD: Duration = Duration::from_millis(10);
+/// Interval of the snapshots that trace a block (for the settle figures).
+const TRACE: Duration = Duration::from_millis(10);
+
+/// One setting of a live comparison: what the control block is asked for.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LiveSetting {
+    pub label: String,
+    pub prefetch: Option<u32>,
+    pub cache: Option<String>,
+    pub spin_ns: Option<u32>,
+    /// What was reported in the historic post, in the experiment's unit.
+    pub reported: Option<f64>,
+}
+
+impl LiveSetting {
+    /// From forwarder flags (`--prefetch N`, `--cache MODE`, `--spin-ns N`); any other flag
+    /// cannot change while the forwarder runs and is refused, naming it.
+    pub fn from_flags(label: &str, flags: &[String]) -> Result<LiveSetting> {
+        let mut s = LiveSetting { label: label.to_string(), prefetch: None, cache: None, spin_ns: None, reported: None };
+        let mut it = flags.iter();
+        while let Some(f) = it.next() {
+            let (name, inline) = match f.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (f.as_str(), None),
+            };
+            let mut value = || -> Result<String> {
+                inline.clone().or_else(|| it.next().cloned()).ok_or_else(|| {
+                    Error::Config(format!("setting {label}: {name} needs a value"))
+                })
+            };
+            let num = |v: String, max: u32| -> Result<u32> {
+                v.parse::<u32>().ok().filter(|x| *x <= max).ok_or_else(|| {
+                    Error::Config(format!("setting {label}: {name} {v}: expected a whole number 0..={max}"))
+                })
+            };
+            match name {
+                "--prefetch" => s.prefetch = Some(num(value()?, 8)?),
+                "--spin-ns" => s.spin_ns = Some(num(value()?, 1_000_000)?),
+                "--cache" => {
+                    let v = value()?;
+                    if CacheMode::from_name(&v).is_none() {
+                        return Err(Error::Config(format!(
+                            "setting {label}: --cache {v}: expected rtcache, nocache or nhcache"
+                        )));
+                    }
+                    s.cache = Some(v);
+                }
+                other => {
+                    return Err(Error::Config(format!(
+                        "setting {label}: {other} cannot change while the forwarder runs (live mode switches \
+                         --prefetch, --cache and --spin-ns); compare it with the multi-process sweep (without --live)"
+                    )))
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    fn request(&self, tag: u64) -> Request {
+        Request {
+            prefetch: self.prefetch,
+            cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| u32::from(m.code())),
+            spin_ns: Some(self.spin_ns.unwrap_or(0)),
+            flush: false,
+            setting: tag,
+        }
+    }
+
+    /// The kind of switch from `prev` to this setting (for the settle figures).
+    fn switch_kind(&self, prev: &LiveSetting) -> &'static str {
+        if self.cache != prev.cache {
+            "cache mode"
+        } else if self.prefetch != prev.prefetch {
+            "prefetch"
+        } else if self.spin_ns.unwrap_or(0) != prev.spin_ns.unwrap_or(0) {
+            "calibration"
+        } else {
+            "same setting"
+        }
+    }
+}
+
+/// Options of a live comparison.
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// Output directory (blocks.parquet, live.json, table.txt, forwarder.log).
+    pub output: PathBuf,
+    /// Replace an existing output directory (default false).
+    pub force: bool,
+    /// The settings; the first is the baseline every other is compared with.
+    pub settings: Vec<LiveSetting>,
+    /// Block length (default [`BLOCK`]).
+    pub block: Duration,
+    /// Warm-up discarded after each switch (default [`DISCARD`]).
+    pub discard: Duration,
+    /// Seconds of measured blocks in all (default 30).
+    pub duration: f64,
+    /// Forwarding before the first block, not measured (default 1 s).
+    pub warmup: Duration,
+    /// Seed of the block order (default: from the clock; printed, so a run can be repeated).
+    pub seed: u64,
+    /// The forwarder to start: program and the arguments before its flags.
+    pub program: PathBuf,
+    pub program_args: Vec<String>,
+    /// Forwarder flags for the whole run (default none).
+    pub shared_flags: Vec<String>,
+    /// The historic experiment the settings come from (its then-and-now lines).
+    pub experiment: Option<Experiment>,
+    /// Snapshot every 10 ms inside each block to measure how long the rate takes to settle
+    /// after each kind of switch (default false: the controller then wakes twice per
+    /// block, since its wake-ups take CPU from the forwarder's threads on a small machine).
+    pub trace: bool,
+}
+
+impl LiveOptions {
+    pub fn new(output: PathBuf, settings: Vec<LiveSetting>, program: PathBuf, program_args: Vec<String>) -> LiveOptions {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64 | 1);
+        LiveOptions {
+            output,
+            force: false,
+            settings,
+            block: BLOCK,
+            discard: DISCARD,
+            duration: 30.0,
+            warmup: Duration::from_secs(1),
+            seed,
+            program,
+            program_args,
+            shared_flags: Vec::new(),
+            experiment: None,
+            trace: false,
+        }
+    }
+}
+
+/// One worker in one block.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WorkerBlock {
+    pub worker: usize,
+    /// When it applied the block's settings (CLOCK_MONOTONIC ns; 0: not seen).
+    pub switch_mono_ns: u64,
+    /// The measured interval: its two publishes.
+    pub start_mono_ns: u64,
+    pub end_mono_ns: u64,
+    pub packets: u64,
+    /// Whether both publishes ran the block's settings.
+    pub assigned: bool,
+}
+
+/// One block.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Block {
+    pub index: usize,
+    pub unit: usize,
+    pub setting: usize,
+    pub generation: u64,
+    pub workers: Vec<WorkerBlock>,
+    /// Forwarded Mpps, every worker (each over its own interval); `None` when unmeasured.
+    pub mpps: Option<f64>,
+    /// Forwarded packets per µs of the workers' CPU time (schedstat run time, read by the
+    /// controller next to each snapshot): the rate with preemption taken out.
+    pub cpu_mpps: Option<f64>,
+    pub contention: Contention,
+    /// Why the block is left out (contention, assignment); empty when it counts.
+    pub flags: Vec<String>,
+    /// The kind of switch that began it.
+    pub switch: &'static str,
+    /// Rates of the 10 ms slices of its first half from the switch on, relative to its
+    /// second half (for the settle figures).
+    pub settle_profile: Option<Vec<f64>>,
+}
+
+/// One setting's result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SettingResult {
+    pub setting: LiveSetting,
+    /// Median block Mpps.
+    pub median_mpps: f64,
+    pub blocks: usize,
+    /// Against the baseline (none for the baseline itself).
+    pub effect: Option<Effect>,
+    /// The effect as worker time per packet, ns, against the baseline's (positive:
+    /// costlier), with its 95% interval: not diluted by costs every setting shares.
+    pub delta_ns: Option<(f64, f64, f64)>,
+    pub verdict: Option<Verdict>,
+}
+
+/// Settle time after one kind of switch.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Settle {
+    pub switch: String,
+    pub blocks: usize,
+    /// Until the mean relative rate stays within 1% (see [`settle_ms`]).
+    pub ms: f64,
+}
+
+/// What a live comparison found.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LiveResult {
+    pub pid: u32,
+    pub seed: u64,
+    pub block_ms: f64,
+    pub discard_ms: f64,
+    pub blocks: Vec<Block>,
+    pub results: Vec<SettingResult>,
+    pub settle: Vec<Settle>,
+    /// Why the comparison ended early, if it did (what was measured is kept).
+    pub incomplete: Option<String>,
+}
+
+/// The forwarder child: killed if still running when dropped.
+struct Forwarder {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Forwarder {
+    fn start(o: &LiveOptions) -> Result<Forwarder> {
+        let log = o.output.join("forwarder.log");
+        let out = std::fs::File::create(&log).map_err(|e| Error::io(&log, e))?;
+        let err = out.try_clone().map_err(|e| Error::io(&log, e))?;
+        let mut cmd = Command::new(&o.program);
+        cmd.args(&o.program_args).args(&o.shared_flags).args(["--duration", "0"]);
+        if !device_given(&o.shared_flags) {
+            cmd.args(["--device", "inline"]);
+        }
+        let base = &o.settings[0];
+        if let Some(p) = base.prefetch {
+            cmd.args(["--prefetch".to_string(), p.to_string()]);
+        }
+        if let Some(c) = &base.cache {
+            cmd.args(["--cache", c]);
+        }
+        if let Some(ns) = base.spin_ns {
+            cmd.args(["--spin-ns".to_string(), ns.to_string()]);
+        }
+        cmd.stdin(Stdio::null()).stdout(Stdio::from(out)).stderr(Stdio::from(err));
+        // The forwarder dies with this process, whatever ends it.
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| Error::io(&o.program, e))?;
+        Ok(Forwarder { child, log })
+    }
+
+    /// Why it is no longer running, if it is not: its exit status and last log lines.
+    fn ended(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(st)) => Some(format!("the forwarder exited ({st}): {}", self.tail())),
+            Ok(None) => None,
+            Err(e) => Some(format!("the forwarder could not be waited for: {e}")),
+        }
+    }
+
+    fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().rev().take(3).collect();
+        let t: Vec<&str> = lines.into_iter().rev().collect();
+        if t.is_empty() {
+            format!("nothing in {}", self.log.display())
+        } else {
+            format!("{} (from {})", t.join(" / "), self.log.display())
+        }
+    }
+
+    /// Its stats segment once every worker runs.
+    fn segment(&mut self) -> Result<Segment> {
+        let t0 = Instant::now();
+        let pid = self.child.id();
+        loop {
+            if let Some(why) = self.ended() {
+                return Err(Error::Config(why));
+            }
+            if let Some(seg) = Segment::find_for(pid) {
+                if seg.state() == State::Running {
+                    return Ok(seg);
+                }
+            }
+            if t0.elapsed() > Duration::from_secs(180) {
+                return Err(Error::Config(format!(
+                    "the forwarder (pid {pid}) did not start running within 180 s: {}",
+                    self.tail()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(&mut self, seg: Option<&Segment>) {
+        if let Some(s) = seg {
+            s.request_stop();
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether the forwarder flags choose where the synthetic device runs; if not, live mode
+/// runs it inline in each worker (no pacing feedback between two threads to settle after
+/// every switch; the other cores stay free for the controller).
+fn device_given(flags: &[String]) -> bool {
+    let named = |f: &str, flag: &str| f == flag || f.strip_prefix(flag).is_some_and(|r| r.starts_with('='));
+    flags.iter().any(|f| named(f, "--device") || named(f, "--driver") || named(f, "--in"))
+}
+
+/// (worker publish stamp, every worker's tx_packets): one trace point.
+fn trace_point(s: &Snapshot) -> (u64, u64) {
+    (s.get(0, Ctr::PublishMonoNs), s.total(Ctr::TxPackets))
+}
+
+/// The rate of each 10 ms slice of the block's first half, from the switch on, relative to
+/// the median slice rate of its second half (`None` when the trace is too short).
+fn settle_profile(switch_ns: u64, trace: &[(u64, u64)]) -> Option<Vec<f64>> {
+    let slices: Vec<f64> = trace
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0 && w[0].0 >= switch_ns)
+        .map(|w| (w[1].1 - w[0].1) as f64 / (w[1].0 - w[0].0) as f64)
+        .collect();
+    if slices.len() < 6 {
+        return None;
+    }
+    let half = slices.len() / 2;
+    let reference = crate::stats::median(&slices[half..]);
+    if !(reference > 0.0) {
+        return None;
+    }
+    Some(slices[..half].iter().map(|r| r / reference).collect())
+}
+
+/// How long the rate took to settle after one kind of switch, from the profiles of every
+/// block that began with it: the end of the last slice whose mean relative rate is off by
+/// more than 1% (and by more than three standard errors: one slice of one block is noisy).
+fn settle_ms(profiles: &[&Vec<f64>], slice_ms: f64) -> Option<f64> {
+    let len = profiles.iter().map(|p| p.len()).min()?;
+    if profiles.len() < 2 {
+        return None;
+    }
+    let mut last = 0.0;
+    for i in 0..len {
+        let v: Vec<f64> = profiles.iter().map(|p| p[i]).collect();
+        let n = v.len() as f64;
+        let m = v.iter().sum::<f64>() / n;
+        let se = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt();
+        if (m - 1.0).abs() > 0.01_f64.max(3.0 * se) {
+            last = (i + 1) as f64 * slice_ms;
+        }
+    }
+    Some(last)
+}
+
+fn validate(o: &LiveOptions) -> Result<()> {
+    if o.settings.len() < 2 {
+        return Err(Error::Config("a live comparison needs at least two settings (or --aa)".into()));
+    }
+    if o.block < Duration::from_millis(20) {
+        return Err(Error::Config(format!("--block-ms {}: at least 20 ms", o.block.as_millis())));
+    }
+    if o.discard + TRACE * 3 > o.block {
+        return Err(Error::Config(format!(
+            "--block-ms {} is too short for --discard-ms {}: a block must leave at least {} ms to measure after \
+             the warm-up it discards",
+            o.block.as_millis(),
+            o.discard.as_millis(),
+            (TRACE * 3).as_millis()
+        )));
+    }
+    if !o.duration.is_finite() || o.duration <= 0.0 {
+        return Err(Error::Config(format!("--duration {}: expected a positive number of seconds", o.duration)));
+    }
+    Ok(())
+}
+
+/// Run a live comparison; returns the result (also written to the output directory).
+pub fn run(o: &LiveOptions) -> Result<LiveResult> {
+    validate(o)?;
+    if o.output.exists() {
+        if !o.force {
+            return Err(Error::Config(format!("{} exists (use --force to replace it)", o.output.display())));
+        }
+        std::fs::remove_dir_all(&o.output).map_err(|e| Error::io(&o.output, e))?;
+    }
+    std::fs::create_dir_all(&o.output).map_err(|e| Error::io(&o.output, e))?;
+    let k = o.settings.len();
+    let units = ((o.duration / (2.0 * k as f64 * o.block.as_secs_f64())).round() as usize).max(1);
+    let plan = paired::schedule(k, units, o.seed);
+    let mut fwd = Forwarder::start(o)?;
+    let seg = match fwd.segment() {
+        Ok(s) => s,
+        Err(e) => {
+            fwd.stop(None);
+            return Err(e);
+        }
+    };
+    let pid = fwd.child.id();
+    let threads = wait_threads(pid, seg.n_workers())?;
+    std::thread::sleep(o.warmup);
+    let bar = indicatif::ProgressBar::new(plan.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} blocks  {elapsed} elapsed, {eta} left  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut blocks = Vec::with_capacity(plan.len());
+    let mut incomplete = None;
+    let mut prev = 0usize;
+    for (i, &(unit, s)) in plan.iter().enumerate() {
+        if let Some(why) = fwd.ended() {
+            incomplete = Some(format!("ended after {i} of {} blocks: {why}", plan.len()));
+            break;
+        }
+        bar.set_message(o.settings[s].label.clone());
+        let b = measure_block(o, &seg, &threads, i, unit, s, prev);
+        blocks.push(b);
+        prev = s;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    fwd.stop(Some(&seg));
+    let result = summarize(o, pid, blocks, incomplete);
+    write_outputs(o, &result)?;
+    Ok(result)
+}
+
+/// The worker threads, once all `n` have their names.
+fn wait_threads(pid: u32, n: usize) -> Result<Vec<WorkerThread>> {
+    let t0 = Instant::now();
+    loop {
+        let t = contention::worker_threads(pid)?;
+        if t.len() >= n || t0.elapsed() > Duration::from_secs(5) {
+            return Ok(t);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn measure_block(
+    o: &LiveOptions,
+    seg: &Segment,
+    threads: &[WorkerThread],
+    index: usize,
+    unit: usize,
+    setting: usize,
+    prev: usize,
+) -> Block {
+    let n = seg.n_workers();
+    let t0 = Instant::now();
+    let generation = seg.apply(&o.settings[setting].request(index as u64 + 1));
+    let until = |d: Duration| {
+        let left = d.saturating_sub(t0.elapsed());
+        if !left.is_zero() {
+            std::thread::sleep(left);
+        }
+    };
+    // Wake at the end of the warm-up and at the end of the block; with tracing, every
+    // 10 ms from the switch on.
+    let mut trace = Vec::new();
+    let mut first: Option<(Snapshot, contention::Reading)> = None;
+    let mut last = seg.snapshot();
+    let step = if o.trace { TRACE } else { o.discard.max(Duration::from_millis(1)) };
+    let mut at = Duration::ZERO;
+    while at < o.block {
+        at = (at + step).min(o.block);
+        if first.is_some() && !o.trace {
+            at = o.block;
+        }
+        until(at);
+        last = seg.snapshot();
+        if o.trace {
+            trace.push(trace_point(&last));
+        }
+        if first.is_none() && at >= o.discard {
+            first = Some((last.clone(), contention::read(threads)));
+        }
+    }
+    let elapsed = t0.elapsed();
+    let end_reading = contention::read(threads);
+    let mut flags = Vec::new();
+    let (s1, r1) = first.unwrap_or_else(|| (last.clone(), end_reading.clone()));
+    let measured_ns = (elapsed.saturating_sub(o.discard)).as_nanos() as u64;
+    let cont = contention::between(&r1, &end_reading, measured_ns.max(1));
+    flags.extend(cont.flags.iter().cloned());
+    let mut workers = Vec::with_capacity(n);
+    let mut mpps = 0.0;
+    for w in 0..n {
+        let g1 = s1.get(w, Ctr::CtrlGeneration);
+        let g2 = last.get(w, Ctr::CtrlGeneration);
+        let wb = WorkerBlock {
+            worker: w,
+            switch_mono_ns: if g2 == generation { last.get(w, Ctr::SwitchMonoNs) } else { 0 },
+            start_mono_ns: s1.get(w, Ctr::PublishMonoNs),
+            end_mono_ns: last.get(w, Ctr::PublishMonoNs),
+            packets: last.get(w, Ctr::TxPackets).saturating_sub(s1.get(w, Ctr::TxPackets)),
+            assigned: g1 == generation && g2 == generation,
+        };
+        if !wb.assigned {
+            flags.push(format!(
+                "worker {w} did not run the block's settings through the measured interval (generation {g1}..{g2}, \
+                 block {generation})"
+            ));
+        } else if wb.end_mono_ns > wb.start_mono_ns {
+            mpps += wb.packets as f64 / ((wb.end_mono_ns - wb.start_mono_ns) as f64 / 1e9) / 1e6;
+        } else {
+            flags.push(format!("worker {w} published nothing during the measured interval"));
+        }
+        workers.push(wb);
+    }
+    let measured = flags.iter().all(|f| !f.starts_with("worker"));
+    let mut cpu_mpps = Some(0.0);
+    for (i, t) in threads.iter().enumerate() {
+        let run = match (r1.threads.get(i).copied().flatten(), end_reading.threads.get(i).copied().flatten()) {
+            (Some(a), Some(b)) => b.run_ns.saturating_sub(a.run_ns),
+            _ => 0,
+        };
+        let packets = workers.get(t.worker).map_or(0, |w| w.packets);
+        cpu_mpps = match cpu_mpps {
+            Some(acc) if run > 0 => Some(acc + packets as f64 / run as f64 * 1e3),
+            _ => None,
+        };
+    }
+    let switch_ns = workers.first().map_or(0, |w| w.switch_mono_ns);
+    Block {
+        index,
+        unit,
+        setting,
+        generation,
+        workers,
+        mpps: measured.then_some(mpps),
+        cpu_mpps: cpu_mpps.filter(|_| measured && !threads.is_empty()),
+        contention: cont,
+        flags,
+        switch: if index == 0 { "start" } else { o.settings[setting].switch_kind(&o.settings[prev]) },
+        settle_profile: if switch_ns > 0 { settle_profile(switch_ns, &trace) } else { None },
+    }
+}
+
+fn summarize(o: &LiveOptions, pid: u32, blocks: Vec<Block>, incomplete: Option<String>) -> LiveResult {
+    let rates: Vec<BlockRate> = blocks
+        .iter()
+        .map(|b| BlockRate { unit: b.unit, setting: b.setting, rate: b.mpps, flagged: !b.flags.is_empty() })
+        .collect();
+    let mut effects: Vec<Effect> = (1..o.settings.len())
+        .map(|s| {
+            let (d, out) = paired::unit_differences(&rates, s, 0);
+            paired::effect(&d, out)
+        })
+        .collect();
+    paired::holm(&mut effects);
+    let mut results = Vec::new();
+    for (s, set) in o.settings.iter().enumerate() {
+        let mine: Vec<f64> =
+            blocks.iter().filter(|b| b.setting == s && b.flags.is_empty()).filter_map(|b| b.mpps).collect();
+        let effect = (s > 0).then(|| effects[s - 1].clone());
+        let verdict = effect.as_ref().map(paired::verdict);
+        results.push(SettingResult {
+            setting: set.clone(),
+            median_mpps: crate::stats::median(&mine),
+            blocks: mine.len(),
+            effect,
+            delta_ns: None,
+            verdict,
+        });
+    }
+    // ns per packet of a worker at the baseline's median rate; the ratio's interval maps
+    // onto a difference of per-packet times.
+    let workers = blocks.first().map_or(1, |b| b.workers.len().max(1)) as f64;
+    let base_ns = results.first().map_or(f64::NAN, |r| 1e3 * workers / r.median_mpps);
+    for r in results.iter_mut() {
+        r.delta_ns = r.effect.as_ref().map(|e| {
+            let at = |ratio: f64| base_ns * (1.0 / ratio - 1.0);
+            (at(e.ratio), at(e.ci.1), at(e.ci.0))
+        });
+    }
+    let mut kinds: Vec<&str> = blocks.iter().map(|b| b.switch).filter(|k| *k != "start").collect();
+    kinds.sort();
+    kinds.dedup();
+    let slice_ms = TRACE.as_secs_f64() * 1e3;
+    let settle = kinds
+        .into_iter()
+        .filter_map(|k| {
+            let v: Vec<&Vec<f64>> =
+                blocks.iter().filter(|b| b.switch == k && b.flags.is_empty()).filter_map(|b| b.settle_profile.as_ref()).collect();
+            Some(Settle { switch: k.to_string(), blocks: v.len(), ms: settle_ms(&v, slice_ms)? })
+        })
+        .collect();
+    LiveResult {
+        pid,
+        seed: o.seed,
+        block_ms: o.block.as_secs_f64() * 1e3,
+        discard_ms: o.discard.as_secs_f64() * 1e3,
+        blocks,
+        results,
+        settle,
+        incomplete,
+    }
+}
+
+/// The comparison as text.
+pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if let Some(e) = &o.experiment {
+        let _ = writeln!(s, "experiment: {}\nsource: {}", e.title, e.source);
+    }
+    let k = o.settings.len();
+    let order = if k == 2 { "ABBA/BAAB quads".to_string() } else { format!("rotated rounds of {k} and their mirrors") };
+    let flagged = r.blocks.iter().filter(|b| !b.flags.is_empty()).count();
+    let _ = writeln!(
+        s,
+        "live comparison: one forwarder (pid {}), {} settings, {} blocks of {:.0} ms in {order} (seed {}), the first {:.0} ms after each switch discarded{}",
+        r.pid,
+        k,
+        r.blocks.len(),
+        r.block_ms,
+        r.seed,
+        r.discard_ms,
+        if o.trace { "; traced every 10 ms for the settle figures (the tracing itself costs the forwarder CPU)" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "rates: packets each worker forwarded between two of its own publishes, over their CLOCK_MONOTONIC stamps; \
+         a block counts for a setting only when both publishes ran it"
+    );
+    let _ = writeln!(
+        s,
+        "contention: {flagged} of {} blocks flagged and left out with their units (a worker waiting to run over {:.0}% \
+         of a block, steal over {:.0}%, or a late switch)",
+        r.blocks.len(),
+        contention::MAX_RUNQ_SHARE * 100.0,
+        contention::MAX_STEAL_SHARE * 100.0
+    );
+    for st in &r.settle {
+        let warn = if st.ms > r.discard_ms { "  (over the discard: raise --discard-ms)" } else { "" };
+        let _ = writeln!(
+            s,
+            "settle after a {} switch: {:.0} ms until the mean rate over {} blocks stays within 1% of their second halves{warn}",
+            st.switch, st.ms, st.blocks
+        );
+    }
+    if let Some(why) = &r.incomplete {
+        let _ = writeln!(s, "INCOMPLETE: {why}");
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<24} {:>8} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  verdict",
+        "setting", "Mpps", "blocks", "ratio", "95% interval", "ns/packet vs baseline", "p", "p (Holm)"
+    );
+    for res in &r.results {
+        match (&res.effect, &res.verdict, res.delta_ns) {
+            (Some(e), Some(v), Some((d, lo, hi))) => {
+                let _ = writeln!(
+                    s,
+                    "{:<24} {:>8.3} {:>7} {:>9.4} {:>9.4}..{:<9.4} {:>+6.2} [{:>+6.2}, {:>+6.2}] {:>9.2e} {:>9.2e}  {}",
+                    res.setting.label,
+                    res.median_mpps,
+                    res.blocks,
+                    e.ratio,
+                    e.ci.0,
+                    e.ci.1,
+                    d,
+                    lo,
+                    hi,
+                    e.p,
+                    e.p_holm,
+                    v.text(e)
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "{:<24} {:>8.3} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  baseline",
+                    res.setting.label, res.median_mpps, res.blocks, "1", "-", "-", "-", "-"
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "ratio: rate against the baseline's, 20% trimmed mean of paired log differences, Tukey-McLaughlin t interval; \
+         p: paired test, Holm-corrected over the {} comparisons; ns/packet: a worker's time per packet against the \
+         baseline's (not diluted by costs every setting shares)",
+        k - 1
+    );
+    if !device_given(&o.shared_flags) {
+        let _ = writeln!(
+            s,
+            "device: inline in each worker (live mode's default): its cost is in every setting alike, so ratios are \
+             diluted by it and ns/packet differences are not"
+        );
+    }
+    if let Some(e) = &o.experiment {
+        let base = r.results.first().and_then(|x| x.setting.reported);
+        let _ = writeln!(s, "\nthen and now (ratio to {}):", r.results.first().map_or("", |x| x.setting.label.as_str()));
+        for res in &r.results {
+            let then = match (res.setting.reported, base) {
+                (Some(v), Some(b)) if b > 0.0 => format!("{:.3} ({v} {})", v / b, e.unit),
+                _ => "-".into(),
+            };
+            let now = match &res.effect {
+                Some(e) => format!("{:.3} [{:.3}, {:.3}]", e.ratio, e.ci.0, e.ci.1),
+                None => "1".into(),
+            };
+            let _ = writeln!(s, "  {:<24} then {:<22} now {now}", res.setting.label, then);
+        }
+    }
+    s
+}
+
+fn write_outputs(o: &LiveOptions, r: &LiveResult) -> Result<()> {
+    let json = o.output.join("live.json");
+    let body = serde_json::to_string_pretty(r).map_err(|e| Error::Results { path: json.clone(), msg: e.to_string() })?;
+    std::fs::write(&json, body).map_err(|e| Error::io(&json, e))?;
+    write_blocks(&o.output.join("blocks.parquet"), o, r)?;
+    let table = o.output.join("table.txt");
+    std::fs::write(&table, text(o, r)).map_err(|e| Error::io(&table, e))
+}
+
+/// blocks.parquet: one row per block and worker.
+pub fn write_blocks(path: &Path, o: &LiveOptions, r: &LiveResult) -> Result<()> {
+    use polars::prelude::*;
+    let err = |e: PolarsError| Error::Results { path: path.into(), msg: e.to_string() };
+    let rows: Vec<(&Block, &WorkerBlock)> = r.blocks.iter().flat_map(|b| b.workers.iter().map(move |w| (b, w))).collect();
+    let col_u64 = |name: &str, f: &dyn Fn(&Block, &WorkerBlock) -> u64| {
+        Column::new(name.into(), rows.iter().map(|(b, w)| f(b, w)).collect::<Vec<u64>>())
+    };
+    let worker_mpps = |w: &WorkerBlock| {
+        (w.assigned && w.end_mono_ns > w.start_mono_ns)
+            .then(|| w.packets as f64 / ((w.end_mono_ns - w.start_mono_ns) as f64 / 1e9) / 1e6)
+    };
+    let cols = vec![
+        col_u64("block", &|b, _| b.index as u64),
+        col_u64("unit", &|b, _| b.unit as u64),
+        Column::new(
+            "setting".into(),
+            rows.iter().map(|(b, _)| o.settings[b.setting].label.as_str()).collect::<Vec<_>>(),
+        ),
+        col_u64("worker", &|_, w| w.worker as u64),
+        col_u64("generation", &|b, _| b.generation),
+        col_u64("switch_mono_ns", &|_, w| w.switch_mono_ns),
+        col_u64("start_mono_ns", &|_, w| w.start_mono_ns),
+        col_u64("end_mono_ns", &|_, w| w.end_mono_ns),
+        col_u64("packets", &|_, w| w.packets),
+        Column::new("mpps".into(), rows.iter().map(|(_, w)| worker_mpps(w)).collect::<Vec<_>>()),
+        Column::new("block_mpps".into(), rows.iter().map(|(b, _)| b.mpps).collect::<Vec<_>>()),
+        Column::new("runq_share".into(), rows.iter().map(|(b, _)| b.contention.runq_share).collect::<Vec<_>>()),
+        col_u64("nonvoluntary_switches", &|b, _| b.contention.nonvoluntary),
+        Column::new("steal_share".into(), rows.iter().map(|(b, _)| b.contention.steal_share).collect::<Vec<_>>()),
+        Column::new("flagged".into(), rows.iter().map(|(b, _)| !b.flags.is_empty()).collect::<Vec<_>>()),
+        Column::new("flags".into(), rows.iter().map(|(b, _)| b.flags.join("; ")).collect::<Vec<_>>()),
+        Column::new("switch".into(), rows.iter().map(|(b, _)| b.switch).collect::<Vec<_>>()),
+        Column::new(
+            "settle_first_slice".into(),
+            rows.iter().map(|(b, _)| b.settle_profile.as_ref().and_then(|p| p.first().copied())).collect::<Vec<_>>(),
+        ),
+    ];
+    let mut df = DataFrame::new_infer_height(cols).map_err(err)?;
+    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    ParquetWriter::new(f).finish(&mut df).map_err(err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_from_flags_accept_live_ones_and_refuse_the_rest() {
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let s = LiveSetting::from_flags("x", &f(&["--prefetch", "2", "--cache=nocache", "--spin-ns", "20"])).unwrap();
+        assert_eq!((s.prefetch, s.cache.as_deref(), s.spin_ns), (Some(2), Some("nocache"), Some(20)));
+        let e = LiveSetting::from_flags("y", &f(&["--fib", "dir24"])).unwrap_err().to_string();
+        assert!(e.contains("--fib cannot change while the forwarder runs") && e.contains("without --live"), "{e}");
+        let e = LiveSetting::from_flags("z", &f(&["--prefetch", "9"])).unwrap_err().to_string();
+        assert!(e.contains("--prefetch 9: expected a whole number 0..=8"), "{e}");
+        assert!(LiveSetting::from_flags("w", &f(&["--cache", "bogus"])).is_err());
+    }
+
+    #[test]
+    fn a_block_shorter_than_its_warm_up_is_refused() {
+        let s = |l: &str| LiveSetting { label: l.into(), prefetch: Some(0), cache: None, spin_ns: None, reported: None };
+        let mut o = LiveOptions::new("/nonexistent".into(), vec![s("a"), s("b")], "/bin/false".into(), vec![]);
+        o.block = Duration::from_millis(60);
+        o.discard = Duration::from_millis(50);
+        let e = run(&o).unwrap_err().to_string();
+        assert!(e.contains("too short for --discard-ms 50"), "{e}");
+    }
+
+    #[test]
+    fn settle_is_the_end_of_the_last_slow_slice() {
+        // 10 ms slices; half rate for the first 30 ms after the switch, then steady.
+        let mut trace = vec![(0u64, 0u64)];
+        let mut tx = 0;
+        for i in 1..=20u64 {
+            tx += if i <= 3 { 5_000 } else { 10_000 };
+            trace.push((i * 10_000_000, tx));
+        }
+        let p = settle_profile(0, &trace).unwrap();
+        assert_eq!(p.len(), 10);
+        assert_eq!(&p[..4], &[0.5, 0.5, 0.5, 1.0]);
+        // Three blocks alike, with a little noise in the steady part: settled at 30 ms.
+        let a: Vec<f64> = p.iter().map(|x| x * 1.002).collect();
+        let b: Vec<f64> = p.iter().map(|x| x * 0.998).collect();
+        assert_eq!(settle_ms(&[&p, &a, &b], 10.0), Some(30.0));
+        let flat: Vec<(u64, u64)> = (0..=20u64).map(|i| (i * 10_000_000, i * 10_000)).collect();
+        let f = settle_profile(0, &flat).unwrap();
+        assert_eq!(settle_ms(&[&f, &f], 10.0), Some(0.0));
+        assert_eq!(settle_profile(0, &flat[..4]), None);
+        assert_eq!(settle_ms(&[&f], 10.0), None, "one block is not enough");
+    }
+}

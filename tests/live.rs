@@ -1,0 +1,122 @@
+//! `fwdscope sweep --live`: one forwarder, settings switched in blocks. A planted
+//! calibration cost is found in the right direction, every block is assigned to exactly one
+//! setting by the workers' own stamps, and a process of the test's own spinning on the
+//! worker's core is caught by the contention detector, which then refuses a verdict. Bad
+//! settings are refused before anything starts. Runs without perf (counters only); the
+//! contention test needs two CPUs and skips, saying so, without them.
+
+mod common;
+use common::fwdscope;
+use std::process::Command;
+
+/// The live runs share two cores: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn live(args: &[&str], out: &std::path::Path) -> (String, serde_json::Value) {
+    let o = fwdscope().args(["sweep", "--live", "--force", "-o"]).arg(out).args(args).output().expect("sweep --live");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "sweep --live {args:?}: {}\n{text}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("live.json")).expect("live.json")).expect("json");
+    (text, json)
+}
+
+const SMALL: [&str; 5] = ["--", "--routes", "5000", "--cache", "nocache"];
+
+#[test]
+fn a_planted_cost_is_found_and_every_block_has_one_setting() {
+    let _g = serial();
+    let out = std::env::temp_dir().join(format!("fwdscope-live-{}", std::process::id()));
+    let mut args = vec!["--spin-ns", "0,60", "--duration", "4", "--block-ms", "100", "--discard-ms", "20", "--seed", "5"];
+    args.extend(SMALL);
+    let (text, j) = live(&args, &out);
+    println!("{text}");
+    let results = j["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    let e = &results[1]["effect"];
+    // 60 ns more per packet at ~100-200 ns per packet: a large slowdown, and decided.
+    assert!(e["ratio"].as_f64().expect("ratio") < 0.9, "{e}");
+    assert!(e["ci"][1].as_f64().expect("ci") < 1.0, "{e}");
+    assert_eq!(results[1]["verdict"]["kind"], "significant", "{text}");
+    // Every block: a generation of its own, in order; each worker ran the block's
+    // settings through its measured interval, which began after its switch stamp.
+    let blocks = j["blocks"].as_array().expect("blocks");
+    assert_eq!(blocks.len(), 40, "4 s of 100 ms blocks");
+    let gens: Vec<u64> = blocks.iter().map(|b| b["generation"].as_u64().expect("generation")).collect();
+    assert!(gens.windows(2).all(|w| w[1] > w[0]), "{gens:?}");
+    for b in blocks {
+        for w in b["workers"].as_array().expect("workers") {
+            assert_eq!(w["assigned"], true, "{b}");
+            let (sw, start, end) =
+                (w["switch_mono_ns"].as_u64().unwrap(), w["start_mono_ns"].as_u64().unwrap(), w["end_mono_ns"].as_u64().unwrap());
+            assert!(sw > 0 && sw <= start && start < end, "{w}");
+        }
+    }
+    // ABBA quads: each unit holds two blocks of each setting.
+    for u in 0..10 {
+        for s in 0..2 {
+            let n = blocks.iter().filter(|b| b["unit"] == u && b["setting"] == s).count();
+            assert_eq!(n, 2, "unit {u} setting {s}");
+        }
+    }
+    assert!(out.join("blocks.parquet").exists() && out.join("table.txt").exists());
+    let pid = j["pid"].as_u64().expect("pid");
+    assert!(!std::path::Path::new(&format!("/dev/shm/fwdscope-{pid}.stats")).exists(), "segment left behind");
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "forwarder still running");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_spinning_neighbour_on_the_worker_core_is_caught() {
+    let _g = serial();
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        println!("SKIP: needs two CPUs (the worker is pinned to CPU 0, the device to the last)");
+        return;
+    }
+    // A busy loop pinned to CPU 0, where worker 0 is pinned: the worker waits to run.
+    let mut spinner = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .expect("taskset (util-linux)");
+    let out = std::env::temp_dir().join(format!("fwdscope-live-busy-{}", std::process::id()));
+    let mut args = vec!["--aa", "--duration", "2", "--block-ms", "100", "--discard-ms", "20", "--seed", "9"];
+    args.extend(SMALL);
+    let result = std::panic::catch_unwind(|| live(&args, &out));
+    let _ = spinner.kill();
+    let _ = spinner.wait();
+    let (text, j) = result.expect("live run");
+    println!("{text}");
+    let blocks = j["blocks"].as_array().expect("blocks");
+    let flagged = blocks.iter().filter(|b| !b["flags"].as_array().expect("flags").is_empty()).count();
+    assert!(flagged * 2 > blocks.len(), "{flagged} of {} blocks flagged:\n{text}", blocks.len());
+    assert!(
+        blocks.iter().any(|b| b["flags"].to_string().contains("waited to run")),
+        "the run-queue wait is named: {text}"
+    );
+    let v = &j["results"][1]["verdict"];
+    assert_eq!(v["kind"], "undecided", "{text}");
+    assert!(v["reason"].as_str().unwrap_or("").contains("the machine was busy"), "{v}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn settings_that_cannot_change_live_are_refused() {
+    let out = std::env::temp_dir().join(format!("fwdscope-live-bad-{}", std::process::id()));
+    let o = fwdscope().args(["sweep", "--live", "--fib", "hash,dir24", "-o"]).arg(&out).output().expect("run");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--fib cannot change while the forwarder runs") && err.contains("without --live"), "{err}");
+    let o = fwdscope()
+        .args(["sweep", "--live", "--spin-ns", "0,10", "--block-ms", "40", "--discard-ms", "30", "-o"])
+        .arg(&out)
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--block-ms 40 is too short for --discard-ms 30"), "{err}");
+    assert!(!out.exists(), "nothing written for refused options");
+}
