@@ -103,6 +103,60 @@ fn a_spinning_neighbour_on_the_worker_core_is_caught() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// Child processes of `pid` (from /proc/*/stat).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid ...: the comm may hold spaces, so split after its ')'.
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_forwarder_that_dies_mid_run_leaves_what_was_measured_marked_incomplete() {
+    let _g = serial();
+    let out = std::env::temp_dir().join(format!("fwdscope-live-dies-{}", std::process::id()));
+    let mut child = fwdscope()
+        .args(["sweep", "--live", "--aa", "--duration", "8", "--block-ms", "100", "--discard-ms", "20", "--force", "-o"])
+        .arg(&out)
+        .args(SMALL)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sweep --live");
+    // Wait for the forwarder to run blocks, then kill it.
+    let t0 = std::time::Instant::now();
+    let fwd = loop {
+        let c = children(child.id());
+        if let Some(&p) = c.first() {
+            if std::path::Path::new(&format!("/dev/shm/fwdscope-{p}.stats")).exists() {
+                break p;
+            }
+        }
+        assert!(t0.elapsed().as_secs() < 60, "no forwarder started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(Command::new("kill").args(["-9", &fwd.to_string()]).status().expect("kill").success());
+    let o = child.wait_with_output().expect("sweep");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("INCOMPLETE: ended after"), "{text}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("live.json")).expect("live.json")).expect("json");
+    let n = j["blocks"].as_array().expect("blocks").len();
+    assert!(n > 5 && n < 80, "{n} blocks kept of 80");
+    assert!(j["incomplete"].as_str().unwrap_or("").contains("the forwarder exited"), "{}", j["incomplete"]);
+    assert!(!std::path::Path::new(&format!("/dev/shm/fwdscope-{fwd}.stats")).exists(), "segment left behind");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn settings_that_cannot_change_live_are_refused() {
     let out = std::env::temp_dir().join(format!("fwdscope-live-bad-{}", std::process::id()));
@@ -119,4 +173,51 @@ fn settings_that_cannot_change_live_are_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--block-ms 40 is too short for --discard-ms 30"), "{err}");
     assert!(!out.exists(), "nothing written for refused options");
+}
+
+#[test]
+fn top_s_ab_loop_finds_the_planted_cost_and_leaves_b_in_force() {
+    use compare::live::{ab_loop, LiveSetting};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _g = serial();
+    let mut fwd = fwdscope()
+        .args(["forward", "--duration", "0", "--device", "inline"])
+        .args(&SMALL[1..])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("forwarder");
+    let pid = fwd.id();
+    let t0 = std::time::Instant::now();
+    let seg = loop {
+        if let Some(s) = fwd_abi::Segment::find_for(pid).filter(|s| s.state() == fwd_abi::State::Running) {
+            break s;
+        }
+        assert!(t0.elapsed().as_secs() < 60, "forwarder did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let threads = compare::live::wait_threads(pid, seg.n_workers()).expect("threads");
+    let set = |label: &str, ns| LiveSetting { label: label.into(), prefetch: None, cache: None, spin_ns: Some(ns), reported: None };
+    let stop = AtomicBool::new(false);
+    let mut last = None;
+    let mut updates = 0;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            stop.store(true, Ordering::Relaxed);
+        });
+        let ms = std::time::Duration::from_millis;
+        ab_loop(&seg, &threads, [set("spin 0", 0), set("spin 60", 60)], ms(60), ms(20), 3, &stop, |st| {
+            updates += 1;
+            last = Some(st.clone());
+        });
+    });
+    let st = last.expect("at least one unit");
+    println!("{}", st.text());
+    assert!(updates >= 5, "{updates} units in 3 s of 60 ms blocks");
+    assert!(st.effect.ratio < 0.9 && st.effect.ci.1 < 1.0, "{}", st.text());
+    // B stays in force: the workers publish spin_ns 60 once they apply it.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(seg.snapshot().get(0, fwd_abi::Ctr::SpinNs), 60);
+    seg.request_stop();
+    let _ = fwd.wait();
 }

@@ -131,6 +131,46 @@ fn top_shows_the_forwarder_and_its_keys_reach_the_control_block() {
 }
 
 #[test]
+fn the_ab_key_alternates_the_previous_and_current_setting_and_shows_the_ratio() {
+    if !have_tmux() {
+        return;
+    }
+    let t = Tmux::start("ab", &format!("{BIN} top -F 200 -- --routes 3000 --no-pin --prefetch 0"), 150, 36);
+    let s = t.wait_for(&["Mpps", "forwarder pid "], 30);
+    let pid = forwarder_pid(&s);
+    let seg = Segment::open(&fwd_abi::default_path(pid)).expect("the forwarder's stats segment");
+    // Without a change before it, `b` says what it needs.
+    t.keys("b");
+    t.wait_for(&["change a setting first"], 10);
+    t.keys("+");
+    let depth = || seg.read_worker(0)[Ctr::PrefetchDepth as usize];
+    assert!(wait_until(10, || depth() == 1), "prefetch stayed {}", depth());
+    t.wait_for(&["prefetch 1"], 10);
+    // `b`: the forwarder alternates depths 0 and 1, and the status line shows the ratio.
+    t.keys("b");
+    let mut seen = std::collections::BTreeSet::new();
+    assert!(wait_until(10, || {
+        seen.insert(depth());
+        seen.len() == 2
+    }));
+    // The running ratio, or (top's own threads share the two cores with the forwarder's)
+    // that every unit so far had a block with contention.
+    let shown = |s: &str| {
+        s.contains("rtcache: ratio 0.") || s.contains("rtcache: ratio 1.") || s.contains("rtcache: no clean unit yet (")
+    };
+    assert!(wait_until(20, || shown(&t.screen())), "a ratio with its figure, or why there is none: {}", t.screen());
+    // Keys that would fight the A/B are refused while it runs.
+    t.keys("+");
+    t.wait_for(&["an A/B is running"], 10);
+    t.keys("b");
+    t.wait_for(&["stopped: A/B"], 10);
+    // The current setting (depth 1) is left in force.
+    assert!(wait_until(10, || depth() == 1), "prefetch {}", depth());
+    t.keys("q");
+    t.wait_for(&["TOP-EXITED 0"], 20);
+}
+
+#[test]
 fn a_forwarder_that_exits_leaves_its_last_data_on_screen() {
     if !have_tmux() {
         return;

@@ -25,6 +25,21 @@ const STAGE_COLORS: [RGBColor; 8] = [
     RGBColor(204, 204, 204),
 ];
 
+/// An axis label in SI form: 7000000 -> `7.0M`, 1500 -> `1.5k`, 0.25 -> `0.25`.
+pub fn si(v: f64) -> String {
+    let a = v.abs();
+    let (x, unit) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        return if a >= 10.0 || a == 0.0 { format!("{v:.0}") } else { format!("{v:.2}") };
+    };
+    format!("{x:.1}{unit}")
+}
+
 fn chart_err(e: impl std::fmt::Display) -> Error {
     Error::Chart(e.to_string())
 }
@@ -63,6 +78,7 @@ fn setting_chart<'a, 'b>(
     ch.configure_mesh()
         .disable_x_mesh()
         .y_desc(y_desc)
+        .y_label_formatter(&|v| si(*v))
         .x_labels(n)
         .x_label_formatter(&|x| match x {
             SegmentValue::CenterOf(i) => sums.get(*i).map_or(String::new(), |s| s.setting.clone()),
@@ -162,7 +178,7 @@ fn rtstat_chart(title: &str, lines: &[(String, Vec<(f64, f64)>)]) -> Result<Stri
             .y_label_area_size(70)
             .build_cartesian_2d(0.0..tmax, 0.0..vmax)
             .map_err(chart_err)?;
-        ch.configure_mesh().x_desc("seconds").draw().map_err(chart_err)?;
+        ch.configure_mesh().x_desc("seconds").y_label_formatter(&|v| si(*v)).draw().map_err(chart_err)?;
         for (i, (label, pts)) in lines.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             ch.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
@@ -192,7 +208,7 @@ pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
     let event = first.meta.sampling.used.clone();
     let unit = collector::events::period_unit(&event);
     let mut html = String::from(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope sweep</title>\n<style>body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}pre{background:#f6f6f6;padding:1em;overflow-x:auto}.chart{margin:1em 0}img.flame{width:100%;border:1px solid #ddd}</style></head><body>\n",
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope sweep</title>\n<style>body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}pre{background:#f6f6f6;padding:1em;overflow-x:auto}pre.table{font-size:min(12px,0.62vw);width:max-content;max-width:none;overflow-x:visible}.chart{margin:1em 0}img.flame{width:100%;border:1px solid #ddd}</style></head><body>\n",
     );
     html.push_str(&format!(
         "<h1>fwdscope sweep</h1>\n<p>{} runs of {} settings from <code>{}</code>; stages sampled with <b>{}</b>{}.</p>\n",
@@ -211,7 +227,8 @@ pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
         stage_chart(&sums, &unit)?
     ));
     let stages: Vec<&str> = STAGE_ORDER.iter().copied().filter(|s| *s != "other" && *s != "idle").collect();
-    html.push_str(&format!("<pre>{}</pre>\n", escape(&table_text(&sums, &stages, &unit))));
+    // The whole table on screen (its verdict column last): sized to fit, not scrolled.
+    html.push_str(&format!("<pre class=\"table\">{}</pre>\n", escape(&table_text(&sums, &stages, &unit))));
     // rtstat series: the first run of each setting.
     let mut size = Vec::new();
     let mut hits = Vec::new();
@@ -248,4 +265,17 @@ pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
     }
     html.push_str("</body></html>\n");
     Ok(html)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn axis_labels_in_si() {
+        assert_eq!(super::si(7_000_000.0), "7.0M");
+        assert_eq!(super::si(1500.0), "1.5k");
+        assert_eq!(super::si(250.0), "250");
+        assert_eq!(super::si(0.25), "0.25");
+        assert_eq!(super::si(0.0), "0");
+        assert_eq!(super::si(2.5e9), "2.5G");
+    }
 }

@@ -356,6 +356,12 @@ impl Drop for Forwarder {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        // A forwarder that was killed leaves its segment behind: it is gone now, and the
+        // segment names it as its owner.
+        let path = fwd_abi::default_path(self.child.id());
+        if Segment::open(&path).is_ok_and(|s| s.pid() == self.child.id()) {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
@@ -446,7 +452,7 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     std::fs::create_dir_all(&o.output).map_err(|e| Error::io(&o.output, e))?;
     let k = o.settings.len();
     let units = ((o.duration / (2.0 * k as f64 * o.block.as_secs_f64())).round() as usize).max(1);
-    let plan = paired::schedule(k, units, o.seed);
+    let order = paired::schedule(k, units, o.seed);
     let mut fwd = Forwarder::start(o)?;
     let seg = match fwd.segment() {
         Ok(s) => s,
@@ -457,22 +463,27 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     };
     let pid = fwd.child.id();
     let threads = wait_threads(pid, seg.n_workers())?;
+    // A setting that leaves a field unset runs with the forwarder's starting value of it
+    // (switching back to it must undo what another setting changed).
+    let mut settings = o.settings.clone();
+    fill_unset(&mut settings, &seg);
+    let plan = BlockPlan { settings: &settings, block: o.block, discard: o.discard, trace: o.trace };
     std::thread::sleep(o.warmup);
-    let bar = indicatif::ProgressBar::new(plan.len() as u64);
+    let bar = indicatif::ProgressBar::new(order.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} blocks  {elapsed} elapsed, {eta} left  {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let mut blocks = Vec::with_capacity(plan.len());
+    let mut blocks = Vec::with_capacity(order.len());
     let mut incomplete = None;
     let mut prev = 0usize;
-    for (i, &(unit, s)) in plan.iter().enumerate() {
+    for (i, &(unit, s)) in order.iter().enumerate() {
         if let Some(why) = fwd.ended() {
-            incomplete = Some(format!("ended after {i} of {} blocks: {why}", plan.len()));
+            incomplete = Some(format!("ended after {i} of {} blocks: {why}", order.len()));
             break;
         }
         bar.set_message(o.settings[s].label.clone());
-        let b = measure_block(o, &seg, &threads, i, unit, s, prev);
+        let b = measure_block(&plan, &seg, &threads, i, unit, s, prev);
         blocks.push(b);
         prev = s;
         bar.inc(1);
@@ -484,8 +495,110 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     Ok(result)
 }
 
+/// Give every setting that leaves prefetch, cache mode or calibration unset the forwarder's
+/// current value (its control block).
+pub fn fill_unset(settings: &mut [LiveSetting], seg: &Segment) {
+    use std::sync::atomic::Ordering;
+    let c = seg.control();
+    let prefetch = c.prefetch.load(Ordering::Relaxed);
+    let cache = CacheMode::from_code(c.cache_mode.load(Ordering::Relaxed)).map(|m| m.name().to_string());
+    let spin = c.spin_ns.load(Ordering::Relaxed);
+    for s in settings.iter_mut() {
+        s.prefetch.get_or_insert(prefetch);
+        if s.cache.is_none() {
+            s.cache = cache.clone();
+        }
+        s.spin_ns.get_or_insert(spin);
+    }
+}
+
+/// A running A/B in a forwarder that something else started (`top`'s A/B key): what it
+/// found so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AbStatus {
+    pub a: String,
+    pub b: String,
+    /// Blocks measured, and flagged (left out with their units).
+    pub blocks: usize,
+    pub flagged: usize,
+    pub effect: Effect,
+    pub verdict: Verdict,
+}
+
+impl AbStatus {
+    /// One line: the running ratio with its interval and the verdict so far.
+    pub fn text(&self) -> String {
+        if self.effect.units == 0 {
+            return format!(
+                "A/B {} -> {}: no clean unit yet ({} of {} blocks flagged: a worker waited to run, steal, or a late switch)",
+                self.a, self.b, self.flagged, self.blocks
+            );
+        }
+        format!(
+            "A/B {} -> {}: ratio {:.4} [{:.4}, {:.4}], p {:.1e} over {} units ({} of {} blocks flagged): {}",
+            self.a,
+            self.b,
+            self.effect.ratio,
+            self.effect.ci.0,
+            self.effect.ci.1,
+            self.effect.p,
+            self.effect.units,
+            self.flagged,
+            self.blocks,
+            self.verdict.text(&self.effect)
+        )
+    }
+}
+
+/// Alternate `a` and `b` (ABBA/BAAB units in a random order from `seed`) in the forwarder
+/// of `seg` until `stop` is set, calling `update` after every unit; at the end `b` is left
+/// in force. Returns the blocks.
+pub fn ab_loop(
+    seg: &Segment,
+    threads: &[WorkerThread],
+    ab: [LiveSetting; 2],
+    block: Duration,
+    discard: Duration,
+    seed: u64,
+    stop: &std::sync::atomic::AtomicBool,
+    mut update: impl FnMut(&AbStatus),
+) -> Vec<Block> {
+    use std::sync::atomic::Ordering;
+    let mut settings = ab.to_vec();
+    fill_unset(&mut settings, seg);
+    let plan = BlockPlan { settings: &settings, block, discard, trace: false };
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut prev = 1;
+    let mut unit = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for (_, s) in paired::schedule(2, 1, seed ^ (unit as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) {
+            let b = measure_block(&plan, seg, threads, blocks.len(), unit, s, prev);
+            blocks.push(b);
+            prev = s;
+        }
+        let rates: Vec<BlockRate> = blocks
+            .iter()
+            .map(|b| BlockRate { unit: b.unit, setting: b.setting, rate: b.mpps, flagged: !b.flags.is_empty() })
+            .collect();
+        let (d, out) = paired::unit_differences(&rates, 1, 0);
+        let effect = paired::effect(&d, out);
+        let verdict = paired::verdict(&effect);
+        update(&AbStatus {
+            a: settings[0].label.clone(),
+            b: settings[1].label.clone(),
+            blocks: blocks.len(),
+            flagged: blocks.iter().filter(|b| !b.flags.is_empty()).count(),
+            effect,
+            verdict,
+        });
+        unit += 1;
+    }
+    seg.apply(&settings[1].request(0));
+    blocks
+}
+
 /// The worker threads, once all `n` have their names.
-fn wait_threads(pid: u32, n: usize) -> Result<Vec<WorkerThread>> {
+pub fn wait_threads(pid: u32, n: usize) -> Result<Vec<WorkerThread>> {
     let t0 = Instant::now();
     loop {
         let t = contention::worker_threads(pid)?;
@@ -496,8 +609,20 @@ fn wait_threads(pid: u32, n: usize) -> Result<Vec<WorkerThread>> {
     }
 }
 
-fn measure_block(
-    o: &LiveOptions,
+/// What every block of a comparison shares.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockPlan<'a> {
+    pub settings: &'a [LiveSetting],
+    pub block: Duration,
+    pub discard: Duration,
+    /// Snapshot every 10 ms (the settle figures).
+    pub trace: bool,
+}
+
+/// Switch `seg`'s forwarder to `settings[setting]` and measure one block (see the module
+/// docs); `prev` is the setting of the block before, for the kind of switch.
+pub fn measure_block(
+    o: &BlockPlan<'_>,
     seg: &Segment,
     threads: &[WorkerThread],
     index: usize,
@@ -710,9 +835,10 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
     for res in &r.results {
         match (&res.effect, &res.verdict, res.delta_ns) {
             (Some(e), Some(v), Some((d, lo, hi))) => {
+                let p = |p: f64| if p < 1e-16 { "<1e-16".to_string() } else { format!("{p:.2e}") };
                 let _ = writeln!(
                     s,
-                    "{:<24} {:>8.3} {:>7} {:>9.4} {:>9.4}..{:<9.4} {:>+6.2} [{:>+6.2}, {:>+6.2}] {:>9.2e} {:>9.2e}  {}",
+                    "{:<24} {:>8.3} {:>7} {:>9.4} {:>9.4}..{:<9.4} {:>+6.2} [{:>+6.2}, {:>+6.2}] {:>9} {:>9}  {}",
                     res.setting.label,
                     res.median_mpps,
                     res.blocks,
@@ -722,8 +848,8 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
                     d,
                     lo,
                     hi,
-                    e.p,
-                    e.p_holm,
+                    p(e.p),
+                    p(e.p_holm),
                     v.text(e)
                 );
             }
@@ -739,7 +865,7 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
     let _ = writeln!(
         s,
         "ratio: rate against the baseline's, 20% trimmed mean of paired log differences, Tukey-McLaughlin t interval; \
-         p: paired test, Holm-corrected over the {} comparisons; ns/packet: a worker's time per packet against the \
+         p: paired test, Holm-corrected over the {} comparisons, significant below 0.01; ns/packet: a worker's time per packet against the \
          baseline's (not diluted by costs every setting shares)",
         k - 1
     );

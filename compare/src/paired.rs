@@ -23,8 +23,9 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-/// Significance level of the verdict (after Holm's correction).
-pub const ALPHA: f64 = 0.05;
+/// Significance level of the verdict (after Holm's correction): 1%, so that an A/A
+/// comparison calls a difference in about one run of a hundred, not one of twenty.
+pub const ALPHA: f64 = 0.01;
 /// An effect whose whole 95% interval lies inside ±this (as a ratio minus one) is called
 /// no difference.
 pub const EQUIVALENCE: f64 = 0.01;
@@ -380,6 +381,8 @@ mod tests {
         assert!(matches!(verdict(&e(20, 10, 0.98, 0.97, 0.99, 1e-4)), Verdict::Undecided { reason } if reason.contains("busy")));
         assert!(matches!(verdict(&e(2, 0, 0.98, 0.97, 0.99, 1e-4)), Verdict::Undecided { .. }));
         assert_eq!(verdict(&e(20, 1, 0.98, 0.97, 0.99, 1e-4)), Verdict::Significant);
+        // p = 0.03 is not enough at the 1% level: undecided (the interval is not inside ±1%).
+        assert!(matches!(verdict(&e(20, 0, 0.98, 0.962, 0.998, 0.03)), Verdict::Undecided { .. }));
         assert_eq!(verdict(&e(20, 0, 1.001, 0.995, 1.006, 0.7)), Verdict::NoDifference);
         assert!(matches!(verdict(&e(20, 0, 1.001, 0.95, 1.06, 0.7)), Verdict::Undecided { reason } if reason.contains("wider")));
         assert_eq!(Verdict::Significant.text(&e(20, 0, 0.97, 0.96, 0.98, 0.0)), "slower by 3.0%");

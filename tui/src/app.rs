@@ -14,7 +14,10 @@ use analyzer::symbolize::{Kallsyms, Symbolizer};
 use collector::session::{RecordOptions, Target};
 use fwd_abi::{CacheMode, Segment};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use compare::live::{AbStatus, LiveSetting};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What `top` watches.
@@ -116,7 +119,24 @@ struct App {
     /// The forwarder's PID and stats segment (control and configuration).
     fwd_pid: Option<i32>,
     segment: Option<Segment>,
+    /// The setting before the last change made with a key (prefetch depth, cache mode):
+    /// the A of an A/B.
+    prev: Option<(u32, String)>,
+    /// A running A/B comparison.
+    ab: Option<AbRun>,
 }
+
+/// An A/B comparison running on its own thread (`compare::live::ab_loop`).
+struct AbRun {
+    stop: Arc<AtomicBool>,
+    status: Arc<Mutex<Option<AbStatus>>>,
+    what: String,
+}
+
+/// A/B blocks: 100 ms with 50 ms discarded (the synthetic device on its own thread, as
+/// `top` runs it, takes about 40 ms to follow a change of the worker's speed).
+const AB_BLOCK: Duration = Duration::from_millis(100);
+const AB_DISCARD: Duration = Duration::from_millis(50);
 
 impl App {
     fn drain(&mut self) {
@@ -187,6 +207,10 @@ impl App {
             KeyCode::Tab => self.ui.focus = self.ui.focus.next(),
             KeyCode::Down if self.ui.focus == Focus::Symbols => self.ui.scroll += 1,
             KeyCode::Up if self.ui.focus == Focus::Symbols => self.ui.scroll = self.ui.scroll.saturating_sub(1),
+            KeyCode::Char('b') => self.toggle_ab(),
+            KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('-') | KeyCode::Char('c') if self.ab.is_some() => {
+                self.ui.message = Some("an A/B is running: b stops it first".into());
+            }
             KeyCode::Char('+') | KeyCode::Char('=') => self.control(|s, f| {
                 let to = (f.prefetch + 1).min(8);
                 s.set_prefetch(to as u32);
@@ -216,10 +240,72 @@ impl App {
         self.ui.message = Some(if !self.ui.control {
             "no control here: -p, -a and --replay only observe".to_string()
         } else if let (Some(s), Some(f)) = (&self.segment, &self.model.forwarder) {
+            self.prev = Some((f.prefetch as u32, f.cache.clone()));
             act(s, f)
         } else {
             "the forwarder's stats segment is not open yet".to_string()
         });
+    }
+}
+
+impl App {
+    /// Key `b`: start an A/B of the previous setting against the current one, or stop it.
+    fn toggle_ab(&mut self) {
+        if let Some(run) = self.ab.take() {
+            run.stop.store(true, Ordering::Relaxed);
+            let last = run.status.lock().ok().and_then(|s| s.clone());
+            self.ui.ab = None;
+            self.ui.message = Some(match last {
+                Some(st) => format!("stopped: {}", st.text()),
+                None => format!("A/B {} stopped before its first unit", run.what),
+            });
+            return;
+        }
+        let (Some(pid), Some(f), true) = (self.fwd_pid, &self.model.forwarder, self.ui.control) else {
+            self.ui.message = Some("A/B needs the bundled forwarder started by top (control)".into());
+            return;
+        };
+        let Some((p0, c0)) = self.prev.clone() else {
+            self.ui.message = Some("change a setting first (+, -, c): A/B compares it with the one before".into());
+            return;
+        };
+        let setting = |p: u32, c: &str| LiveSetting {
+            label: format!("prefetch {p} {c}"),
+            prefetch: Some(p),
+            cache: Some(c.to_string()),
+            spin_ns: None,
+            reported: None,
+        };
+        let (a, b) = (setting(p0, &c0), setting(f.prefetch as u32, &f.cache));
+        let what = format!("{} -> {}", a.label, b.label);
+        let stop = Arc::new(AtomicBool::new(false));
+        let status = Arc::new(Mutex::new(None));
+        let (stop2, status2) = (stop.clone(), status.clone());
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let seed = (now ^ (u64::from(pid as u32) << 32)) | 1;
+        let spawned = std::thread::Builder::new().name("fwdscope-ab".into()).spawn(move || {
+            let Some(seg) = Segment::find_for(pid as u32) else { return };
+            let threads = compare::contention::worker_threads(pid as u32).unwrap_or_default();
+            compare::live::ab_loop(&seg, &threads, [a, b], AB_BLOCK, AB_DISCARD, seed, &stop2, |st| {
+                if let Ok(mut s) = status2.lock() {
+                    *s = Some(st.clone());
+                }
+            });
+        });
+        match spawned {
+            Ok(_) => {
+                self.ui.message = Some(format!("A/B {what} started: b stops it"));
+                self.ab = Some(AbRun { stop, status, what });
+            }
+            Err(e) => self.ui.message = Some(format!("A/B could not start a thread: {e}")),
+        }
+    }
+
+    /// The A/B's line for the status bar.
+    fn ab_line(&self) -> Option<String> {
+        let run = self.ab.as_ref()?;
+        let st = run.status.lock().ok().and_then(|s| s.clone());
+        Some(st.map_or_else(|| format!("A/B {}: first unit running", run.what), |s| s.text()))
     }
 }
 
@@ -259,7 +345,8 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
             (source::live(ro), Model::new(what, Attributor::new(sym, rules)), control, tmp)
         }
     };
-    let mut app = App { model, ui: Ui { control, ..Ui::default() }, source, fwd_pid: None, segment: None };
+    let mut app =
+        App { model, ui: Ui { control, ..Ui::default() }, source, fwd_pid: None, segment: None, prev: None, ab: None };
     if let TopTarget::Pid(p) = opts.target {
         app.fwd_pid = Some(p);
     }
@@ -284,6 +371,7 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
                 }
             }
             app.drain();
+            app.ui.ab = app.ab_line();
             if Instant::now() >= next_tick {
                 next_tick += opts.interval;
                 if !app.ui.paused {
@@ -305,6 +393,9 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
             }
         }
     })();
+    if let Some(run) = &app.ab {
+        run.stop.store(true, Ordering::Relaxed);
+    }
     ratatui::restore();
     stats.ui_cpu = source::thread_cpu();
     stats.wall = t_start.elapsed();

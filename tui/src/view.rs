@@ -41,11 +41,13 @@ pub struct Ui {
     pub control: bool,
     /// The last key's effect, or a refusal, shown on the status line.
     pub message: Option<String>,
+    /// A running A/B comparison (key `b`): its ratio so far, on the status line.
+    pub ab: Option<String>,
 }
 
 impl Default for Ui {
     fn default() -> Ui {
-        Ui { focus: Focus::Symbols, paused: false, help: false, scroll: 0, control: true, message: None }
+        Ui { focus: Focus::Symbols, paused: false, help: false, scroll: 0, control: true, message: None, ab: None }
     }
 }
 
@@ -320,20 +322,25 @@ fn status_line(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     if m.lost > 0 {
         spans.push(Span::styled(format!("{} records lost  ", m.lost), Style::new().fg(Color::Red)));
     }
+    // The last key's effect first: the A/B line is long and may run off the right edge.
     if let Some(msg) = &ui.message {
         spans.push(Span::styled(format!("{msg}  "), Style::new().fg(Color::Yellow)));
+    }
+    if let Some(ab) = &ui.ab {
+        spans.push(Span::styled(format!("{ab}  "), Style::new().fg(Color::Cyan)));
     }
     spans.push(Span::styled("h help  q quit", Style::new().fg(Color::Gray)));
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
 /// The key bindings, as the help overlay lists them.
-pub const KEYS: [(&str, &str); 11] = [
+pub const KEYS: [(&str, &str); 12] = [
     ("q", "quit (the terminal is restored)"),
     ("p", "pause / resume the display"),
     ("+ / -", "prefetch depth up / down (0..8)"),
     ("c", "cycle cache mode: rtcache, nocache, nhcache"),
     ("f", "flush the route cache"),
+    ("b", "live A/B: previous against current setting"),
     ("s", "sort symbols: samples, symbol, stage, dso"),
     ("z", "decaying / cumulative symbols (zeroes)"),
     ("tab", "focus the next panel"),
