@@ -81,10 +81,9 @@ pub struct SweepArgs {
     pub rest: Vec<String>,
 }
 
-pub fn run(a: &SweepArgs) -> Result<()> {
-    if a.live {
-        return live(a);
-    }
+/// The experiment named, if any, and the settings compared: the experiment's, or the
+/// product of the swept axes (axes given no values are left out).
+fn experiment_and_settings(a: &SweepArgs) -> Result<(Option<compare::experiments::Experiment>, Vec<compare::plan::Setting>)> {
     let exp = a.experiment.as_deref().map(compare::experiments::load_experiment).transpose()?;
     let sets = match &exp {
         Some(e) => e.settings(),
@@ -96,6 +95,14 @@ pub fn run(a: &SweepArgs) -> Result<()> {
             Axis::new("spin-ns", &a.spin_ns),
         ]),
     };
+    Ok((exp, sets))
+}
+
+pub fn run(a: &SweepArgs) -> Result<()> {
+    if a.live {
+        return live(a);
+    }
+    let (exp, sets) = experiment_and_settings(a)?;
     let (program, program_args) = forwarder_command(&None)?;
     let mut o = SweepOptions::new(a.output.clone(), sets, program, program_args);
     o.force = a.force;
@@ -118,15 +125,7 @@ fn live(a: &SweepArgs) -> Result<()> {
             if a.fib.is_empty() { "workers" } else { "fib" }
         );
     }
-    let exp = a.experiment.as_deref().map(compare::experiments::load_experiment).transpose()?;
-    let sets = match &exp {
-        Some(e) => e.settings(),
-        None => settings(&[
-            Axis::new("prefetch", &a.prefetch),
-            Axis::new("cache", a.cache.iter().map(|c| c.name())),
-            Axis::new("spin-ns", &a.spin_ns),
-        ]),
-    };
+    let (exp, sets) = experiment_and_settings(a)?;
     let mut live = Vec::new();
     for (i, s) in sets.iter().enumerate() {
         if s.flush_at.is_some() {
