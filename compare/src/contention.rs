@@ -131,21 +131,29 @@ pub fn between(a: &Reading, b: &Reading, elapsed_ns: u64) -> Contention {
             c.steal_share = y.steal.saturating_sub(x.steal) as f64 / total as f64;
         }
     }
-    if c.runq_share > MAX_RUNQ_SHARE {
-        c.flags.push(format!(
+    c.flags.extend(flags(c.runq_share, c.steal_share));
+    c
+}
+
+/// Why an interval with these shares of run-queue wait and steal is left out (empty: it
+/// counts). The live comparison's blocks and the multi-process sweep's runs share it.
+pub fn flags(runq_share: f64, steal_share: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    if runq_share > MAX_RUNQ_SHARE {
+        out.push(format!(
             "a worker waited to run {:.0}% of the time (over {:.0}%: another process had its core)",
-            c.runq_share * 100.0,
+            runq_share * 100.0,
             MAX_RUNQ_SHARE * 100.0
         ));
     }
-    if c.steal_share > MAX_STEAL_SHARE {
-        c.flags.push(format!(
+    if steal_share > MAX_STEAL_SHARE {
+        out.push(format!(
             "the hypervisor stole {:.0}% of the CPU time (over {:.0}%)",
-            c.steal_share * 100.0,
+            steal_share * 100.0,
             MAX_STEAL_SHARE * 100.0
         ));
     }
-    c
+    out
 }
 
 #[cfg(test)]

@@ -152,6 +152,7 @@ mod tests {
             .map(|(m, s)| Summary {
                 setting: s.label.clone(),
                 runs: 1,
+                left_out: 0,
                 median: *m,
                 mean: *m,
                 ci95: (*m, *m),

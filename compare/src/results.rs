@@ -25,6 +25,13 @@ pub struct RunResult {
     /// The forwarder's stage clocks, ns per forwarded packet by stage (empty when off).
     #[serde(default)]
     pub clocks: BTreeMap<String, f64>,
+    /// The largest share of the run any worker waited to run (its schedstat counters), when
+    /// known.
+    #[serde(default)]
+    pub runq_share: Option<f64>,
+    /// Why the run is left out of the statistics (contention); empty when it counts.
+    #[serde(default)]
+    pub contention: Vec<String>,
 }
 
 /// A setting against the best one.
@@ -35,13 +42,21 @@ pub struct Comparison {
     /// Welch's two-sided p-value.
     pub p: f64,
     pub significant: bool,
+    /// Why no verdict can be given (too many runs left out for contention), if so.
+    pub undecided: Option<String>,
 }
+
+/// More than this share of a setting's runs left out for contention: no verdict.
+pub const MAX_CONTAMINATED: f64 = 0.25;
 
 /// One setting summarized.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
     pub setting: String,
+    /// Runs that count (runs flagged for contention are left out).
     pub runs: usize,
+    /// Runs left out for contention.
+    pub left_out: usize,
     pub median: f64,
     pub mean: f64,
     /// 95% confidence interval of the mean (equal to the mean with one run).
@@ -63,9 +78,23 @@ pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
             order.push(&r.setting);
         }
     }
-    let of = |s: &str| -> Vec<&RunResult> { runs.iter().filter(|r| r.setting == s).collect() };
+    // Runs flagged for contention count for nothing but the left-out tally.
+    let of = |s: &str| -> Vec<&RunResult> { runs.iter().filter(|r| r.setting == s && r.contention.is_empty()).collect() };
+    let left_out = |s: &str| runs.iter().filter(|r| r.setting == s && !r.contention.is_empty()).count();
+    let busy = |s: &str| {
+        let (out, all) = (left_out(s), runs.iter().filter(|r| r.setting == s).count());
+        (all > 0 && out as f64 > MAX_CONTAMINATED * all as f64).then(|| {
+            format!("undecided: the machine was busy ({out} of {all} runs of {s} had a worker waiting to run or steal)")
+        })
+    };
     let mpps = |s: &str| -> Vec<f64> { of(s).iter().map(|r| r.mpps).collect() };
-    let best = order.iter().copied().max_by(|a, b| median(&mpps(a)).total_cmp(&median(&mpps(b)))).map(str::to_string);
+    // The best among settings with runs that count (none when every run was left out).
+    let best = order
+        .iter()
+        .copied()
+        .filter(|s| !mpps(s).is_empty())
+        .max_by(|a, b| median(&mpps(a)).total_cmp(&median(&mpps(b))))
+        .map(str::to_string);
     order
         .iter()
         .map(|s| {
@@ -86,13 +115,20 @@ pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
                 (Some(b), false) => {
                     let bx = mpps(b);
                     let p = welch_p(&xs, &bx);
-                    Some(Comparison { ratio: median(&xs) / median(&bx), p, significant: p < ALPHA })
+                    let undecided = busy(s).or_else(|| busy(b));
+                    Some(Comparison {
+                        ratio: median(&xs) / median(&bx),
+                        p,
+                        significant: p < ALPHA && undecided.is_none(),
+                        undecided,
+                    })
                 }
                 _ => None,
             };
             Summary {
                 setting: s.to_string(),
                 runs: xs.len(),
+                left_out: left_out(s),
                 median: median(&xs),
                 mean,
                 ci95,
@@ -137,7 +173,13 @@ pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
             }
         }
         match &s.vs_best {
-            None => out.push_str("  best\n"),
+            None if s.best => out.push_str("  best\n"),
+            None => {
+                let _ = writeln!(out, "  undecided: no run counts ({} left out for contention)", s.left_out);
+            }
+            Some(Comparison { undecided: Some(why), .. }) => {
+                let _ = writeln!(out, "  {why}");
+            }
             Some(c) => {
                 let _ = writeln!(
                     out,
@@ -148,6 +190,14 @@ pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
                 );
             }
         }
+    }
+    let left: usize = sums.iter().map(|s| s.left_out).sum();
+    if left > 0 {
+        let _ = writeln!(
+            out,
+            "  {left} run(s) left out for contention (a worker waited to run over 5% of the run, or the host stole over 5%): \
+             see results.parquet's `contention` column"
+        );
     }
     if sums.iter().any(|s| !s.clocks.is_empty()) {
         let _ = write!(out, "  {:<w$} {:>4} {:>8} {:>19}", "", "", "", "stage clocks:");
@@ -211,6 +261,8 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
             runs.iter().map(|r| r.clocks.get(*st).copied()).collect::<Vec<_>>(),
         ));
     }
+    cols.push(Column::new("runq_share".into(), runs.iter().map(|r| r.runq_share).collect::<Vec<_>>()));
+    cols.push(Column::new("contention".into(), runs.iter().map(|r| r.contention.join("; ")).collect::<Vec<_>>()));
     let mut df = DataFrame::new_infer_height(cols).map_err(err)?;
     let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     ParquetWriter::new(f).finish(&mut df).map_err(err)?;
@@ -235,6 +287,20 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
         col("repeat")?.u32().map_err(|_| bad("`repeat` is not u32"))?.iter().map(|v| v.unwrap_or(0)).collect();
     let mpps: Vec<f64> =
         col("mpps")?.f64().map_err(|_| bad("`mpps` is not f64"))?.iter().map(|v| v.unwrap_or(f64::NAN)).collect();
+    // Written since the contention detector; older results have neither column.
+    let runq: Vec<Option<f64>> = match df.column("runq_share") {
+        Ok(c) => c.f64().map_err(|_| bad("`runq_share` is not f64"))?.iter().collect(),
+        Err(_) => vec![None; df.height()],
+    };
+    let contention: Vec<Vec<String>> = match df.column("contention") {
+        Ok(c) => c
+            .str()
+            .map_err(|_| bad("`contention` is not text"))?
+            .iter()
+            .map(|v| v.filter(|t| !t.is_empty()).map(|t| t.split("; ").map(str::to_string).collect()).unwrap_or_default())
+            .collect(),
+        Err(_) => vec![Vec::new(); df.height()],
+    };
     let mut stages: Vec<(String, Vec<Option<f64>>)> = Vec::new();
     let mut clocks: Vec<(String, Vec<Option<f64>>)> = Vec::new();
     for c in df.columns() {
@@ -255,6 +321,8 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
             mpps: mpps[i],
             stages: stages.iter().filter_map(|(s, v)| Some((s.clone(), v[i]?))).collect(),
             clocks: clocks.iter().filter_map(|(s, v)| Some((s.clone(), v[i]?))).collect(),
+            runq_share: runq[i],
+            contention: contention[i].clone(),
         })
         .collect())
 }
@@ -263,6 +331,40 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn runs_with_contention_are_left_out_and_too_many_refuse_a_verdict() {
+        let mut a = runs("a", 10.0, 0.01, 8, 1);
+        let mut b = runs("b", 9.0, 0.01, 8, 2);
+        // One busy run of b, far too slow: left out, the rest still decide.
+        b[0].mpps = 2.0;
+        b[0].contention = vec!["a worker waited to run 40% of the run".into()];
+        let sums = summarize(&[a.clone(), b.clone()].concat());
+        let sb = &sums[1];
+        assert_eq!((sb.runs, sb.left_out), (7, 1));
+        assert!(sb.ci95.0 > 8.5, "the slow busy run is not in the interval: {:?}", sb.ci95);
+        let c = sb.vs_best.as_ref().expect("vs best");
+        assert!(c.significant && c.undecided.is_none(), "{c:?}");
+        let text = table_text(&sums, &[], "ns");
+        assert!(text.contains("1 run(s) left out for contention"), "{text}");
+        // Three of eight runs of a busy: no verdict, whatever the p-value.
+        for r in a.iter_mut().take(3) {
+            r.contention = vec!["the hypervisor stole 12% of the CPU time".into()];
+        }
+        let sums = summarize(&[a.clone(), b.clone()].concat());
+        let c = sums[1].vs_best.as_ref().expect("vs best");
+        assert!(!c.significant, "{c:?}");
+        assert!(c.undecided.as_deref().is_some_and(|w| w.contains("3 of 8 runs of a")), "{c:?}");
+        assert!(table_text(&sums, &[], "ns").contains("undecided: the machine was busy"));
+        // Every run left out: no best, no figures presented as one.
+        for r in a.iter_mut().chain(b.iter_mut()) {
+            r.contention = vec!["busy".into()];
+        }
+        let sums = summarize(&[a, b].concat());
+        assert!(sums.iter().all(|s| !s.best && s.runs == 0 && s.vs_best.is_none()));
+        let text = table_text(&sums, &[], "ns");
+        assert_eq!(text.matches("undecided: no run counts (8 left out for contention)").count(), 2, "{text}");
+    }
 
     /// Runs of a setting around `mean` Mpps with a relative noise `sd` (normal, seeded).
     fn runs(setting: &str, mean: f64, sd: f64, n: usize, seed: u64) -> Vec<RunResult> {
@@ -279,6 +381,8 @@ mod tests {
                     mpps: mean * (1.0 + sd * z),
                     stages: BTreeMap::new(),
                     clocks: BTreeMap::new(),
+                    runq_share: Some(0.01),
+                    contention: Vec::new(),
                 }
             })
             .collect()
@@ -317,16 +421,23 @@ mod tests {
             r.params.insert("prefetch".into(), "2".into());
             r.stages.insert("lookup".into(), 21.5);
         }
-        let p = std::env::temp_dir().join(format!("fwdscope-sweep-{}.parquet", std::process::id()));
+        all[2].contention = vec!["a worker waited to run 9% of the time".into(), "steal".into()];
+        let dir = std::env::temp_dir().join(format!("fwdscope-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let p = dir.join("results.parquet");
         write_parquet(&p, &all).expect("write");
+        // Read back whole, the contention figures included.
+        let back = read_results(&dir).expect("read back");
+        assert_eq!(back[2].contention, all[2].contention);
+        assert_eq!((back[0].runq_share, back[0].contention.len()), (Some(0.01), 0));
         use polars::prelude::SerReader;
         let df = polars::prelude::ParquetReader::new(std::fs::File::open(&p).expect("open")).finish().expect("read");
         assert_eq!(df.height(), 3);
         let names: Vec<String> = df.get_column_names().iter().map(|s| s.to_string()).collect();
-        assert_eq!(names, ["setting", "repeat", "prefetch", "mpps", "lookup_per_packet"]);
+        assert_eq!(names, ["setting", "repeat", "prefetch", "mpps", "lookup_per_packet", "runq_share", "contention"]);
         let mpps = df.column("mpps").expect("mpps").f64().expect("f64").get(1).expect("value");
         assert_eq!(mpps, all[1].mpps);
-        std::fs::remove_file(&p).expect("remove");
+        std::fs::remove_dir_all(&dir).expect("remove");
     }
 
     #[test]

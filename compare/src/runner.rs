@@ -75,6 +75,32 @@ pub fn recording_mpps(rec: &Recording) -> Result<f64> {
     Ok((at(t1).saturating_sub(at(t0))) as f64 / ((t1 - t0) as f64 / 1e9) / 1e6)
 }
 
+/// The largest share of a recording any worker spent waiting to run: its `sched_wait_ns`
+/// over `sched_run_ns + sched_wait_ns` between its first and last counter rows (`None`
+/// when the forwarder did not publish them).
+pub fn recording_runq_share(rec: &Recording) -> Result<Option<f64>> {
+    let (wait, run) = (rec.forwarder_counter("sched_wait_ns")?, rec.forwarder_counter("sched_run_ns")?);
+    let span = |rows: &[fwd_abi::CounterRow], w: i32| -> Option<u64> {
+        let mine: Vec<&fwd_abi::CounterRow> = rows.iter().filter(|r| r.worker == w).collect();
+        let first = mine.iter().min_by_key(|r| r.time)?;
+        let last = mine.iter().max_by_key(|r| r.time)?;
+        Some(last.value.saturating_sub(first.value))
+    };
+    let mut workers: Vec<i32> = wait.iter().map(|r| r.worker).filter(|w| *w >= 0).collect();
+    workers.sort_unstable();
+    workers.dedup();
+    let mut worst: Option<f64> = None;
+    for w in workers {
+        if let (Some(dw), Some(dr)) = (span(&wait, w), span(&run, w)) {
+            if dw + dr > 0 {
+                let share = dw as f64 / (dw + dr) as f64;
+                worst = Some(worst.map_or(share, |x| x.max(share)));
+            }
+        }
+    }
+    Ok(worst)
+}
+
 /// Flush the route cache of the forwarder whose PID arrives on `pid`, `after` it started.
 fn flush_later(pid: std::sync::mpsc::Receiver<i32>, after: Duration) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
@@ -119,7 +145,9 @@ impl Runner<'_> {
             flush_later(rx, Duration::from_secs_f64(duration * f))
         });
         let t_rec = Instant::now();
+        let host0 = crate::contention::read_host();
         let recorded = record(&ro, &AtomicBool::new(false), None, &mut |_| {});
+        let host1 = crate::contention::read_host();
         drop(ro);
         if let Some(f) = flusher {
             let _ = f.join();
@@ -130,6 +158,11 @@ impl Runner<'_> {
         let rec = Recording::open(dir)?;
         let (t, sym) = analyzer::stages::stage_table_reusing(&rec, &Rules::builtin(), self.sym.take())?;
         self.sym = Some(sym);
+        let runq_share = recording_runq_share(&rec)?;
+        let steal = match (host0, host1) {
+            (Some(a), Some(b)) if b.total > a.total => Some(b.steal.saturating_sub(a.steal) as f64 / (b.total - a.total) as f64),
+            _ => None,
+        };
         let res = RunResult {
             setting: s.label.clone(),
             params: s.params.clone(),
@@ -137,6 +170,8 @@ impl Runner<'_> {
             mpps: recording_mpps(&rec)?,
             stages: t.stages.iter().filter_map(|r| Some((r.stage.clone(), r.per_packet?))).collect(),
             clocks: t.clock_check.as_ref().map(|c| c.clocks.ns_by_stage().into_iter().collect()).unwrap_or_default(),
+            runq_share,
+            contention: crate::contention::flags(runq_share.unwrap_or(0.0), steal.unwrap_or(0.0)),
         };
         self.analysis += t_an.elapsed();
         Ok(res)

@@ -26,6 +26,8 @@ fn sweep_dir() -> PathBuf {
                 ("driver".to_string(), 33.0),
             ]),
             clocks: BTreeMap::from([("lookup".to_string(), if fast { 20.0 } else { 30.0 })]),
+            runq_share: None,
+            contention: Vec::new(),
         });
     }
     write_parquet(&dir.join("results.parquet"), &runs).unwrap();
