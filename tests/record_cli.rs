@@ -181,13 +181,27 @@ fn errors_a_user_can_act_on() {
             "forwarder flags after `--`",
         ),
         (vec!["stat".into(), "-p".into(), "999999999".into()], "process 999999999 does not exist"),
+        // A recording of nothing is refused before it starts.
+        (vec!["record".into(), "-o".into(), dir.join("f0").display().to_string(), "-F".into(), "0".into()], "0 is not in 1.."),
     ];
+    let mut cases: Vec<(Vec<String>, String)> = cases.into_iter().map(|(a, w)| (a, w.to_string())).collect();
+    // Above the kernel's sampling limit: the limit is named with its value, not "Invalid argument".
+    if let (Some(max), true) = (collector::perf_abi::max_sample_rate(), perf_ok()) {
+        cases.push((
+            vec!["record".into(), "-o".into(), dir.join("fmax").display().to_string(), "-F".into(), (max + 1).to_string(), "-a".into()],
+            format!("above kernel.perf_event_max_sample_rate = {max}"),
+        ));
+    }
     for (args, want) in cases {
         let out = fwdscope().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
-        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(err.contains(&want), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
+    }
+    // Refused before anything was written.
+    for d in ["f0", "fmax"] {
+        assert!(!dir.join(d).exists(), "{d} left behind");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -10,6 +10,14 @@ fn can_sample() -> bool {
     perf_allows(Need::Sample)
 }
 
+/// Sweeps share two cores: one at a time (a sweep beside another has its workers wait to
+/// run, and the contention detector rightly leaves those runs out).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn sweep(args: &[&str], out: &std::path::Path) -> String {
     let o = fwdscope().arg("sweep").arg("-o").arg(out).arg("--force").args(args).output().expect("sweep");
     assert!(o.status.success(), "sweep {args:?}: {}", String::from_utf8_lossy(&o.stderr));
@@ -21,6 +29,7 @@ fn every_experiment_runs_briefly_and_prints_then_and_now() {
     if !can_sample() {
         return;
     }
+    let _g = serial();
     for (name, settings) in [("prefetch-2005", 4), ("rtcache-flood-2003", 4), ("rtcache-removal-2012", 3)] {
         let out = std::env::temp_dir().join(format!("fwdscope-sweep-{name}-{}", std::process::id()));
         let text = sweep(&["--experiment", name, "--repeat", "1", "--duration", "0.3"], &out);
@@ -38,15 +47,25 @@ fn a_swept_list_runs_every_setting_each_repeat() {
     if !can_sample() {
         return;
     }
+    let _g = serial();
     let out = std::env::temp_dir().join(format!("fwdscope-sweep-list-{}", std::process::id()));
     let text =
         sweep(&["--cache", "rtcache,nocache", "--repeat", "2", "--duration", "0.3", "--", "--routes", "5000"], &out);
     println!("{text}");
     assert_eq!(std::fs::read_dir(out.join("runs")).expect("runs").count(), 4);
+    // Every run is in results.parquet; the table's runs column counts those the contention
+    // detector kept, and a run it left out is said so.
+    let all = compare::results::read_results(&out).expect("results.parquet");
     for label in ["cache rtcache", "cache nocache"] {
         let row = text.lines().find(|l| l[2..].starts_with(label)).unwrap_or_else(|| panic!("{label}: {text}"));
         let runs: usize = row[2..].split_whitespace().nth(2).and_then(|n| n.parse().ok()).expect("runs column");
-        assert_eq!(runs, 2, "{row}");
+        let mine: Vec<_> = all.iter().filter(|r| r.setting == label).collect();
+        let left_out = mine.iter().filter(|r| !r.contention.is_empty()).count();
+        assert_eq!((mine.len(), runs + left_out), (2, 2), "{row}");
+        assert!(mine.iter().all(|r| r.runq_share.is_some()), "every run has its run-queue share");
+        if left_out > 0 {
+            assert!(text.contains("left out for contention"), "{text}");
+        }
     }
     // `time: W s in all, F s forwarding; overhead O s = P% (start-up and recording R s,
     // analysis A s, the rest X s)`: the parts add up to the overhead, and it is W - F.

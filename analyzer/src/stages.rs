@@ -505,7 +505,17 @@ impl StageTable {
         let mut apart_said = false;
         for r in &self.stages {
             if APART.contains(&r.stage.as_str()) && !apart_said {
-                let _ = writeln!(s, "# apart from forwarding work: the synthetic device, waiting");
+                // Name only what this profile has: a kernel profile has no synthetic device.
+                let what: Vec<&str> = self
+                    .stages
+                    .iter()
+                    .filter_map(|x| match x.stage.as_str() {
+                        "nic" => Some("the synthetic device (nic)"),
+                        "idle" => Some("waiting (idle)"),
+                        _ => None,
+                    })
+                    .collect();
+                let _ = writeln!(s, "# apart from forwarding work: {}", what.join(", "));
                 apart_said = true;
             }
             let pp = r.per_packet.filter(|_| with_packets).map_or(String::new(), |v| format!("{v:.1}"));

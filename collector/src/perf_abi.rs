@@ -55,6 +55,23 @@ pub fn paranoid() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// Refuse a sampling frequency above the kernel's limit, naming it: the kernel answers it
+/// with a bare EINVAL (which for a hardware event would read as "unsupported").
+pub fn check_sample_freq(f: u64) -> Result<()> {
+    match max_sample_rate() {
+        Some(max) if f > max => Err(Error::Config(format!(
+            "-F {f}: above kernel.perf_event_max_sample_rate = {max} (sample at most {max} times a second, \
+             or raise the limit: sysctl -w kernel.perf_event_max_sample_rate={f})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// kernel.perf_event_max_sample_rate, when readable.
+pub fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate").ok()?.trim().parse().ok()
+}
+
 fn map_err(e: std::io::Error, event: EventId, what: &str, scope: &Scope) -> Error {
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => {
@@ -219,6 +236,9 @@ impl SamplingEvent {
             (None, Some(f)) => b.sample_frequency(f.max(1)),
             (None, None) => b.sample_frequency(4000),
         };
+        if let (None, Some(f)) = (spec.period, spec.freq) {
+            check_sample_freq(f)?;
+        }
         let counter = b.build().map_err(|e| map_err(e, spec.event, "sampling", scope))?;
         let pages = spec.ring_pages.max(1).next_power_of_two();
         let sampler = counter

@@ -20,8 +20,9 @@ pub struct RecordArgs {
     /// Sampling event by perf's name [default: cycles, or cpu-clock where there is no PMU].
     #[arg(short = 'e', long)]
     pub event: Option<String>,
-    /// Samples per second.
-    #[arg(short = 'F', long, default_value_t = 4000, conflicts_with = "count")]
+    /// Samples per second (at least 1, at most kernel.perf_event_max_sample_rate).
+    #[arg(short = 'F', long, default_value_t = 4000, conflicts_with = "count",
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub freq: u64,
     /// One sample every PERIOD events instead of -F.
     #[arg(short = 'c', long = "count")]
@@ -106,6 +107,10 @@ pub fn target(t: &TargetArgs) -> Result<Target> {
 
 pub fn run(a: &RecordArgs) -> Result<()> {
     let event = a.event.as_deref().map(EventId::parse).transpose()?;
+    if a.count.is_none() {
+        // Before anything is created: a refused frequency leaves no output behind.
+        collector::perf_abi::check_sample_freq(a.freq)?;
+    }
     let mut opts = RecordOptions::new(a.output.clone(), target(&a.target)?);
     opts.force = a.force;
     opts.event = event;

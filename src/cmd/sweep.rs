@@ -71,7 +71,7 @@ pub struct SweepArgs {
     #[arg(long)]
     pub force: bool,
     /// Samples per second in each run's recording.
-    #[arg(short = 'F', long, default_value_t = 999)]
+    #[arg(short = 'F', long, default_value_t = 999, value_parser = clap::value_parser!(u64).range(1..))]
     pub freq: u64,
     /// Record callchains (charges shared helpers to their caller's stage; costs a little).
     #[arg(short = 'g')]

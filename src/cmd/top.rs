@@ -17,7 +17,7 @@ pub struct TopArgs {
     #[arg(short = 'n', long)]
     pub iterations: Option<u64>,
     /// Samples per second.
-    #[arg(short = 'F', long, default_value_t = 1000)]
+    #[arg(short = 'F', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub freq: u64,
     /// Without callchains (shared helpers then count as `other`).
     #[arg(long)]
