@@ -55,6 +55,7 @@ struct RawRule {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawFile {
     #[serde(default)]
     rule: Vec<RawRule>,
@@ -116,7 +117,29 @@ impl Rules {
                     ),
                 });
             }
+            // An empty pattern matches every symbol (prefix, contains) or none (exact):
+            // either way not what was meant.
+            let empty = [("prefix", &rule.prefix), ("exact", &rule.exact), ("contains", &rule.contains)]
+                .into_iter()
+                .find(|(_, v)| v.iter().any(|p| p.is_empty()));
+            if let Some((kind, _)) = empty {
+                return Err(Error::Rules {
+                    path: origin.into(),
+                    msg: format!(
+                        "rule {} (stage {}): an empty {kind} pattern would match {} symbol",
+                        i + 1,
+                        rule.stage,
+                        if kind == "exact" { "no" } else { "every" }
+                    ),
+                });
+            }
             rules.push(rule);
+        }
+        if rules.is_empty() {
+            return Err(Error::Rules {
+                path: origin.into(),
+                msg: "no rules: expected [[rule]] tables (each with a stage and prefix, exact or contains)".into(),
+            });
         }
         Ok(Rules { rules })
     }
@@ -255,5 +278,13 @@ mod tests {
         assert!(e.starts_with("bad.toml: rule 1 (stage x): expected at least one of"), "{e}");
         let e = Rules::parse("[[rule]]\nstage = \"x\"\nprefx = \"a\"\n", "typo.toml").unwrap_err().to_string();
         assert!(e.contains("typo.toml") && e.contains("prefx"), "{e}");
+        // An empty file and a misspelled table name load no rule: refused, not silently empty.
+        let e = Rules::parse("", "empty.toml").unwrap_err().to_string();
+        assert!(e.starts_with("empty.toml: no rules: expected [[rule]] tables"), "{e}");
+        let e = Rules::parse("[[rules]]\nstage = \"x\"\nprefix = \"a\"\n", "tables.toml").unwrap_err().to_string();
+        assert!(e.contains("tables.toml") && e.contains("rules"), "{e}");
+        // An empty prefix would claim every symbol.
+        let e = Rules::parse("[[rule]]\nstage = \"lookup\"\nprefix = [\"fib_\", \"\"]\n", "all.toml").unwrap_err().to_string();
+        assert_eq!(e, "all.toml: rule 1 (stage lookup): an empty prefix pattern would match every symbol");
     }
 }
