@@ -61,6 +61,14 @@ fn main() {
         }
     };
     if let Err(e) = res {
+        // A reader that closed our output (`| head`) ends us quietly, as other Unix tools
+        // end: the command has already stopped what it started.
+        let closed = e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        });
+        if closed {
+            std::process::exit(0);
+        }
         // Library errors already carry their cause in their message: print each cause of
         // the chain only if it adds something.
         let mut msg = e.to_string();
@@ -70,7 +78,9 @@ fn main() {
                 msg = format!("{msg}: {c}");
             }
         }
-        eprintln!("fwdscope: {msg}");
+        // Not eprintln!: a closed stderr must not turn an error into a panic.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "fwdscope: {msg}");
         std::process::exit(1);
     }
 }

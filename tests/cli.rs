@@ -201,3 +201,32 @@ fn analyzer_commands_on_golden_inputs_and_bad_files() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `fwdscope forward | head -2`: the reader closes the pipe; the forwarder stops cleanly
+/// (no panic, no message, exit 0) and removes its stats segment.
+#[test]
+fn a_closed_stdout_ends_forward_quietly_and_cleanly() {
+    use std::io::BufRead;
+    let mut child = common::fwdscope()
+        .args(["forward", "--duration", "5", "-i", "0.1", "--routes", "1000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("forward");
+    let pid = child.id();
+    {
+        let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        for _ in 0..3 {
+            lines.next().expect("a line").expect("text");
+        }
+        // Dropping the reader closes the pipe.
+    }
+    let t0 = std::time::Instant::now();
+    let status = child.wait().expect("wait");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err).expect("stderr");
+    assert!(status.success(), "exit {status:?}: {err}");
+    assert!(err.is_empty(), "nothing said on a closed pipe: {err}");
+    assert!(t0.elapsed().as_secs() < 4, "it stopped at the closed pipe, not at --duration");
+    assert!(!std::path::Path::new(&format!("/dev/shm/fwdscope-{pid}.stats")).exists(), "segment left behind");
+}

@@ -228,48 +228,54 @@ pub fn run_forward(args: &ForwardArgs, out: &mut dyn Write, interrupted: &Atomic
     let fwd = Forwarder::start(&cfg)?;
     let io = |e: std::io::Error| Error::io("<stdout>", e);
     let info = &fwd.info;
-    if args.json {
-        let head = serde_json::json!({ "type": "start", "config": cfg, "info": info });
-        writeln!(out, "{head}").map_err(io)?;
-    } else {
-        writeln!(
-            out,
-            "fwdscope forward: {} driver, {} worker(s), cache {}, fib {} ({} routes, built in {:.0} ms), prefetch {}, device {}, stats {}",
-            cfg.driver, cfg.workers, cfg.cache, cfg.fib, info.routes, info.fib_build_ms, cfg.prefetch, info.gen_mode, info.stats_path
-        )
-        .map_err(io)?;
-        writeln!(out, "{}", IntervalRow::header()).map_err(io)?;
-    }
-    let seg = fwd.segment().clone();
-    let first = seg.snapshot();
-    let mut prev = first.clone();
-    let start = Instant::now();
-    let interval = Duration::from_secs_f64(args.interval);
-    let end = (args.duration > 0.0).then(|| Duration::from_secs_f64(args.duration));
-    let mut tick = 1u32;
-    loop {
-        let due = interval * tick;
-        let next = end.map_or(due, |e| due.min(e));
-        let completed = fwd.wait_until(start, next, interrupted);
-        let cur = seg.snapshot();
-        if cur.at.duration_since(prev.at) >= Duration::from_millis(50) || !completed {
-            let row = IntervalRow::between(&prev, &cur, start.elapsed().as_secs_f64());
-            if args.json {
-                let mut v = serde_json::to_value(&row).map_err(|e| Error::Config(e.to_string()))?;
-                v["type"] = "interval".into();
-                writeln!(out, "{v}").map_err(io)?;
-            } else {
-                writeln!(out, "{}", row.line()).map_err(io)?;
+    // Output errors (a closed pipe) end the run, but only after the forwarder is stopped
+    // cleanly below: its workers joined and its stats segment removed.
+    let written = (|| -> Result<fwd_abi::Snapshot> {
+        if args.json {
+            let head = serde_json::json!({ "type": "start", "config": cfg, "info": info });
+            writeln!(out, "{head}").map_err(io)?;
+        } else {
+            writeln!(
+                out,
+                "fwdscope forward: {} driver, {} worker(s), cache {}, fib {} ({} routes, built in {:.0} ms), prefetch {}, device {}, stats {}",
+                cfg.driver, cfg.workers, cfg.cache, cfg.fib, info.routes, info.fib_build_ms, cfg.prefetch, info.gen_mode, info.stats_path
+            )
+            .map_err(io)?;
+            writeln!(out, "{}", IntervalRow::header()).map_err(io)?;
+        }
+        let seg = fwd.segment().clone();
+        let first = seg.snapshot();
+        let mut prev = first.clone();
+        let start = Instant::now();
+        let interval = Duration::from_secs_f64(args.interval);
+        let end = (args.duration > 0.0).then(|| Duration::from_secs_f64(args.duration));
+        let mut tick = 1u32;
+        loop {
+            let due = interval * tick;
+            let next = end.map_or(due, |e| due.min(e));
+            let completed = fwd.wait_until(start, next, interrupted);
+            let cur = seg.snapshot();
+            if cur.at.duration_since(prev.at) >= Duration::from_millis(50) || !completed {
+                let row = IntervalRow::between(&prev, &cur, start.elapsed().as_secs_f64());
+                if args.json {
+                    let mut v = serde_json::to_value(&row).map_err(|e| Error::Config(e.to_string()))?;
+                    v["type"] = "interval".into();
+                    writeln!(out, "{v}").map_err(io)?;
+                } else {
+                    writeln!(out, "{}", row.line()).map_err(io)?;
+                }
+                prev = cur;
             }
-            prev = cur;
+            if !completed || end.is_some_and(|e| start.elapsed() >= e) {
+                break;
+            }
+            tick += 1;
         }
-        if !completed || end.is_some_and(|e| start.elapsed() >= e) {
-            break;
-        }
-        tick += 1;
-    }
+        Ok(first)
+    })();
     let info = fwd.info.clone();
     let seg = fwd.stop()?;
+    let first = written?;
     let last = seg.snapshot();
     let summary = Summary::new(&first, &last, &cfg, &info);
     if args.json {
