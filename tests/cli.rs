@@ -230,3 +230,89 @@ fn a_closed_stdout_ends_forward_quietly_and_cleanly() {
     assert!(t0.elapsed().as_secs() < 4, "it stopped at the closed pipe, not at --duration");
     assert!(!std::path::Path::new(&format!("/dev/shm/fwdscope-{pid}.stats")).exists(), "segment left behind");
 }
+
+/// Every size, count and time flag has a checked bound: a huge value is refused at once,
+/// naming the flag, before anything is allocated or written (no stats segment, no output
+/// directory), and nothing panics or aborts.
+#[test]
+fn every_size_and_time_flag_is_bounded_before_anything_is_allocated() {
+    let dir = std::env::temp_dir().join(format!("fwdscope-bounds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seg = dir.join("seg.stats");
+    let out = dir.join("out");
+    let s = |v: &str| v.to_string();
+    let forward = |flags: &[&str]| -> Vec<String> {
+        let mut v = vec![s("forward"), s("--duration"), s("0.2"), s("--stats"), seg.display().to_string()];
+        v.extend(flags.iter().map(|f| f.to_string()));
+        v
+    };
+    let o = out.display().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (forward(&["--rt-hash-buckets", "1099511627776"]), "--rt-hash-buckets"),
+        (forward(&["--flows", "10000000000"]), "--flows"),
+        (forward(&["--routes", "10000000000"]), "--routes"),
+        (forward(&["--nexthops", "100000000000"]), "--nexthops"),
+        (forward(&["--gc-elasticity", "0"]), "--gc-elasticity"),
+        (forward(&["--gc-timeout", "18446744073709551615"]), "--gc-timeout"),
+        (forward(&["--gc-min-interval-ms", "18446744073709551615"]), "--gc-min-interval-ms"),
+        (forward(&["--max-size", "1000000000"]), "--max-size"),
+        (forward(&["--spin-ns", "4294967295"]), "--spin-ns"),
+        (forward(&["--rate", "1e300"]), "--rate"),
+        (forward(&["--rx-ring", "1000000"]), "ring sizes"),
+        (forward(&["--workers", "100000"]), "--workers"),
+        (forward(&["--max-size", "67108864", "--workers", "64"]), "MemAvailable"),
+        (forward(&["--gc-thresh", "100000", "--max-size", "1000"]), "gc_thresh must be below max_size"),
+        (vec![s("forward"), s("--duration"), s("1e300")], "--duration"),
+        (vec![s("forward"), s("-i"), s("1e300")], "--interval"),
+        (vec![s("record"), s("-o"), o.clone(), s("--duration"), s("1e300")], "--duration"),
+        (vec![s("record"), s("-o"), o.clone(), s("--mmap-pages"), s("1099511627776")], "--mmap-pages"),
+        (vec![s("record"), s("-o"), o.clone(), s("--mmap-pages"), s("3")], "power of two"),
+        (vec![s("record"), s("-o"), o.clone(), s("--chunk-ms"), s("0")], "--chunk-ms"),
+        (vec![s("stat"), s("--duration"), s("1e300")], "--duration"),
+        (vec![s("stat"), s("-I"), s("18446744073709551615")], "--interval-ms"),
+        (vec![s("top"), s("--delay"), s("1e300")], "--delay"),
+        (vec![s("top"), s("--replay"), o.clone(), s("--speed"), s("1e-300")], "--speed"),
+        (vec![s("sweep"), s("-o"), o.clone(), s("--repeat"), s("1000000000000")], "--repeat"),
+        (vec![s("sweep"), s("-o"), o.clone(), s("--duration"), s("1e300")], "--duration"),
+        (vec![s("sweep"), s("-o"), o.clone(), s("--live"), s("--block-ms"), s("18446744073709551615")], "--block-ms"),
+        (vec![s("lab"), s("bench"), s("--repeat"), s("1000000000000")], "--repeat"),
+        (vec![s("lab"), s("bench"), s("--seconds"), s("1e300")], "--seconds"),
+        (vec![s("lab"), s("send"), s("--duration"), s("1e300")], "--duration"),
+    ];
+    for (args, want) in cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let t0 = std::time::Instant::now();
+        let r = fwdscope(&a);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(matches!(r.status.code(), Some(1 | 2)), "{args:?}: status {:?}, stderr {err}", r.status);
+        assert!(err.contains(want), "{args:?}: stderr does not name {want}: {err}");
+        assert!(!err.contains("panicked") && !err.contains("memory allocation"), "{args:?}: {err}");
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "{args:?} took {:?} to refuse", t0.elapsed());
+        assert!(!seg.exists(), "{args:?} left a stats segment");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn duplicate_and_conflicting_table_lines_are_said_in_the_text_summary() {
+    let dir = std::env::temp_dir().join(format!("fwdscope-dup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = dir.join("t.txt");
+    // 10/8 three times (one naming another next hop), 11/8 once.
+    std::fs::write(&table, "10.0.0.0/8 198.18.0.1\n10.0.0.0/8 198.18.0.2\n10.0.0.0/8 198.18.0.1\n11.0.0.0/8 198.18.0.1\n")
+        .unwrap();
+    let t = table.display().to_string();
+    let r = fwdscope(&["forward", "--table", &t, "--duration", "0.2", "--no-pin"]);
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(text.contains(", 2 routes ("), "{text}");
+    assert!(
+        text.contains("table: 2 duplicate prefix line(s) dropped, the first of each kept; 1 of them named another next hop"),
+        "{text}"
+    );
+    let r = fwdscope(&["forward", "--table", &t, "--routes", "5"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && err.contains("--routes") && err.contains("--table"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

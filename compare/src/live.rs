@@ -76,7 +76,7 @@ impl LiveSetting {
             };
             match name {
                 "--prefetch" => s.prefetch = Some(num(value()?, 8)?),
-                "--spin-ns" => s.spin_ns = Some(num(value()?, 1_000_000)?),
+                "--spin-ns" => s.spin_ns = Some(num(value()?, fwd_abi::segment::MAX_SPIN_NS)?),
                 "--cache" => {
                     let v = value()?;
                     if CacheMode::from_name(&v).is_none() {

@@ -14,6 +14,35 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+/// Routes in a generated table unless --routes says (the 2005 test's table size).
+pub const DEFAULT_ROUTES: usize = 123_000;
+
+/// Highest offered rate accepted, packets per second (10G: beyond any port).
+pub const MAX_RATE: f64 = 1e10;
+
+/// Longest time any seconds flag accepts (one year): beyond it a Duration would overflow
+/// its arithmetic long before a run could end.
+pub const MAX_SECONDS: f64 = 31_536_000.0;
+
+/// Parse a number of seconds (`--duration`, `-i`, `--delay`, `--seconds`): finite, from 0 to
+/// [`MAX_SECONDS`]. Flags that need more than 0 say so where they are checked.
+pub fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}`: expected a number of seconds such as 3 or 0.5"))?;
+    if !v.is_finite() || !(0.0..=MAX_SECONDS).contains(&v) {
+        return Err(format!("`{s}`: expected 0 to {MAX_SECONDS} seconds (one year)"));
+    }
+    Ok(v)
+}
+
+/// Parse a replay speed factor: finite, from 0.01 to 1000.
+pub fn parse_speed(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}`: expected a factor such as 2 or 0.5"))?;
+    if !v.is_finite() || !(0.01..=1000.0).contains(&v) {
+        return Err(format!("`{s}`: expected a factor from 0.01 to 1000"));
+    }
+    Ok(v)
+}
+
 /// Parse a packet rate: `250000`, `250k`, `1.5M`, `2G` (packets per second).
 pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
     let t = s.trim().trim_end_matches("pps");
@@ -27,7 +56,11 @@ pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
     if !(v.is_finite() && v > 0.0) {
         return Err(format!("`{s}`: the rate must be positive"));
     }
-    Ok(v * mul)
+    let pps = v * mul;
+    if pps > MAX_RATE {
+        return Err(format!("`{s}`: expected at most 10G packets per second"));
+    }
+    Ok(pps)
 }
 
 /// Flags that configure a forwarder.
@@ -55,21 +88,24 @@ pub struct ForwarderArgs {
     /// Add a default route and covering /8 and /16 aggregates to a --table.
     #[arg(long)]
     pub aggregates: bool,
-    /// Routes in the generated table (prefix-length mix of a real table, nested, default route).
-    #[arg(long, default_value_t = 123_000)]
-    pub routes: usize,
+    /// Routes in the generated table (prefix-length mix of a real table, nested, default
+    /// route) [default: 123000]; not with --table.
+    #[arg(long, conflicts_with = "table")]
+    pub routes: Option<usize>,
     /// Next hops a generated or ASN table is spread over.
     #[arg(long, default_value_t = 16)]
     pub nexthops: usize,
-    /// Route-cache hash buckets (power of two).
+    /// Route-cache hash buckets (power of two, at most 16777216).
     #[arg(long, default_value_t = 4096)]
     pub rt_hash_buckets: usize,
-    /// GC starts past this many cache entries [default: the number of hash buckets].
+    /// GC starts past this many cache entries; must be below --max-size [default: the
+    /// number of hash buckets, as Linux set it].
     #[arg(long)]
     pub gc_thresh: Option<usize>,
-    /// Cache entries at most; beyond it packets drop as dst-cache overflow.
-    #[arg(long, default_value_t = 65536)]
-    pub max_size: usize,
+    /// Cache entries at most; beyond it packets drop as dst-cache overflow [default: 16 x
+    /// the hash buckets, as Linux set ip_rt_max_size, at most 67108864].
+    #[arg(long)]
+    pub max_size: Option<usize>,
     /// Chain length beyond which an insert evicts; GC's target average chain length.
     #[arg(long, default_value_t = 8)]
     pub gc_elasticity: usize,
@@ -152,7 +188,7 @@ impl ForwarderArgs {
                 if self.aggregates {
                     return Err(Error::Config("--aggregates needs --table".into()));
                 }
-                TableSource::Generated { routes: self.routes, seed: self.seed }
+                TableSource::Generated { routes: self.routes.unwrap_or(DEFAULT_ROUTES), seed: self.seed }
             }
         };
         let cfg = Config {
@@ -166,7 +202,7 @@ impl ForwarderArgs {
             rt: RtParams {
                 hash_buckets: self.rt_hash_buckets,
                 gc_thresh: self.gc_thresh.unwrap_or(self.rt_hash_buckets),
-                max_size: self.max_size,
+                max_size: self.max_size.unwrap_or(self.rt_hash_buckets.saturating_mul(16).min(crate::config::MAX_CACHE_ENTRIES)),
                 gc_elasticity: self.gc_elasticity,
                 gc_min_interval_ms: self.gc_min_interval_ms,
                 gc_timeout_s: self.gc_timeout,
@@ -205,10 +241,10 @@ pub struct ForwardArgs {
     #[command(flatten)]
     pub fwd: ForwarderArgs,
     /// Run this many seconds; 0 runs until interrupted.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = parse_seconds)]
     pub duration: f64,
     /// Seconds between rtstat lines.
-    #[arg(short = 'i', long, default_value_t = 1.0)]
+    #[arg(short = 'i', long, default_value_t = 1.0, value_parser = parse_seconds)]
     pub interval: f64,
     /// Print JSON lines (one per interval, then the summary) instead of text.
     #[arg(long)]

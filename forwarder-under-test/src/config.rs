@@ -12,6 +12,25 @@ use std::path::PathBuf;
 /// How the lookup stage finds a route (its codes are part of the published ABI).
 pub use fwd_abi::CacheMode;
 
+/// Most route-cache hash buckets (2^24; Linux sized the table from memory, a few 100k at most).
+pub const MAX_HASH_BUCKETS: usize = 1 << 24;
+/// Most route-cache entries (2^26).
+pub const MAX_CACHE_ENTRIES: usize = 1 << 26;
+/// Largest --gc-elasticity.
+pub const MAX_GC_ELASTICITY: usize = 1024;
+/// Largest --gc-min-interval-ms (one hour).
+pub const MAX_GC_INTERVAL_MS: u64 = 3_600_000;
+/// Largest --gc-timeout (one day).
+pub const MAX_GC_TIMEOUT_S: u64 = 86_400;
+/// Most routes in a generated table (2^24, sixteen times today's full IPv4 table).
+pub const MAX_ROUTES: usize = 1 << 24;
+/// Most next hops.
+pub const MAX_NEXTHOPS: usize = 65_536;
+/// Most concurrent flows of the synthetic traffic (2^24).
+pub const MAX_FLOWS: usize = 1 << 24;
+/// Largest planted calibration cost per packet, ns (100 us).
+pub use fwd_abi::segment::MAX_SPIN_NS;
+
 /// Route-cache tunables, named and defaulted as Linux 2.6 had them in
 /// /proc/sys/net/ipv4/route (for a 4096-bucket hash).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,15 +70,46 @@ impl Default for RtParams {
 }
 
 impl RtParams {
+    /// Check each tunable's range, and the rules between them that keep the cache's
+    /// behaviour what its flags say.
     pub fn validate(&self) -> Result<()> {
-        if !self.hash_buckets.is_power_of_two() {
-            return Err(Error::Config(format!("--rt-hash-buckets {}: expected a power of two", self.hash_buckets)));
+        if !self.hash_buckets.is_power_of_two() || self.hash_buckets > MAX_HASH_BUCKETS {
+            return Err(Error::Config(format!(
+                "--rt-hash-buckets {}: expected a power of two from 1 to {MAX_HASH_BUCKETS}",
+                self.hash_buckets
+            )));
         }
-        if self.max_size == 0 || self.max_size > (1 << 26) {
-            return Err(Error::Config(format!("--max-size {}: expected 1 to 67108864", self.max_size)));
+        if self.max_size == 0 || self.max_size > MAX_CACHE_ENTRIES {
+            return Err(Error::Config(format!("--max-size {}: expected 1 to {MAX_CACHE_ENTRIES}", self.max_size)));
         }
-        if self.hz == 0 {
-            return Err(Error::Config("hz must be at least 1".into()));
+        if self.gc_thresh >= self.max_size {
+            return Err(Error::Config(format!(
+                "--gc-thresh {} with --max-size {}: gc_thresh must be below max_size (GC starts only past \
+                 gc_thresh entries and allocation fails at max_size, so the cache would overflow before GC \
+                 ever ran); lower --gc-thresh or raise --max-size (default 16 x --rt-hash-buckets)",
+                self.gc_thresh, self.max_size
+            )));
+        }
+        if self.gc_elasticity == 0 || self.gc_elasticity > MAX_GC_ELASTICITY {
+            return Err(Error::Config(format!(
+                "--gc-elasticity {}: expected 1 to {MAX_GC_ELASTICITY} (entries per chain)",
+                self.gc_elasticity
+            )));
+        }
+        if self.gc_min_interval_ms > MAX_GC_INTERVAL_MS {
+            return Err(Error::Config(format!(
+                "--gc-min-interval-ms {}: expected 0 to {MAX_GC_INTERVAL_MS} (one hour)",
+                self.gc_min_interval_ms
+            )));
+        }
+        if self.gc_timeout_s > MAX_GC_TIMEOUT_S || self.gc_interval_s > MAX_GC_TIMEOUT_S {
+            return Err(Error::Config(format!(
+                "--gc-timeout {}: expected 0 to {MAX_GC_TIMEOUT_S} seconds (one day)",
+                self.gc_timeout_s
+            )));
+        }
+        if self.hz == 0 || self.hz > 100_000 {
+            return Err(Error::Config(format!("hz {}: expected 1 to 100000", self.hz)));
         }
         Ok(())
     }
@@ -200,12 +250,87 @@ impl Config {
                 return Err(Error::Config("--in and --out name interfaces for --driver afpacket".into()))
             }
         }
-        if self.nexthops == 0 {
-            return Err(Error::Config("--nexthops must be at least 1".into()));
+        if self.nexthops == 0 || self.nexthops > MAX_NEXTHOPS {
+            return Err(Error::Config(format!("--nexthops {}: expected 1 to {MAX_NEXTHOPS}", self.nexthops)));
+        }
+        if let TableSource::Generated { routes, .. } = self.table {
+            if routes == 0 || routes > MAX_ROUTES {
+                return Err(Error::Config(format!("--routes {routes}: expected 1 to {MAX_ROUTES}")));
+            }
+        }
+        if self.spin_ns > MAX_SPIN_NS {
+            return Err(Error::Config(format!("--spin-ns {}: expected 0 to {MAX_SPIN_NS} ns per packet", self.spin_ns)));
         }
         self.rt.validate()?;
         self.traffic.validate()
     }
+
+    /// What this configuration allocates before it forwards, by part, in bytes: an upper
+    /// estimate from the sizes of the structures (the route cache counted full, since it
+    /// may fill to max_size while running). A file table's size is known only once read and
+    /// is not counted here.
+    pub fn memory_estimate(&self) -> Vec<(&'static str, u64)> {
+        let w = self.workers as u64;
+        let queue_bufs = (self.rx_ring + self.tx_ring + 4 * crate::burst::MAX_BURST + 256) as u64;
+        // Per dst object: the entry, its pending-free slot and its slab pointer.
+        let dst = (std::mem::size_of::<crate::rtcache::DstEntry>() + 4 + 8) as u64;
+        let rtcache = w.saturating_mul(
+            (self.rt.hash_buckets as u64)
+                .saturating_mul(4)
+                .saturating_add((self.rt.max_size as u64).saturating_mul(dst)),
+        );
+        // Per flow: a 64-byte header slot and its packets-left counter.
+        let flows = (self.traffic.flows as u64).saturating_mul(68);
+        // Per generated route: the route, its FIB node(s) and the copies made while sorting.
+        let table = match self.table {
+            TableSource::Generated { routes, .. } => (routes as u64).saturating_mul(BYTES_PER_ROUTE),
+            TableSource::File { .. } => 0,
+        };
+        let fib = if self.fib == FibKind::Dir24 { (1u64 << 24) * 4 } else { 0 };
+        vec![
+            ("packet buffers", w.saturating_mul(queue_bufs).saturating_mul(crate::nic::BUF_STRIDE as u64)),
+            ("route cache (full)", rtcache),
+            ("flows", flows),
+            ("generated table", table),
+            ("FIB first level", fib),
+        ]
+    }
+
+    /// Refuse, before anything is allocated, a configuration whose
+    /// [`memory_estimate`](Self::memory_estimate) exceeds `available` bytes.
+    pub fn check_memory(&self, available: u64) -> Result<()> {
+        let parts = self.memory_estimate();
+        let total: u64 = parts.iter().fold(0u64, |a, (_, b)| a.saturating_add(*b));
+        if total <= available {
+            return Ok(());
+        }
+        let mut by: Vec<_> = parts.into_iter().filter(|(_, b)| *b > 0).collect();
+        by.sort_by(|a, b| b.1.cmp(&a.1));
+        let list: Vec<String> = by.iter().map(|(n, b)| format!("{n} {}", mib(*b))).collect();
+        Err(Error::Config(format!(
+            "this configuration needs about {} but {} is available (MemAvailable): {}; lower the \
+             largest (--max-size, --rt-hash-buckets, --flows, --routes, --rx-ring/--tx-ring, --workers)",
+            mib(total),
+            mib(available),
+            list.join(", ")
+        )))
+    }
+}
+
+/// Bytes a generated route costs while the table and its FIB are built (a 12-byte route,
+/// up to ~40 bytes of trie or hash node, and the sort's copies), rounded up.
+const BYTES_PER_ROUTE: u64 = 96;
+
+fn mib(b: u64) -> String {
+    format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+/// MemAvailable from /proc/meminfo, in bytes; None where it cannot be read.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
 }
 
 fn default_clock_one_in() -> u32 {

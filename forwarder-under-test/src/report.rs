@@ -140,6 +140,13 @@ impl Summary {
             self.info.table_source,
             self.info.gen_mode
         );
+        if self.info.duplicates > 0 {
+            let _ = writeln!(
+                s,
+                "  table: {} duplicate prefix line(s) dropped, the first of each kept; {} of them named another next hop",
+                self.info.duplicates, self.info.conflicts
+            );
+        }
         let _ = writeln!(
             s,
             "  packets: rx {}  tx {}  dropped {}  rx_missed {}",

@@ -30,6 +30,9 @@ pub struct RunInfo {
     pub routes: usize,
     pub nexthops: usize,
     pub duplicates: usize,
+    /// Duplicates whose next hop differed from the kept route's.
+    #[serde(default)]
+    pub conflicts: usize,
     pub aggregates_added: usize,
     pub fib: String,
     pub fib_build_ms: f64,
@@ -184,6 +187,9 @@ impl Forwarder {
     /// Build everything and start the threads.
     pub fn start(cfg: &Config) -> Result<Forwarder> {
         cfg.validate()?;
+        if let Some(avail) = crate::config::mem_available() {
+            cfg.check_memory(avail)?;
+        }
         let table = load_table(cfg)?;
         let t0 = Instant::now();
         let fib = Arc::new(Fib::build(cfg.fib, &table.routes)?);
@@ -207,6 +213,7 @@ impl Forwarder {
             routes: table.routes.len(),
             nexthops: table.nexthops.len(),
             duplicates: table.duplicates,
+            conflicts: table.conflicts,
             aggregates_added: table.aggregates_added,
             fib: cfg.fib.to_string(),
             fib_build_ms,

@@ -38,6 +38,8 @@ pub struct RouteTable {
     pub source: String,
     /// Lines whose prefix repeated an earlier one (the first kept).
     pub duplicates: usize,
+    /// Of the duplicates, those whose next hop differed from the kept line's.
+    pub conflicts: usize,
     /// Aggregates added by [`RouteTable::add_aggregates`].
     pub aggregates_added: usize,
 }
@@ -284,12 +286,13 @@ impl RouteTable {
         if routes.is_empty() {
             return Err(Error::Parse { path: path.into(), line: 0, msg: "no routes in file".into() });
         }
-        let duplicates = normalize(&mut routes);
+        let dedup = crate::fib::normalize_counted(&mut routes);
         Ok(RouteTable {
             routes,
             nexthops: ld.nexthops,
             source: path.display().to_string(),
-            duplicates,
+            duplicates: dedup.duplicates,
+            conflicts: dedup.conflicts,
             aggregates_added: 0,
         })
     }
@@ -354,6 +357,7 @@ impl RouteTable {
             nexthops,
             source: format!("generated: {n} routes, {k} next hops, seed {seed}"),
             duplicates: 0,
+            conflicts: 0,
             aggregates_added: 0,
         }
     }

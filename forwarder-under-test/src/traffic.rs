@@ -73,6 +73,9 @@ impl TrafficProfile {
         if self.flows == 0 || self.pkts_per_flow == 0 {
             return Err(Error::Config("--flows and --pkts-per-flow must be at least 1".into()));
         }
+        if self.flows > crate::config::MAX_FLOWS {
+            return Err(Error::Config(format!("--flows {}: expected 1 to {}", self.flows, crate::config::MAX_FLOWS)));
+        }
         if let Some(r) = self.rate {
             if !(r.is_finite() && r > 0.0) {
                 return Err(Error::Config(format!("--rate {r}: expected a positive packets-per-second figure")));

@@ -397,7 +397,7 @@ impl Worker {
             self.set_mode(m);
         }
         self.set_stage_clock(c.stage_clock.load(Ordering::Relaxed) != 0);
-        let spin = c.spin_ns.load(Ordering::Relaxed);
+        let spin = c.spin_ns.load(Ordering::Relaxed).min(fwd_abi::segment::MAX_SPIN_NS);
         if spin != self.spin_ns {
             self.set_spin(spin);
         }

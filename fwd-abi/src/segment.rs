@@ -63,6 +63,9 @@ pub enum State {
     Exited,
 }
 
+/// Largest calibration cost per packet a worker applies, ns (100 us).
+pub const MAX_SPIN_NS: u32 = 100_000;
+
 /// The control block.
 #[repr(C)]
 pub struct Control {
@@ -78,7 +81,8 @@ pub struct Control {
     pub stop: AtomicU32,
     /// Non-zero turns per-stage TSC clocks on.
     pub stage_clock: AtomicU32,
-    /// The calibration stage's cost per forwarded packet, ns (0: off).
+    /// The calibration stage's cost per forwarded packet, ns (0: off; workers clamp it to
+    /// [`MAX_SPIN_NS`]).
     pub spin_ns: AtomicU32,
     pub _pad: AtomicU32,
     /// What the controller calls the setting in force (copied into each worker's

@@ -23,10 +23,10 @@ pub struct BenchOptions {
     #[arg(long, default_value_t = 32768)]
     pub flows: usize,
     /// Seconds of traffic per measurement.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = forwarder::cli::parse_seconds)]
     pub seconds: f64,
-    /// Measurements per setup (interleaved rounds).
-    #[arg(long, default_value_t = 3)]
+    /// Measurements per setup (interleaved rounds), 1 to 1000.
+    #[arg(long, default_value_t = 3, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..=1000), |v| v as usize))]
     pub repeat: usize,
     /// Frame size in bytes.
     #[arg(long, default_value_t = 64)]

@@ -34,7 +34,7 @@ pub struct SendOptions {
     #[arg(long)]
     pub count: Option<u64>,
     /// Stop after this many seconds (or at --count, if earlier).
-    #[arg(long)]
+    #[arg(long, value_parser = forwarder::cli::parse_seconds)]
     pub duration: Option<f64>,
     /// Generator seed.
     #[arg(long, default_value_t = 1)]

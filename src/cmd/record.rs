@@ -30,14 +30,15 @@ pub struct RecordArgs {
     /// Record frame-pointer callchains.
     #[arg(short = 'g')]
     pub callchain: bool,
-    /// Ring buffer pages per CPU.
-    #[arg(short = 'm', long, default_value_t = 128)]
+    /// Ring buffer pages per CPU (a power of two, 1 to 65536).
+    #[arg(short = 'm', long, default_value_t = 128, value_parser = pages)]
     pub mmap_pages: usize,
     /// Stop after this many seconds [default: when the target exits, or Ctrl-C].
-    #[arg(long)]
+    #[arg(long, value_parser = forwarder::cli::parse_seconds)]
     pub duration: Option<f64>,
-    /// Milliseconds between Parquet parts (what survives if the recorder is killed).
-    #[arg(long, default_value_t = 1000)]
+    /// Milliseconds between Parquet parts (what survives if the recorder is killed), 10 to
+    /// 3600000.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub chunk_ms: u64,
     /// Also save the function symbols of every mapped binary (symbols/BUILDID.map), so the
     /// recording analyzes the same after a rebuild or on another machine.
@@ -133,4 +134,13 @@ pub fn run(a: &RecordArgs) -> Result<()> {
         eprintln!("fwdscope record: symbol maps of {n} binaries in {}", a.output.join("symbols").display());
     }
     Ok(())
+}
+
+/// `-m`: ring buffer pages, a power of two from 1 to 65536 (as perf requires).
+fn pages(s: &str) -> std::result::Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|_| format!("`{s}`: expected a whole number of pages"))?;
+    if !v.is_power_of_two() || v > 65536 {
+        return Err(format!("`{s}`: expected a power of two from 1 to 65536 pages"));
+    }
+    Ok(v)
 }

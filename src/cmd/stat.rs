@@ -11,14 +11,14 @@ use std::time::Duration;
 #[derive(clap::Args, Debug)]
 pub struct StatArgs {
     /// Milliseconds between rows.
-    #[arg(short = 'I', long, default_value_t = 1000)]
+    #[arg(short = 'I', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub interval_ms: u64,
     /// Events by perf's names, comma-separated [default: cycles, instructions,
     /// cache-references, cache-misses, branch-misses, LLC-load-misses, dTLB-load-misses, task-clock].
     #[arg(short = 'e', long)]
     pub events: Option<String>,
     /// Stop after this many seconds [default: when the target exits, or Ctrl-C].
-    #[arg(long)]
+    #[arg(long, value_parser = forwarder::cli::parse_seconds)]
     pub duration: Option<f64>,
     /// JSON lines: a header, then one object per unit per interval.
     #[arg(long, conflicts_with = "field_separator")]

@@ -38,11 +38,13 @@ pub struct SweepArgs {
     #[arg(long)]
     pub live: bool,
     /// Live mode: block length in ms.
-    #[arg(long, default_value_t = compare::live::BLOCK.as_millis() as u64, requires = "live")]
+    #[arg(long, default_value_t = compare::live::BLOCK.as_millis() as u64, requires = "live",
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub block_ms: u64,
     /// Live mode: ms discarded as warm-up after each switch (measure with --settle; with
     /// `--device thread` use 50 and blocks of 100 or more).
-    #[arg(long, default_value_t = compare::live::DISCARD.as_millis() as u64, requires = "live")]
+    #[arg(long, default_value_t = compare::live::DISCARD.as_millis() as u64, requires = "live",
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub discard_ms: u64,
     /// Live mode: seed of the block order [default: from the clock; printed].
     #[arg(long, requires = "live")]
@@ -54,11 +56,11 @@ pub struct SweepArgs {
     /// to settle after each kind of switch (to choose --discard-ms; adds wake-ups).
     #[arg(long, requires = "live")]
     pub settle: bool,
-    /// Runs per setting [default: 5, or the experiment's].
-    #[arg(long)]
+    /// Runs per setting, 1 to 1000 [default: 5, or the experiment's].
+    #[arg(long, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..=1000), |v| v as usize))]
     pub repeat: Option<usize>,
     /// Seconds of forwarding per run [default: 3, or the experiment's].
-    #[arg(long)]
+    #[arg(long, value_parser = forwarder::cli::parse_seconds)]
     pub duration: Option<f64>,
     /// A historic experiment: prefetch-2005, rtcache-flood-2003, rtcache-removal-2012, or a
     /// TOML file of the same form.

@@ -11,7 +11,7 @@ use tui::app::{TopOptions, TopTarget};
 #[derive(clap::Args, Debug)]
 pub struct TopArgs {
     /// Seconds between screen updates.
-    #[arg(short = 'd', long, default_value_t = 1.0)]
+    #[arg(short = 'd', long, default_value_t = 1.0, value_parser = forwarder::cli::parse_seconds)]
     pub delay: f64,
     /// Quit after this many updates (as top -n) [default: run until q].
     #[arg(short = 'n', long)]
@@ -32,7 +32,7 @@ pub struct TopArgs {
     #[arg(long, conflicts_with_all = ["pid", "all", "exec"])]
     pub replay: Option<PathBuf>,
     /// Replay speed (2 = twice as fast as recorded).
-    #[arg(long, default_value_t = 1.0, requires = "replay")]
+    #[arg(long, default_value_t = 1.0, requires = "replay", value_parser = forwarder::cli::parse_speed)]
     pub speed: f64,
     #[command(flatten)]
     pub target: TargetArgs,

@@ -179,14 +179,35 @@ impl Fib {
 /// Clear host bits and drop duplicate prefixes (the first occurrence wins).
 /// Returns the routes sorted by (prefix, len) and the number of duplicates dropped.
 pub fn normalize(routes: &mut Vec<Route>) -> usize {
+    normalize_counted(routes).duplicates
+}
+
+/// What [`normalize_counted`] dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dedup {
+    /// Routes dropped because an earlier one had the same prefix and length.
+    pub duplicates: usize,
+    /// Of those, the ones whose next hop differed from the kept route's.
+    pub conflicts: usize,
+}
+
+/// [`normalize`], counting the dropped duplicates that named another next hop.
+pub fn normalize_counted(routes: &mut Vec<Route>) -> Dedup {
     for r in routes.iter_mut() {
         r.prefix &= mask(r.len);
     }
     // Stable sort keeps file order among equal keys, so dedup keeps the first.
     routes.sort_by_key(|r| (r.prefix, r.len));
     let before = routes.len();
-    routes.dedup_by_key(|r| (r.prefix, r.len));
-    before - routes.len()
+    let mut conflicts = 0;
+    routes.dedup_by(|later, kept| {
+        let same = (later.prefix, later.len) == (kept.prefix, kept.len);
+        if same && later.nh != kept.nh {
+            conflicts += 1;
+        }
+        same
+    });
+    Dedup { duplicates: before - routes.len(), conflicts }
 }
 
 #[cfg(test)]
@@ -206,5 +227,13 @@ mod tests {
         let mut r = vec![Route { prefix: 0x0a01_0203, len: 8, nh: 1 }, Route { prefix: 0x0a00_0000, len: 8, nh: 2 }];
         assert_eq!(normalize(&mut r), 1);
         assert_eq!(r, vec![Route { prefix: 0x0a00_0000, len: 8, nh: 1 }]);
+    }
+
+    #[test]
+    fn normalize_counts_duplicates_that_name_another_next_hop() {
+        let r = |nh| Route { prefix: 0x0a00_0000, len: 8, nh };
+        let mut v = vec![r(1), r(1), r(2), Route { prefix: 0x0b00_0000, len: 8, nh: 2 }, r(3)];
+        assert_eq!(normalize_counted(&mut v), Dedup { duplicates: 3, conflicts: 2 });
+        assert_eq!(v, vec![r(1), Route { prefix: 0x0b00_0000, len: 8, nh: 2 }]);
     }
 }
