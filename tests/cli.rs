@@ -228,7 +228,7 @@ fn a_closed_stdout_ends_forward_quietly_and_cleanly() {
     assert!(status.success(), "exit {status:?}: {err}");
     assert!(err.is_empty(), "nothing said on a closed pipe: {err}");
     assert!(t0.elapsed().as_secs() < 4, "it stopped at the closed pipe, not at --duration");
-    assert!(!std::path::Path::new(&format!("/dev/shm/fwdscope-{pid}.stats")).exists(), "segment left behind");
+    assert!(fwd_abi::segment::named_for(pid).is_empty(), "segment left behind");
 }
 
 /// Every size, count and time flag has a checked bound: a huge value is refused at once,

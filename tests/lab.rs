@@ -107,7 +107,7 @@ fn sent_equals_received_plus_counted_drops_in_both_modes() {
         fwdscope(&["lab", "up", "--name", &name, "--routes", "500", "--mode", "fwdscope", "--", "--workers", "2"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096"]);
-    let seg = fwd_abi::Segment::open(std::path::Path::new(&format!("/dev/shm/fwdscope-lab-{name}.stats")))
+    let seg = fwd_abi::Segment::open(std::path::Path::new(&format!("/run/fwdscope-lab/{name}/forwarder.stats")))
         .expect("the lab forwarder's segment");
     use fwd_abi::Ctr;
     let drops = |s: &fwd_abi::Snapshot| -> u64 {

@@ -6,7 +6,7 @@
 //! contention test needs two CPUs and skips, saying so, without them.
 
 mod common;
-use common::fwdscope;
+use common::{children, fwdscope};
 use std::process::Command;
 
 /// The live runs share two cores: one at a time.
@@ -65,7 +65,7 @@ fn a_planted_cost_is_found_and_every_block_has_one_setting() {
     }
     assert!(out.join("blocks.parquet").exists() && out.join("table.txt").exists());
     let pid = j["pid"].as_u64().expect("pid");
-    assert!(!std::path::Path::new(&format!("/dev/shm/fwdscope-{pid}.stats")).exists(), "segment left behind");
+    assert!(fwd_abi::segment::named_for(pid as u32).is_empty(), "segment left behind");
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "forwarder still running");
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -103,26 +103,11 @@ fn a_spinning_neighbour_on_the_worker_core_is_caught() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// Child processes of `pid` (from /proc/*/stat).
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        // pid (comm) state ppid ...: the comm may hold spaces, so split after its ')'.
-        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[test]
 fn a_forwarder_that_dies_mid_run_leaves_what_was_measured_marked_incomplete() {
     let _g = serial();
     let out = std::env::temp_dir().join(format!("fwdscope-live-dies-{}", std::process::id()));
-    let mut child = fwdscope()
+    let child = fwdscope()
         .args(["sweep", "--live", "--aa", "--duration", "8", "--block-ms", "100", "--discard-ms", "20", "--force", "-o"])
         .arg(&out)
         .args(SMALL)
@@ -135,7 +120,7 @@ fn a_forwarder_that_dies_mid_run_leaves_what_was_measured_marked_incomplete() {
     let fwd = loop {
         let c = children(child.id());
         if let Some(&p) = c.first() {
-            if std::path::Path::new(&format!("/dev/shm/fwdscope-{p}.stats")).exists() {
+            if fwd_abi::Segment::find_for(p).is_some() {
                 break p;
             }
         }
@@ -153,7 +138,7 @@ fn a_forwarder_that_dies_mid_run_leaves_what_was_measured_marked_incomplete() {
     let n = j["blocks"].as_array().expect("blocks").len();
     assert!(n > 5 && n < 80, "{n} blocks kept of 80");
     assert!(j["incomplete"].as_str().unwrap_or("").contains("the forwarder exited"), "{}", j["incomplete"]);
-    assert!(!std::path::Path::new(&format!("/dev/shm/fwdscope-{fwd}.stats")).exists(), "segment left behind");
+    assert!(fwd_abi::segment::named_for(fwd).is_empty(), "segment left behind");
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -55,7 +55,9 @@ fn a_killed_recorder_leaves_every_finished_chunk_readable() {
         while std::path::Path::new(&format!("/proc/{pid}")).exists() && t0.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = std::fs::remove_file(format!("/dev/shm/fwdscope-{pid}.stats"));
+        for p in fwd_abi::segment::named_for(pid as u32) {
+            let _ = std::fs::remove_file(p);
+        }
     }
     assert_eq!(rec.meta.status, "recording", "the writer never finished");
     let samples = rec.samples().expect("every part readable");

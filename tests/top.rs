@@ -27,7 +27,10 @@ impl Tmux {
         let name = format!("fwdscope-{tag}-{}", std::process::id());
         let _ = Command::new("tmux").args(["kill-session", "-t", &name]).output();
         // After the command: its exit status on the normal screen, and a pause to read it.
-        let shell = format!("{cmd} 2>/tmp/{name}.err; echo TOP-EXITED $?; sleep 300");
+        // The terminal's mode after it: `icanon` when restored, `-icanon` left raw.
+        let shell = format!(
+            "{cmd} 2>/tmp/{name}.err; echo TOP-EXITED $?; echo TTY $(stty -a | grep -o -- '-\\?icanon' | head -1); sleep 300"
+        );
         let st = Command::new("tmux")
             .args(["new-session", "-d", "-s", &name, "-x", &w.to_string(), "-y", &h.to_string(), &shell])
             .status()
@@ -60,6 +63,24 @@ impl Tmux {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// The PID of the command the pane runs (the shell's child), once it runs.
+    fn command_pid(&self) -> u32 {
+        let o = Command::new("tmux").args(["display", "-p", "-t", &self.0, "#{pane_pid}"]).output().expect("tmux");
+        let shell: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().expect("pane pid");
+        let mut pid = None;
+        assert!(wait_until(10, || {
+            pid = common::children(shell).into_iter().next();
+            pid.is_some()
+        }));
+        pid.unwrap_or_default()
+    }
+
+    /// Whether the pane shows the alternate screen.
+    fn alternate_on(&self) -> bool {
+        let o = Command::new("tmux").args(["display", "-p", "-t", &self.0, "#{alternate_on}"]).output().expect("tmux");
+        String::from_utf8_lossy(&o.stdout).trim() == "1"
     }
 
     fn stderr(&self) -> String {
@@ -104,7 +125,7 @@ fn top_shows_the_forwarder_and_its_keys_reach_the_control_block() {
     let t = Tmux::start("live", &format!("{BIN} top -F 500 -- --routes 3000 --no-pin"), 110, 36);
     let s = t.wait_for(&["Mpps", "lookup", "driver", "fwd_", "forwarder pid "], 30);
     let pid = forwarder_pid(&s);
-    let seg = Segment::open(&fwd_abi::default_path(pid)).expect("the forwarder's stats segment");
+    let seg = Segment::find_for(pid).expect("the forwarder's stats segment");
     let depth = || seg.read_worker(0)[Ctr::PrefetchDepth as usize];
     let start = depth();
     assert!(s.contains(&format!("prefetch {start}")), "header shows the depth {start}:\n{s}");
@@ -138,7 +159,7 @@ fn the_ab_key_alternates_the_previous_and_current_setting_and_shows_the_ratio() 
     let t = Tmux::start("ab", &format!("{BIN} top -F 200 -- --routes 3000 --no-pin --prefetch 0"), 150, 36);
     let s = t.wait_for(&["Mpps", "forwarder pid "], 30);
     let pid = forwarder_pid(&s);
-    let seg = Segment::open(&fwd_abi::default_path(pid)).expect("the forwarder's stats segment");
+    let seg = Segment::find_for(pid).expect("the forwarder's stats segment");
     // Without a change before it, `b` says what it needs.
     t.keys("b");
     t.wait_for(&["change a setting first"], 10);
@@ -209,11 +230,10 @@ fn pid_observes_without_control() {
         .spawn()
         .expect("forwarder");
     let pid = fwd.id();
-    let path = fwd_abi::default_path(pid);
-    assert!(wait_until(20, || path.exists()), "no stats segment");
+    assert!(wait_until(20, || Segment::find_for(pid).is_some()), "no stats segment");
     let t = Tmux::start("pid", &format!("{BIN} top -p {pid}"), 100, 32);
     t.wait_for(&[&format!("pid {pid}"), "Mpps", "fwd_"], 30);
-    let seg = Segment::open(&path).expect("segment");
+    let seg = Segment::find_for(pid).expect("segment");
     let before = seg.read_worker(0)[Ctr::PrefetchDepth as usize];
     t.keys("+");
     t.wait_for(&["no control here"], 10);
@@ -224,6 +244,28 @@ fn pid_observes_without_control() {
     assert!(alive(pid), "-p must not stop the process it watches");
     seg.request_stop();
     let _ = fwd.wait();
+}
+
+#[test]
+fn sigterm_and_sighup_end_top_with_the_terminal_restored_and_no_orphan() {
+    if !have_tmux() {
+        return;
+    }
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+        let t = Tmux::start(&format!("sig{sig}"), &format!("{BIN} top -F 200 -- --routes 3000 --no-pin"), 110, 36);
+        let s = t.wait_for(&["Mpps", "forwarder pid "], 30);
+        let fwd = forwarder_pid(&s);
+        assert!(t.alternate_on(), "top draws on the alternate screen");
+        let top = t.command_pid();
+        // SAFETY: signalling the top this test started.
+        assert_eq!(unsafe { libc::kill(top as i32, sig) }, 0);
+        let s = t.wait_for(&["TOP-EXITED 0", "TTY "], 20);
+        assert!(s.contains("TTY icanon"), "{name}: terminal left in raw mode:\n{s}");
+        assert!(!t.alternate_on(), "{name}: still on the alternate screen");
+        assert!(t.stderr().contains(&format!("stopped by {name}")), "{name}: {}", t.stderr());
+        assert!(wait_until(10, || !common::running(fwd)), "{name}: forwarder {fwd} still running");
+        assert!(fwd_abi::segment::named_for(fwd).is_empty(), "{name}: segment of {fwd} left behind");
+    }
 }
 
 #[test]

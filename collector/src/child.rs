@@ -1,7 +1,10 @@
 //! Starting a target program held at a gate: the child is forked and waits on a pipe before
 //! exec, so perf events can be attached to its pid (with enable_on_exec and inherit) before
 //! it runs a single instruction of the program, and every thread it later starts is
-//! followed. This is what `perf record -- COMMAND` does.
+//! followed. This is what `perf record -- COMMAND` does. The child is bound to its parent
+//! (PR_SET_PDEATHSIG): if the collector dies, even by SIGKILL, the target gets SIGTERM.
+//! The signal comes when the thread that forked exits, so a GatedChild is kept by the
+//! thread that waits for it.
 
 use crate::{Error, Result};
 use std::ffi::CString;
@@ -47,8 +50,10 @@ impl GatedChild {
                 source: std::io::Error::last_os_error(),
             });
         }
-        // SAFETY: after fork the child only calls async-signal-safe functions (read, close,
-        // execv, _exit) on memory prepared before the fork.
+        // SAFETY: getpid cannot fail.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: after fork the child only calls async-signal-safe functions (prctl,
+        // getppid, read, close, dup2, execv, _exit) on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(Error::Perf { what: "fork".into(), source: std::io::Error::last_os_error() });
@@ -56,6 +61,13 @@ impl GatedChild {
         if pid == 0 {
             // SAFETY: see above.
             unsafe {
+                // The target dies with us, however we end (SIGKILL included): SIGTERM, which
+                // a forwarder handles as Ctrl-C (it stops and removes its stats segment).
+                // If we died before this line, exit now rather than run orphaned.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                if libc::getppid() != parent {
+                    libc::_exit(127);
+                }
                 libc::close(fds[1]);
                 if out_fd >= 0 {
                     libc::dup2(out_fd, 1);

@@ -184,9 +184,8 @@ fn attaching_to_a_running_forwarder_by_pid() {
         .unwrap();
     let pid = fwd.id() as i32;
     // Wait for its stats segment: the workers are running then.
-    let seg_path = fwd_abi::default_path(pid as u32);
     let t0 = std::time::Instant::now();
-    while !seg_path.exists() && t0.elapsed() < Duration::from_secs(20) {
+    while fwd_abi::Segment::find_for(pid as u32).is_none() && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = tmpdir("pid");

@@ -358,9 +358,10 @@ impl Drop for Forwarder {
         }
         // A forwarder that was killed leaves its segment behind: it is gone now, and the
         // segment names it as its owner.
-        let path = fwd_abi::default_path(self.child.id());
-        if Segment::open(&path).is_ok_and(|s| s.pid() == self.child.id()) {
-            let _ = std::fs::remove_file(&path);
+        for path in fwd_abi::segment::named_for(self.child.id()) {
+            if Segment::open(&path).is_ok_and(|s| s.pid() == self.child.id()) {
+                let _ = std::fs::remove_file(&path);
+            }
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod cpu;
 mod error;
 pub mod fib;
 pub mod nic;
+pub mod signals;
 pub mod packet;
 pub mod report;
 pub mod rtcache;

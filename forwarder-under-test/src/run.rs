@@ -207,7 +207,14 @@ impl Forwarder {
         };
         let tsc = crate::cpu::tsc_rate();
         let hz = tsc.hz;
-        let stats_path = cfg.stats_path.clone().unwrap_or_else(|| default_path(std::process::id()));
+        let stats_path = match &cfg.stats_path {
+            Some(p) => p.clone(),
+            None => {
+                // Segments of forwarders that were killed before they could remove theirs.
+                fwd_abi::segment::remove_stale(std::path::Path::new(fwd_abi::segment::SEGMENT_DIR));
+                default_path(std::process::id())
+            }
+        };
         let info = RunInfo {
             table_source: table.source.clone(),
             routes: table.routes.len(),

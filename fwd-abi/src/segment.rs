@@ -117,9 +117,86 @@ fn layout(n_workers: usize, n_counters: usize, config_len: usize) -> Layout {
 /// Where segments live.
 pub const SEGMENT_DIR: &str = "/dev/shm";
 
-/// Default segment path for a forwarder process.
+/// A fresh default segment path for forwarder process `pid`:
+/// `SEGMENT_DIR/fwdscope-PID-RANDOM.stats`. The random part makes the name unpredictable, so
+/// another local user cannot plant a file there ahead of a run; readers find a process's
+/// segment through the process ([`Segment::find_for`]), not by its name.
 pub fn default_path(pid: u32) -> PathBuf {
-    PathBuf::from(format!("{SEGMENT_DIR}/fwdscope-{pid}.stats"))
+    PathBuf::from(format!("{SEGMENT_DIR}/fwdscope-{pid}-{:016x}.stats", random_u64()))
+}
+
+/// 64 random bits from the kernel (getrandom), or from the clock and PID where it fails.
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: writing at most 8 bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr() as *mut libc::c_void, b.len(), 0) };
+    if n == 8 {
+        return u64::from_ne_bytes(b);
+    }
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64);
+    t.unwrap_or(0) ^ (u64::from(std::process::id()) << 40)
+}
+
+/// The files in [`SEGMENT_DIR`] named as default segments of process `pid`
+/// (`fwdscope-PID-*.stats`): what a forwarder of that PID may have left behind.
+pub fn named_for(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("fwdscope-{pid}-");
+    let Ok(rd) = std::fs::read_dir(SEGMENT_DIR) else { return Vec::new() };
+    rd.flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".stats")))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Whether process `pid` exists.
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The files process `pid` has mapped that may be its stats segment (read from
+/// /proc/PID/maps): those ending in `.stats` or lying in [`SEGMENT_DIR`].
+fn mapped_segment_paths(pid: u32) -> Vec<PathBuf> {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for line in maps.lines() {
+        // address perms offset dev inode PATH: the first '/' starts the path.
+        let Some(at) = line.find('/') else { continue };
+        let path = &line[at..];
+        if path.ends_with(" (deleted)") {
+            continue;
+        }
+        if path.ends_with(".stats") || path.starts_with(&format!("{SEGMENT_DIR}/")) {
+            let p = PathBuf::from(path);
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Remove the `fwdscope-*.stats` segments in `dir` that this user owns and whose forwarder
+/// is gone (left by a run that was killed, or aborted, before it could remove its own).
+/// Returns how many were removed. Files of other users, symlinks and files that are not
+/// segments are left alone.
+pub fn remove_stale(dir: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let named = e.file_name().to_str().is_some_and(|n| n.starts_with("fwdscope-") && n.ends_with(".stats"));
+        let Ok(md) = std::fs::symlink_metadata(e.path()) else { continue };
+        if !named || !md.file_type().is_file() || md.uid() != me {
+            continue;
+        }
+        let Ok(seg) = Segment::open(&e.path()) else { continue };
+        if !alive(seg.pid()) && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// A mapped segment (writer or reader side).
@@ -257,20 +334,16 @@ impl Segment {
         })
     }
 
-    /// The segment of the running forwarder `pid`, once it has started: its default path, or
-    /// any `fwdscope-*.stats` segment in [`SEGMENT_DIR`] that names `pid` as its owner (a
-    /// forwarder started with `--stats PATH`, as the lab starts one). A segment left by an
-    /// earlier, killed process of the same PID is not this one's (its owner field differs
-    /// or it never left `Initializing`): None until the right one is there.
+    /// The segment of the running forwarder `pid`, once it has started, found through the
+    /// process: among the files it has mapped (/proc/PID/maps), the one that is a segment
+    /// naming `pid` as its owner. A file someone else left at a predictable name is never
+    /// taken for it, and neither is a segment of an earlier, killed process of the same PID
+    /// (not mapped by this one). None until the forwarder has mapped it and left
+    /// `Initializing`. A forwarder started with `--stats PATH` is found when PATH ends in
+    /// `.stats` or lies in [`SEGMENT_DIR`].
     pub fn find_for(pid: u32) -> Option<Segment> {
         let ours = |s: &Segment| s.pid() == pid && s.state() != State::Initializing;
-        if let Some(s) = Segment::open(&default_path(pid)).ok().filter(ours) {
-            return Some(s);
-        }
-        let rd = std::fs::read_dir(SEGMENT_DIR).ok()?;
-        rd.flatten()
-            .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("fwdscope-") && n.ends_with(".stats")))
-            .find_map(|e| Segment::open(&e.path()).ok().filter(ours))
+        mapped_segment_paths(pid).into_iter().find_map(|p| Segment::open(&p).ok().filter(ours))
     }
 
     fn header(&self) -> &Header {

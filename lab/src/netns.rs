@@ -33,6 +33,7 @@
 use crate::error::{bail, Context};
 use crate::{Error, Result};
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -281,7 +282,9 @@ impl Lab {
 
     /// The stats segment of the lab's forwarder (fwdscope mode).
     pub fn segment_path(&self) -> std::path::PathBuf {
-        std::path::PathBuf::from(format!("/dev/shm/fwdscope-lab-{}.stats", self.name))
+        // In the lab's state directory (root's, under /run): no other user can plant a
+        // file at this name.
+        self.state_dir().join("forwarder.stats")
     }
 
     /// The mode the lab was built in (none when it is down).
@@ -420,7 +423,16 @@ impl Lab {
         ip_batch(&fwd, &format!("neigh replace 198.18.0.6 lladdr {k0} dev {n}-f1 nud permanent\n"))?;
         sysctl(&fwd, &[&format!("net.ipv4.ip_forward={}", u8::from(mode == Mode::Kernel))])?;
         let dir = self.state_dir();
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        // Root's own: 0700, whatever the umask (it holds the forwarder's stats segment).
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+        for d in [dir.as_path(), dir.parent().unwrap_or(&dir)] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("making {} private", d.display()))?;
+        }
         let table = routes_text(routes);
         std::fs::write(dir.join("routes.txt"), &table).with_context(|| format!("writing {}", dir.display()))?;
         if mode == Mode::Kernel {

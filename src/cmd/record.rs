@@ -5,8 +5,6 @@ use anyhow::{bail, Context, Result};
 use collector::events::EventId;
 use collector::session::{record, RecordOptions, Target};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -122,11 +120,10 @@ pub fn run(a: &RecordArgs) -> Result<()> {
     opts.duration = a.duration.map(Duration::from_secs_f64);
     opts.chunk_interval = Duration::from_millis(a.chunk_ms.max(10));
     opts.command = std::env::args().collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    ctrlc::set_handler(move || s2.store(true, Ordering::Relaxed))?;
+    let stop = forwarder::signals::StopSignals::install()?;
+    opts.stop_signal = Some(stop.which.clone());
     eprintln!("fwdscope record: {} -> {}", opts.target.describe(), opts.output.display());
-    let meta = record(&opts, &stop, None, &mut |note| eprintln!("fwdscope record: {note}"))?;
+    let meta = record(&opts, &stop.flag, None, &mut |note| eprintln!("fwdscope record: {note}"))?;
     eprintln!("fwdscope record: {}", meta.summary());
     if a.keep_symbols {
         let rec = collector::recording::Recording::open(&a.output)?;

@@ -4,8 +4,6 @@ use super::record::{target, TargetArgs};
 use anyhow::Result;
 use collector::events::EventId;
 use collector::stat::{stat, StatFormat, StatOptions, StatPrinter};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -46,9 +44,7 @@ pub fn run(a: &StatArgs) -> Result<()> {
         interval: Duration::from_millis(a.interval_ms),
         duration: a.duration.map(Duration::from_secs_f64),
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    ctrlc::set_handler(move || s2.store(true, Ordering::Relaxed))?;
+    let stop = forwarder::signals::StopSignals::install()?.flag;
     let format = match (&a.field_separator, a.json) {
         (Some(sep), _) => StatFormat::Csv(sep.clone()),
         (None, true) => StatFormat::Json,

@@ -69,7 +69,15 @@ pub fn run(a: &TopArgs) -> Result<()> {
     o.output = a.output.clone();
     o.stages = a.stages.clone();
     o.speed = a.speed;
+    // SIGTERM and SIGHUP end top as `q` does: the forwarder stopped, the terminal restored.
+    let signals = forwarder::signals::StopSignals::install()?;
+    o.stop = Some(signals.flag.clone());
     let stats = tui::app::run(&o)?;
-    eprintln!("{}", stats.summary());
+    use std::io::Write;
+    let mut err = std::io::stderr();
+    let _ = writeln!(err, "{}", stats.summary());
+    if let Some(sig) = signals.received() {
+        let _ = writeln!(err, "fwdscope top: stopped by {sig}");
+    }
     Ok(())
 }

@@ -49,3 +49,40 @@ pub fn tmpdir(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     d
 }
+
+/// The PIDs whose parent is `pid` (from /proc/PID/stat).
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid ...: the comm may hold spaces, so split after its ')'.
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Whether `pid` runs: it exists and is not a zombie (an orphan's zombie may wait long for
+/// a reaper in a container whose init does not reap).
+pub fn running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    match stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()) {
+        Some(state) => state != "Z" && state != "X",
+        None => false,
+    }
+}
+
+/// Poll `f` every 50 ms for up to `secs` seconds; whether it became true.
+pub fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(secs) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}

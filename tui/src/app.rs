@@ -52,6 +52,9 @@ pub struct TopOptions {
     pub iterations: Option<u64>,
     /// Replay speed (default 1.0: as recorded).
     pub speed: f64,
+    /// Set from outside (a signal handler) to end the run as `q` does, the terminal
+    /// restored (default none).
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl TopOptions {
@@ -65,6 +68,7 @@ impl TopOptions {
             stages: None,
             iterations: None,
             speed: 1.0,
+            stop: None,
         }
     }
 }
@@ -358,6 +362,9 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
         stats.first_frame = Some(t_start.elapsed());
         let mut next_tick = Instant::now() + opts.interval;
         loop {
+            if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Ok(());
+            }
             let wait = next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
             let mut redraw = false;
             if event::poll(wait)? {

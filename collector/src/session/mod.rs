@@ -77,6 +77,9 @@ pub struct RecordOptions {
     /// Told the target's PID once it runs (default none): a controller that steers a
     /// forwarder being recorded finds its stats segment through it.
     pub notify_pid: Option<std::sync::mpsc::Sender<i32>>,
+    /// The number of the signal that set the stop flag, if a signal did (default none): the
+    /// recording then says it ended by that signal rather than "interrupted".
+    pub stop_signal: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl RecordOptions {
@@ -97,6 +100,7 @@ impl RecordOptions {
             poll_interval: Duration::from_millis(5),
             command: Vec::new(),
             notify_pid: None,
+            stop_signal: None,
         }
     }
 }
@@ -396,7 +400,13 @@ pub fn record(
 /// Whether the session is over, and why.
 fn ended(opts: &RecordOptions, stop: &AtomicBool, start: Instant, target: &mut Started) -> Option<String> {
     if stop.load(Ordering::Relaxed) {
-        return Some("interrupted".into());
+        let sig = opts.stop_signal.as_ref().map_or(0, |s| s.load(Ordering::Relaxed));
+        return Some(match sig as i32 {
+            libc::SIGINT => "interrupted (SIGINT)".into(),
+            libc::SIGTERM => "interrupted (SIGTERM)".into(),
+            libc::SIGHUP => "interrupted (SIGHUP)".into(),
+            _ => "interrupted".into(),
+        });
     }
     if opts.duration.is_some_and(|d| start.elapsed() >= d) {
         return Some(format!("duration {:.1} s", start.elapsed().as_secs_f64()));

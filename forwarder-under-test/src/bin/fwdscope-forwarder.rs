@@ -14,14 +14,21 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Ordering::Relaxed)) {
-        eprintln!("fwdscope-forwarder: cannot install the interrupt handler: {e}");
-    }
+    let stop = match forwarder::signals::StopSignals::install() {
+        Ok(s) => s.flag,
+        Err(e) => {
+            eprintln!("fwdscope-forwarder: {e}");
+            Arc::new(AtomicBool::new(false))
+        }
+    };
     let mut out = std::io::stdout();
     if let Err(e) = forwarder::cli::run_forward(&cli.args, &mut out, &stop) {
-        eprintln!("fwdscope-forwarder: {e}");
+        // A reader that closed our output ends us quietly; the forwarder is stopped.
+        if matches!(&e, forwarder::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe) {
+            std::process::exit(0);
+        }
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "fwdscope-forwarder: {e}");
         std::process::exit(1);
     }
 }
