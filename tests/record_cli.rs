@@ -47,24 +47,41 @@ fn a_killed_recorder_leaves_every_finished_chunk_readable() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let rec = collector::recording::Recording::open(&out).expect("meta.json readable after SIGKILL");
-    // The orphaned forwarder is ours to stop, and the stats segment it can no longer
-    // remove ours to delete (/dev/shm would keep one per test run).
-    if let Some(pid) = rec.meta.target_pid {
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        let t0 = Instant::now();
-        while std::path::Path::new(&format!("/proc/{pid}")).exists() && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for p in fwd_abi::segment::named_for(pid as u32) {
-            let _ = std::fs::remove_file(p);
-        }
-    }
+    // The forwarder dies with its recorder and removes its stats segment.
+    let pid = rec.meta.target_pid.expect("target pid") as u32;
+    assert!(common::wait_until(10, || !common::running(pid)), "forwarder {pid} orphaned");
+    assert!(fwd_abi::segment::named_for(pid).is_empty(), "segment of {pid} left behind");
     assert_eq!(rec.meta.status, "recording", "the writer never finished");
     let samples = rec.samples().expect("every part readable");
     let counters = rec.counters().expect("every counter part readable");
     println!("after SIGKILL: {} samples, {} counter rows", samples.len(), counters.len());
     assert!(samples.len() > 100);
     assert!(counters.iter().any(|r| r.name == "tx_packets" && r.value > 0));
+    // Private whatever the umask: the directory 0700, its files 0600.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode(&out), 0o700);
+    for f in ["meta.json", "maps.json", "tasks.json", "kallsyms", "target.log"] {
+        assert_eq!(mode(&out.join(f)), 0o600, "{f}");
+    }
+    // Maps were written as they were learned: the report names the forwarder's symbols,
+    // and says first what the recording lacks.
+    let o = &out.display().to_string();
+    let r = common::run(&["report", "-i", o]);
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(text.contains("# WARNING: the recording is incomplete"), "{text}");
+    assert!(text.contains("fwd_lookup") || text.contains("fwd_driver"), "samples unnamed:\n{text}");
+    // One corrupt part: skipped and named, the rest reported; --strict refuses.
+    let part = out.join("samples.parquet").join("part-000002.parquet");
+    std::fs::write(&part, b"PAR1 not really parquet PAR1").unwrap();
+    let r = common::run(&["report", "-i", o]);
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(text.contains("# WARNING: skipped") && text.contains("part-000002.parquet"), "{text}");
+    let r = common::run(&["report", "--strict", "-i", o]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && err.contains("part-000002.parquet"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
 
@@ -328,4 +345,62 @@ fn a_device_bound_run_says_so() {
         .unwrap();
     let off = String::from_utf8_lossy(&off.stdout);
     assert!(off.contains("stage clocks: off (--no-stage-clock)") && !off.contains("-bound"), "{off}");
+}
+
+/// A user the test creates (root only): what it can read of a recording root made.
+fn other_user_reads(path: &std::path::Path) -> Option<bool> {
+    const USER: &str = "fwdscope-permtest";
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIP: permission tests need root (to create a user)");
+        return None;
+    }
+    let exists = std::process::Command::new("id").arg(USER).output().is_ok_and(|o| o.status.success());
+    if !exists {
+        let ok = std::process::Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            println!("SKIP: useradd {USER} failed");
+            return None;
+        }
+    }
+    let o = std::process::Command::new("runuser").args(["-u", USER, "--", "cat"]).arg(path).output().ok()?;
+    Some(o.status.success())
+}
+
+#[test]
+fn recordings_are_private_unless_shared() {
+    let _serial = serial();
+    if !perf_ok() {
+        return;
+    }
+    for share in [false, true] {
+        let out = tmpdir(if share { "shared" } else { "private" });
+        let mut args = vec!["record", "-F", "200", "-o"];
+        let o = out.display().to_string();
+        args.push(&o);
+        if share {
+            args.push("--share");
+        }
+        args.extend(["--", "--duration", "0.5", "--routes", "3000", "--no-pin"]);
+        // A permissive umask must not make a private recording readable.
+        let r = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask 000; exec \"$0\" \"$@\""))
+            .arg(common::BIN)
+            .args(&args)
+            .output()
+            .expect("record");
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let Some(meta) = other_user_reads(&out.join("meta.json")) else { return };
+        assert_eq!(meta, share, "share {share}: meta.json readable by another user: {meta}");
+        let rec = collector::recording::Recording::open(&out).expect("recording");
+        let real_addresses = !rec.meta.notes.iter().any(|n| n.contains("kptr_restrict"));
+        if real_addresses {
+            assert_eq!(other_user_reads(&out.join("kallsyms")), Some(false), "share {share}: kallsyms readable");
+        }
+        std::fs::remove_dir_all(&out).unwrap();
+    }
 }

@@ -29,8 +29,16 @@ pub enum Input {
 /// Open `path`: a directory is a recording; a file starting with [`PERF_DATA_MAGIC`] is
 /// perf.data; any other file is a text profile (errors name the file and line).
 pub fn open(path: &Path) -> Result<Input> {
+    open_with(path, false)
+}
+
+/// [`open`]; `strict` refuses a recording with a part that cannot be read (otherwise such
+/// a part is skipped and the table warns of it).
+pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
     if path.is_dir() {
-        return Ok(Input::Recording(Box::new(Recording::open(path)?)));
+        let mut rec = Recording::open(path)?;
+        rec.strict = strict;
+        return Ok(Input::Recording(Box::new(rec)));
     }
     let mut magic = [0u8; 8];
     let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;

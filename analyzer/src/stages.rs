@@ -62,6 +62,10 @@ pub struct StageTable {
     /// The sampled workers against the forwarder's stage clocks, when the recording has
     /// them.
     pub clock_check: Option<crate::crosscheck::ClockCheck>,
+    /// What the input lacks and what that costs these figures (an incomplete recording,
+    /// missing maps, parts skipped); printed first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One thread's stage table; per-packet figures for forwarder workers (`fwd-worker-N`).
@@ -145,6 +149,7 @@ pub fn stage_table_reusing(
         }
     }
     t.clock_check = crate::crosscheck::clock_check(rec, &t.event, &worker_totals(&t.workers))?;
+    t.warnings = rec.problems();
     Ok((t, at.into_symbolizer()))
 }
 
@@ -464,6 +469,7 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         unmatched,
         workers,
         clock_check: None,
+        warnings: Vec::new(),
     }
 }
 
@@ -480,6 +486,9 @@ impl StageTable {
             self.samples,
             self.fallback.as_ref().map_or(String::new(), |f| format!("; {f}"))
         );
+        for w in &self.warnings {
+            let _ = writeln!(s, "# WARNING: {w}");
+        }
         if let Some(p) = self.packets {
             let _ = writeln!(s, "# packets forwarded: {p}");
         }

@@ -38,6 +38,10 @@ pub struct RecordArgs {
     /// 3600000.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub chunk_ms: u64,
+    /// Make the recording readable by other users [default: private, 0700 directory and
+    /// 0600 files, whatever the umask; a kallsyms snapshot with real addresses stays 0600].
+    #[arg(long)]
+    pub share: bool,
     /// Also save the function symbols of every mapped binary (symbols/BUILDID.map), so the
     /// recording analyzes the same after a rebuild or on another machine.
     #[arg(long)]
@@ -120,6 +124,7 @@ pub fn run(a: &RecordArgs) -> Result<()> {
     opts.duration = a.duration.map(Duration::from_secs_f64);
     opts.chunk_interval = Duration::from_millis(a.chunk_ms.max(10));
     opts.command = std::env::args().collect();
+    opts.shared = a.share;
     let stop = forwarder::signals::StopSignals::install()?;
     opts.stop_signal = Some(stop.which.clone());
     eprintln!("fwdscope record: {} -> {}", opts.target.describe(), opts.output.display());

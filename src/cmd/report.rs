@@ -46,6 +46,10 @@ pub struct ReportArgs {
     /// Also print a stage table per thread (forwarder workers get per-packet figures).
     #[arg(long)]
     pub per_worker: bool,
+    /// Refuse a recording with a part that cannot be read [default: skip the part and warn,
+    /// naming it].
+    #[arg(long)]
+    pub strict: bool,
     /// Write one self-contained HTML page for a sweep directory (-i from `fwdscope sweep -o`):
     /// Mpps with confidence intervals, stage bars, rtstat series, a flame graph per run.
     #[arg(long, value_name = "OUT")]
@@ -63,7 +67,13 @@ pub fn run(a: &ReportArgs) -> Result<()> {
         return Ok(());
     }
     let rules = Rules::builtin_with(a.stages.as_deref())?;
-    let mut t = analyzer::input::open(&a.input)?.stage_table(&rules, a.kallsyms.as_deref())?;
+    let mut t = analyzer::input::open_with(&a.input, a.strict)?.stage_table(&rules, a.kallsyms.as_deref())?;
+    // The text table carries them itself; JSON and CSV readers see them here too.
+    if !matches!(a.format, Format::Table) {
+        for w in &t.warnings {
+            eprintln!("fwdscope report: WARNING: {w}");
+        }
+    }
     t.sort_symbols(match a.sort {
         Sort::Samples => SortKey::Samples,
         Sort::Symbol => SortKey::Symbol,

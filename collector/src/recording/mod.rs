@@ -128,10 +128,58 @@ pub(crate) fn pq_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Parquet { path: path.to_path_buf(), msg: e.to_string() }
 }
 
-/// Write `bytes` to `path` atomically (temporary file, then rename).
+/// Mode of a recording's files: private (0600) unless shared (0644).
+pub fn file_mode(shared: bool) -> u32 {
+    if shared {
+        0o644
+    } else {
+        0o600
+    }
+}
+
+/// Mode of a recording's directories: private (0700) unless shared (0755).
+pub fn dir_mode(shared: bool) -> u32 {
+    if shared {
+        0o755
+    } else {
+        0o700
+    }
+}
+
+/// Create (or truncate) `path` with `mode`, whatever the umask.
+pub fn create_file(path: &Path, mode: u32) -> Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    // An existing file keeps its mode through open: set it.
+    f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))?;
+    Ok(f)
+}
+
+/// Create directory `path` (and its parents) and give it `mode`, whatever the umask.
+pub fn create_dir(path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(mode).create(path).map_err(|e| Error::io(path, e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))
+}
+
+/// Write `bytes` to `path` atomically (temporary file, then rename), private (0600).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_mode(path, bytes, file_mode(false))
+}
+
+/// [`write_atomic`] with the file's mode.
+pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    use std::io::Write;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    let mut f = create_file(&tmp, mode)?;
+    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+    drop(f);
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
 

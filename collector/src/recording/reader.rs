@@ -11,6 +11,10 @@ use std::path::{Path, PathBuf};
 pub struct Recording {
     pub dir: PathBuf,
     pub meta: Meta,
+    /// Refuse the whole recording when one part cannot be read (default false: such a
+    /// part is skipped and noted in [`Recording::problems`]).
+    pub strict: bool,
+    skipped: std::sync::Mutex<Vec<String>>,
 }
 
 fn parts(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -91,14 +95,15 @@ impl Recording {
                 ),
             });
         }
-        Ok(Recording { dir: dir.to_path_buf(), meta })
+        Ok(Recording { dir: dir.to_path_buf(), meta, strict: false, skipped: Default::default() })
     }
 
-    /// Every sample, in part order.
+    /// Every sample, in part order (parts that cannot be read are skipped and noted,
+    /// unless strict).
     pub fn samples(&self) -> Result<Vec<Sample>> {
-        let mut out = Vec::new();
-        for path in parts(&self.dir.join("samples.parquet"))? {
-            let df = read_part(&path)?;
+        let per_part = self.sound_parts("samples.parquet", |path| {
+            let df = read_part(path)?;
+            let path = path.to_path_buf();
             let (time, ip, period) = (u64s(&df, &path, "time")?, u64s(&df, &path, "ip")?, u64s(&df, &path, "period")?);
             let (pid, tid, cpu) = (u32s(&df, &path, "pid")?, u32s(&df, &path, "tid")?, u32s(&df, &path, "cpu")?);
             let kernel: Vec<bool> = col(&df, &path, "kernel")?
@@ -111,6 +116,7 @@ impl Recording {
                 .list()
                 .map_err(|_| Error::Recording { path: path.clone(), msg: "column `callchain` is not a list".into() })?
                 .clone();
+            let mut out = Vec::with_capacity(time.len());
             for (i, chain) in chains.amortized_iter().enumerate() {
                 let callchain: Vec<u64> = match chain {
                     Some(s) => s.as_ref().u64().map(|c| c.iter().flatten().collect()).unwrap_or_default(),
@@ -127,30 +133,83 @@ impl Recording {
                     callchain,
                 });
             }
+            Ok(out)
+        })?;
+        Ok(per_part.into_iter().flatten().collect())
+    }
+
+    /// Read every part of `sub` with `read`; a part it fails on is skipped and noted
+    /// ([`Recording::skipped`]), or, when strict, the error.
+    fn sound_parts<T>(&self, sub: &str, mut read: impl FnMut(&Path) -> Result<T>) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        for path in parts(&self.dir.join(sub))? {
+            match read(&path) {
+                Ok(v) => out.push(v),
+                Err(e) if !self.strict => {
+                    let note = format!("skipped {}: {e}", path.display());
+                    if let Ok(mut s) = self.skipped.lock() {
+                        if !s.contains(&note) {
+                            s.push(note);
+                        }
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(out)
+    }
+
+    /// The parts skipped so far because they could not be read, each with why.
+    pub fn skipped(&self) -> Vec<String> {
+        self.skipped.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// What this recording lacks and what that costs the analysis: a writer that did not
+    /// finish, missing maps or tasks, parts skipped so far. Empty for a whole recording.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.meta.status != "complete" {
+            out.push(format!(
+                "the recording is incomplete: its writer did not finish (status `{}`), so it ends at its last \
+                 part (one is written every --chunk-ms) and its summary counts are missing",
+                self.meta.status
+            ));
+        }
+        if !self.dir.join("maps.json").exists() {
+            out.push(
+                "no maps.json: the binaries the samples fall in are unknown, so user-space samples cannot be named \
+                 ([unknown]) and count as other"
+                    .into(),
+            );
+        }
+        if !self.dir.join("tasks.json").exists() {
+            out.push("no tasks.json: threads are unnamed, so there are no per-worker tables".into());
+        }
+        out.extend(self.skipped());
+        out
     }
 
     /// Every sample part concatenated into one DataFrame (the columns of `samples.parquet`);
     /// no per-sample conversion, for aggregation in polars.
     pub fn samples_df(&self) -> Result<DataFrame> {
         let mut out: Option<DataFrame> = None;
-        for path in parts(&self.dir.join("samples.parquet"))? {
-            let df = read_part(&path)?;
+        self.sound_parts("samples.parquet", |path| {
+            let df = read_part(path)?;
             for name in ["time", "pid", "tid", "cpu", "ip", "period", "kernel", "callchain"] {
-                col(&df, &path, name)?;
+                col(&df, path, name)?;
             }
-            check_periods(&df, &path)?;
+            check_periods(&df, path)?;
             match &mut out {
                 None => out = Some(df),
                 Some(o) => {
                     o.vstack_mut(&df).map_err(|e| Error::Recording {
-                        path: path.clone(),
+                        path: path.to_path_buf(),
                         msg: format!("columns differ from the first part: {e}"),
                     })?;
                 }
             }
-        }
+            Ok(())
+        })?;
         match out {
             Some(df) => Ok(df),
             None => super::samples_frame(&[]).map_err(|e| pq_err(&self.dir, e)),
@@ -169,9 +228,9 @@ impl Recording {
 
     /// Every counter row, in part order.
     pub fn counters(&self) -> Result<Vec<CounterRow>> {
-        let mut out = Vec::new();
-        for path in parts(&self.dir.join("counters.parquet"))? {
-            let df = read_part(&path)?;
+        let per_part = self.sound_parts("counters.parquet", |path| {
+            let df = read_part(path)?;
+            let path = path.to_path_buf();
             let time = u64s(&df, &path, "time")?;
             let value = u64s(&df, &path, "value")?;
             let strs = |name: &str| -> Result<Vec<String>> {
@@ -189,17 +248,17 @@ impl Recording {
                 .iter()
                 .map(|v| v.unwrap_or(-1))
                 .collect();
-            for i in 0..time.len() {
-                out.push(CounterRow {
+            Ok((0..time.len())
+                .map(|i| CounterRow {
                     time: time[i],
                     source: source[i].clone(),
                     worker: worker[i],
                     name: name[i].clone(),
                     value: value[i],
-                });
-            }
-        }
-        Ok(out)
+                })
+                .collect::<Vec<_>>())
+        })?;
+        Ok(per_part.into_iter().flatten().collect())
     }
 
     /// Rows of the forwarder's counter `name` (as its stats segment names it), in part

@@ -1,16 +1,16 @@
 //! Writing a recording: samples and counter rows buffered and written as Parquet parts
 //! (temporary name, then rename), maps, tasks, meta.json and the kallsyms snapshot.
 
-use super::{pq_err, write_atomic, CounterRow, Meta};
+use super::{create_dir, create_file, dir_mode, file_mode, pq_err, write_atomic_mode, CounterRow, Meta};
 use crate::records::{Mapping, Sample, TaskEvent};
 use crate::{Error, Result};
 use polars::prelude::*;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-fn write_df(path: &Path, df: &mut DataFrame) -> Result<()> {
+fn write_df(path: &Path, df: &mut DataFrame, mode: u32) -> Result<()> {
     let tmp = path.with_extension("parquet.tmp");
-    let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let f: File = create_file(&tmp, mode)?;
     ParquetWriter::new(f).finish(df).map_err(|e| pq_err(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
@@ -26,11 +26,24 @@ pub struct RecordingWriter {
     pub counter_rows_written: u64,
     pub maps: Vec<Mapping>,
     pub tasks: Vec<TaskEvent>,
+    /// How many maps and tasks the files on disk hold (written again when more are known).
+    maps_on_disk: usize,
+    tasks_on_disk: usize,
+    /// File mode (0600 private, 0644 shared).
+    mode: u32,
 }
 
 impl RecordingWriter {
-    /// Create the directory layout. Refuses a directory that holds a recording unless `force`.
+    /// Create the directory layout, private to its owner (directories 0700, files 0600,
+    /// whatever the umask: a recording made as root holds kernel addresses). Refuses a
+    /// directory that holds a recording unless `force`.
     pub fn create(dir: &Path, force: bool) -> Result<RecordingWriter> {
+        Self::create_with(dir, force, false)
+    }
+
+    /// [`create`](Self::create); `shared` makes it readable by others (0755/0644).
+    pub fn create_with(dir: &Path, force: bool, shared: bool) -> Result<RecordingWriter> {
+        create_dir(dir, dir_mode(shared))?;
         if dir.join("meta.json").exists() || dir.join("samples.parquet").exists() {
             if !force {
                 return Err(Error::OutputExists(dir.to_path_buf()));
@@ -43,8 +56,7 @@ impl RecordingWriter {
             }
         }
         for sub in ["samples.parquet", "counters.parquet"] {
-            let p = dir.join(sub);
-            std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, e))?;
+            create_dir(&dir.join(sub), dir_mode(shared))?;
         }
         Ok(RecordingWriter {
             dir: dir.to_path_buf(),
@@ -56,6 +68,9 @@ impl RecordingWriter {
             counter_rows_written: 0,
             maps: Vec::new(),
             tasks: Vec::new(),
+            maps_on_disk: 0,
+            tasks_on_disk: 0,
+            mode: file_mode(shared),
         })
     }
 
@@ -82,7 +97,7 @@ impl RecordingWriter {
             self.sample_parts += 1;
             let path = self.dir.join("samples.parquet").join(format!("part-{:06}.parquet", self.sample_parts));
             let mut df = samples_frame(&self.samples).map_err(|e| pq_err(&path, e))?;
-            write_df(&path, &mut df)?;
+            write_df(&path, &mut df, self.mode)?;
             self.samples_written += self.samples.len() as u64;
             self.samples.clear();
         }
@@ -90,11 +105,21 @@ impl RecordingWriter {
             self.counter_parts += 1;
             let path = self.dir.join("counters.parquet").join(format!("part-{:06}.parquet", self.counter_parts));
             let mut df = counters_frame(&self.counters).map_err(|e| pq_err(&path, e))?;
-            write_df(&path, &mut df)?;
+            write_df(&path, &mut df, self.mode)?;
             self.counter_rows_written += self.counters.len() as u64;
             self.counters.clear();
         }
+        // Maps and tasks as they are learned, with each part: a recorder killed later
+        // leaves a recording whose samples can still be named.
+        if self.maps.len() != self.maps_on_disk || self.tasks.len() != self.tasks_on_disk {
+            self.write_maps_and_tasks()?;
+        }
         Ok(())
+    }
+
+    /// The mode of this recording's files.
+    pub fn file_mode(&self) -> u32 {
+        self.mode
     }
 
     /// Replace meta.json.
@@ -102,19 +127,21 @@ impl RecordingWriter {
         let p = self.dir.join("meta.json");
         let s =
             serde_json::to_vec_pretty(meta).map_err(|e| Error::Recording { path: p.clone(), msg: e.to_string() })?;
-        write_atomic(&p, &s)
+        write_atomic_mode(&p, &s, self.mode)
     }
 
     /// Write maps.json and tasks.json from what was collected.
-    pub fn write_maps_and_tasks(&self) -> Result<()> {
+    pub fn write_maps_and_tasks(&mut self) -> Result<()> {
         let p = self.dir.join("maps.json");
         let s = serde_json::to_vec_pretty(&self.maps)
             .map_err(|e| Error::Recording { path: p.clone(), msg: e.to_string() })?;
-        write_atomic(&p, &s)?;
+        write_atomic_mode(&p, &s, self.mode)?;
         let p = self.dir.join("tasks.json");
         let s = serde_json::to_vec_pretty(&self.tasks)
             .map_err(|e| Error::Recording { path: p.clone(), msg: e.to_string() })?;
-        write_atomic(&p, &s)
+        write_atomic_mode(&p, &s, self.mode)?;
+        (self.maps_on_disk, self.tasks_on_disk) = (self.maps.len(), self.tasks.len());
+        Ok(())
     }
 
     /// Copy /proc/kallsyms (addresses are zero unless the reader may see them).
@@ -122,7 +149,9 @@ impl RecordingWriter {
         let p = self.dir.join("kallsyms");
         let text = std::fs::read("/proc/kallsyms").map_err(|e| Error::io("/proc/kallsyms", e))?;
         let visible = text.split(|&b| b == b'\n').take(100).any(|l| l.iter().take(16).any(|&c| c != b'0'));
-        write_atomic(&p, &text)?;
+        // Private even in a shared recording when it holds real addresses: /proc hides them
+        // from other users (kptr_restrict), and so does this copy.
+        write_atomic_mode(&p, &text, if visible { file_mode(false) } else { self.mode })?;
         Ok(visible)
     }
 }

@@ -80,6 +80,9 @@ pub struct RecordOptions {
     /// The number of the signal that set the stop flag, if a signal did (default none): the
     /// recording then says it ended by that signal rather than "interrupted".
     pub stop_signal: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+    /// Make the recording readable by other users (default false: directories 0700,
+    /// files 0600; the kallsyms snapshot stays private when it holds real addresses).
+    pub shared: bool,
 }
 
 impl RecordOptions {
@@ -101,6 +104,7 @@ impl RecordOptions {
             command: Vec::new(),
             notify_pid: None,
             stop_signal: None,
+            shared: false,
         }
     }
 }
@@ -222,7 +226,7 @@ fn start_target(opts: &RecordOptions) -> Result<Started> {
     Ok(match &opts.target {
         Target::Forwarder { program, args } | Target::Command { program, args } => {
             let log_path = opts.output.join("target.log");
-            let log_file = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
+            let log_file = crate::recording::create_file(&log_path, crate::recording::file_mode(opts.shared))?;
             let c = GatedChild::spawn_with_output(program, args, Some(&log_file))?;
             let pid = c.pid;
             Started { child: Some(c), pid: Some(pid), all: false }
@@ -277,7 +281,7 @@ pub fn record(
     stream: Option<&StreamSender>,
     log: &mut dyn FnMut(&str),
 ) -> Result<Meta> {
-    let writer = RecordingWriter::create(&opts.output, opts.force)?;
+    let writer = RecordingWriter::create_with(&opts.output, opts.force, opts.shared)?;
     let mut notes = Vec::new();
     match writer.snapshot_kallsyms() {
         Ok(true) => {}
