@@ -316,3 +316,34 @@ fn duplicate_and_conflicting_table_lines_are_said_in_the_text_summary() {
     assert!(!r.status.success() && err.contains("--routes") && err.contains("--table"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn report_names_the_kind_of_input_it_was_given() {
+    let dir = std::env::temp_dir().join(format!("fwdscope-kind-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("empty-dir")).unwrap();
+    std::fs::write(dir.join("empty"), b"").unwrap();
+    // Bytes of no text encoding, from a fixed pattern (no randomness in a test).
+    let junk: Vec<u8> = (0..3000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 0x80).collect();
+    std::fs::write(dir.join("junk"), &junk).unwrap();
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+    // SAFETY: creating a FIFO at a path of our own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let cases = [
+        ("/dev/null".to_string(), "a character device"),
+        (dir.join("empty").display().to_string(), "an empty file"),
+        (dir.join("junk").display().to_string(), "binary data that is not perf.data"),
+        (dir.join("empty-dir").display().to_string(), "a directory without meta.json"),
+        (fifo.display().to_string(), "a FIFO"),
+    ];
+    for (input, want) in cases {
+        let t0 = std::time::Instant::now();
+        let r = fwdscope(&["report", "-i", &input]);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success(), "{input}");
+        assert!(err.contains(&format!("{input}: {want}")), "{input}: {err}");
+        assert!(err.contains("expected a recording directory"), "{input}: {err}");
+        assert!(t0.elapsed().as_secs() < 10, "{input}: blocked");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

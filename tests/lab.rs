@@ -357,3 +357,59 @@ fn lab_bench_runs_every_setup_and_cleans_up() {
     let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
     assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}-"))), "the bench removed its lab: {ns}");
 }
+
+#[test]
+fn a_dead_forwarder_is_reported_and_restarted_and_lab_commands_take_turns() {
+    let Some((name, _guard)) = lab_for_test('z') else { return };
+    // A forwarder that fails at once is reported at once, with its exit and its log.
+    let t0 = std::time::Instant::now();
+    let out = fwdscope(&["lab", "up", "--name", &name, "--mode", "fwdscope", "--", "--burst", "1000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a forwarder refusing its flags was taken as up");
+    assert!(err.contains("exited") && err.contains("--burst 1000"), "{err}");
+    assert!(t0.elapsed().as_secs() < 20, "took {:?} to report a forwarder that failed at once", t0.elapsed());
+
+    let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "50", "--mode", "fwdscope"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pid: i32 = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid"))
+        .expect("forwarder.pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    // SAFETY: killing the lab's forwarder, as a crash would.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    assert!(common::wait_until(10, || !common::running(pid as u32)));
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    assert!(status.contains("its forwarder is DEAD") && status.contains(&format!("pid {pid}")), "{status}");
+    let sent = fwdscope(&["lab", "send", "--name", &name, "--count", "100"]);
+    let err = String::from_utf8_lossy(&sent.stderr);
+    assert!(!sent.status.success() && err.contains("is dead"), "send through a dead forwarder: {err}");
+    let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "50", "--mode", "fwdscope"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("is dead") && said.contains("rebuilding"), "{said}");
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    assert!(status.starts_with(&format!("lab {name}: up\n")), "{status}");
+
+    // Lab commands of one name take turns: with the lock held elsewhere, `lab down` says
+    // who holds it and waits.
+    let lock_path = format!("/run/fwdscope-lab/{name}.lock");
+    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock_path).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file this test holds open.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    std::fs::write(&lock_path, "4242").unwrap();
+    let mut down = common::fwdscope()
+        .args(["lab", "down", "--name", &name])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(down.try_wait().unwrap().is_none(), "lab down did not wait for the lock");
+    drop(f);
+    let out = down.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("waiting for fwdscope lab pid 4242"), "{err}");
+}

@@ -17,6 +17,9 @@ pub enum Error {
     /// A kallsyms file holds no usable symbols.
     #[error("{path}: {msg}")]
     Kallsyms { path: String, msg: String },
+    /// The input is not of a kind the analyzer reads (what was found, and what is read).
+    #[error("{path}: {found}; expected {}", crate::input::ACCEPTED)]
+    InputKind { path: String, found: String },
     /// A file could not be read.
     #[error("{path}: {source}")]
     Io {

@@ -35,19 +35,84 @@ pub fn open(path: &Path) -> Result<Input> {
 /// [`open`]; `strict` refuses a recording with a part that cannot be read (otherwise such
 /// a part is skipped and the table warns of it).
 pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
-    if path.is_dir() {
+    let kind = |found: String| Error::InputKind { path: path.display().to_string(), found };
+    let md = std::fs::metadata(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    if md.is_dir() {
+        if !path.join("meta.json").exists() {
+            let found = if path.join("results.parquet").exists() {
+                "a sweep directory (results.parquet; `report --html FILE -i DIR` makes its page)".to_string()
+            } else {
+                "a directory without meta.json, so not a recording".to_string()
+            };
+            return Err(kind(found));
+        }
         let mut rec = Recording::open(path)?;
         rec.strict = strict;
         return Ok(Input::Recording(Box::new(rec)));
     }
-    let mut magic = [0u8; 8];
-    let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
-    let is_perf_data = std::io::Read::read_exact(&mut &f, &mut magic).is_ok() && &magic == PERF_DATA_MAGIC;
-    if is_perf_data {
-        Ok(Input::PerfData(path.to_path_buf()))
-    } else {
-        Ok(Input::Text(crate::import::load_text(path)?))
+    if !md.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let t = md.file_type();
+        let what = if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else if t.is_fifo() {
+            "a FIFO (a pipe is read once and cannot be told apart first; save it to a file)"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(kind(what.to_string()));
     }
+    if md.len() == 0 {
+        return Err(kind("an empty file".into()));
+    }
+    let mut head = vec![0u8; 4096];
+    let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    let n = read_up_to(&f, &mut head).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    head.truncate(n);
+    if head.starts_with(PERF_DATA_MAGIC) {
+        return Ok(Input::PerfData(path.to_path_buf()));
+    }
+    if head.starts_with(b"PERFFILE") || head.starts_with(b"PERFILE") {
+        return Err(kind("a perf.data file of an old layout (not PERFILE2)".into()));
+    }
+    if head.starts_with(b"PAR1") {
+        return Err(kind("a Parquet file (a recording is the directory that holds it)".into()));
+    }
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Err(kind("gzip-compressed data (decompress it first: gunzip -k)".into()));
+    }
+    // Text profiles are text: a NUL, or bytes that are not UTF-8 early on, mean binary
+    // data (a character cut at the end of the window is not counted against it).
+    let text_prefix = match std::str::from_utf8(&head) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none() && e.valid_up_to() + 4 >= head.len(),
+    };
+    if head.contains(&0) || !text_prefix {
+        let shown: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        return Err(kind(format!("binary data that is not perf.data (first bytes {})", shown.join(" "))));
+    }
+    Ok(Input::Text(crate::import::load_text(path)?))
+}
+
+/// What the analyzer reads, for errors about an input of another kind.
+pub const ACCEPTED: &str = "a recording directory (fwdscope record), a perf.data file (perf record), or a text \
+     profile (opreport, perf report --stdio)";
+
+/// Read until `buf` is full or the file ends.
+fn read_up_to(mut f: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
 }
 
 impl Input {

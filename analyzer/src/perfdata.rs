@@ -21,6 +21,8 @@ pub struct PerfData {
     /// COMM records (thread names).
     pub tasks: Vec<collector::records::TaskEvent>,
     pub lost: u64,
+    /// What was skipped to read the file (feature sections cut off), for the report.
+    pub warnings: Vec<String>,
 }
 
 /// perf's callchain context markers (PERF_CONTEXT_KERNEL, _USER, ...) are the top 4095
@@ -141,14 +143,14 @@ fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::P
         if entry_at + 16 > len {
             return Err(bad(
                 path,
-                format!("offset {entry_at}: feature table entry for bit {bit} past the end ({len} bytes)"),
+                format!("{FEATURES_CUT}offset {entry_at}: feature table entry for bit {bit} past the end ({len} bytes)"),
             ));
         }
         let (o, sz) = read_section(r, entry_at).map_err(io)?;
         if o.checked_add(sz).is_none_or(|end| end > len) {
             return Err(bad(
                 path,
-                format!("offset {entry_at}: feature {bit} section {o}+{sz} runs past the end ({len} bytes)"),
+                format!("{FEATURES_CUT}offset {entry_at}: feature {bit} section {o}+{sz} runs past the end ({len} bytes)"),
             ));
         }
         if bit == HEADER_EVENT_DESC {
@@ -158,6 +160,9 @@ fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::P
     r.seek(SeekFrom::Start(0)).map_err(io)?;
     Ok((at(40), at(48)))
 }
+
+/// How a feature-section error starts: the samples may still be whole.
+const FEATURES_CUT: &str = "feature sections cut: ";
 
 /// PERF_RECORD_MISC_MMAP_BUILD_ID: an MMAP2 record carries a build-id instead of inode data.
 const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
@@ -375,8 +380,31 @@ fn check_mmap2(path: &std::path::Path, n: u64, ty: RecordType, misc: u16, body: 
 /// unless asked for groups) are decoded straight from the data section, in file order;
 /// others go through linux-perf-data's time-sorted iterator. Order does not matter here:
 /// every mapping applies to every sample of its process.
-pub fn parse_perf_data<R: std::io::Read + std::io::Seek>(reader: R, path: &std::path::Path) -> Result<PerfData> {
-    let pd = parse_with(reader, path, true)?;
+pub fn parse_perf_data<R: std::io::Read + std::io::Seek>(mut reader: R, path: &std::path::Path) -> Result<PerfData> {
+    let pd = match parse_with(&mut reader, path, true) {
+        Ok(pd) => pd,
+        // A file cut after its data section (a copy that stopped early, a disk that filled
+        // while perf wrote the features) still has whole samples: read them without the
+        // feature sections and say what was skipped.
+        Err(Error::PerfData { msg, .. }) if msg.starts_with(FEATURES_CUT) => {
+            let io = |e| Error::Io { path: path.into(), source: e };
+            reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+            let mut bytes = Vec::new();
+            reader.read_to_end(&mut bytes).map_err(io)?;
+            if bytes.len() < 104 {
+                return Err(bad(path, msg));
+            }
+            bytes[72..104].fill(0);
+            let mut pd = parse_with(std::io::Cursor::new(bytes), path, true)?;
+            pd.warnings.push(format!(
+                "{}: {msg}; read the samples without the feature sections (no recorded build-ids, event \
+                 names or kernel build-id: symbols come from the binaries and kallsyms as they are now)",
+                path.display()
+            ));
+            pd
+        }
+        Err(e) => return Err(e),
+    };
     // Periods are summed per stack: one near 2^64 would overflow the sum.
     if let Some((i, s)) = pd.samples.iter().enumerate().find(|(_, s)| s.period > collector::recording::MAX_PERIOD) {
         return Err(bad(

@@ -89,6 +89,25 @@ impl Rule {
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
     pub rules: Vec<Rule>,
+    /// Each file the rules came from and how many rules it contributed, in the order tried.
+    pub sources: Vec<(String, usize)>,
+    /// What loading found suspicious but accepted (a pattern that looks like a regular
+    /// expression, matched literally), each naming its file and rule.
+    pub warnings: Vec<String>,
+}
+
+/// Whether a literal pattern looks like a regular expression (`fib_.*`, `^ip_`, `rcv$`,
+/// `a|b`, `[0-9]`, `\d`): rules match literally, so such a pattern is almost certainly
+/// not what was meant. Demangled symbols' own `<`, `>`, `::`, `(`, `)` are not counted.
+pub fn looks_like_regex(p: &str) -> bool {
+    p.contains(".*")
+        || p.contains(".+")
+        || p.starts_with('^')
+        || (p.ends_with('$') && p.len() > 1)
+        || p.contains('\\')
+        || p.contains('|')
+        || p.contains("(?")
+        || (p.contains('[') && p.contains(']') && !p.contains("[]"))
 }
 
 impl Rules {
@@ -97,6 +116,7 @@ impl Rules {
         let raw: RawFile =
             toml::from_str(text).map_err(|e| Error::Rules { path: origin.into(), msg: e.to_string() })?;
         let mut rules = Vec::new();
+        let mut warnings = Vec::new();
         for (i, r) in raw.rule.into_iter().enumerate() {
             let rule = Rule {
                 stage: r.stage.trim().to_string(),
@@ -133,6 +153,16 @@ impl Rules {
                     ),
                 });
             }
+            for p in rule.prefix.iter().chain(&rule.exact).chain(&rule.contains) {
+                if looks_like_regex(p) {
+                    warnings.push(format!(
+                        "{origin}: rule {} (stage {}): `{p}` looks like a regular expression, but patterns \
+                         match literally (prefix, exact, contains): it matches only symbols holding those characters",
+                        i + 1,
+                        rule.stage
+                    ));
+                }
+            }
             rules.push(rule);
         }
         if rules.is_empty() {
@@ -141,7 +171,8 @@ impl Rules {
                 msg: "no rules: expected [[rule]] tables (each with a stage and prefix, exact or contains)".into(),
             });
         }
-        Ok(Rules { rules })
+        let sources = vec![(origin.to_string(), rules.len())];
+        Ok(Rules { rules, sources, warnings })
     }
 
     /// Load a rules file.
@@ -163,9 +194,7 @@ impl Rules {
 
     /// Built-in rules for everything: the forwarder's, then the kernel's.
     pub fn builtin() -> Rules {
-        let mut r = Self::forwarder();
-        r.rules.extend(Self::linux().rules);
-        r
+        Self::linux().prepend(Self::forwarder())
     }
 
     /// The built-in rules with a user's rules file (`--stages FILE`) tried first.
@@ -181,7 +210,18 @@ impl Rules {
         let mut v = first.rules;
         v.append(&mut self.rules);
         self.rules = v;
+        let mut s = first.sources;
+        s.append(&mut self.sources);
+        self.sources = s;
+        let mut w = first.warnings;
+        w.append(&mut self.warnings);
+        self.warnings = w;
         self
+    }
+
+    /// "FILE N, FILE M": the files tried, in order, and the rules each contributed.
+    pub fn sources_text(&self) -> String {
+        self.sources.iter().map(|(f, n)| format!("{f} {n}")).collect::<Vec<_>>().join(", ")
     }
 
     /// The stage of the first rule matching `sym`, if any (a rule may say `other`
@@ -278,6 +318,18 @@ mod tests {
         assert!(e.starts_with("bad.toml: rule 1 (stage x): expected at least one of"), "{e}");
         let e = Rules::parse("[[rule]]\nstage = \"x\"\nprefx = \"a\"\n", "typo.toml").unwrap_err().to_string();
         assert!(e.contains("typo.toml") && e.contains("prefx"), "{e}");
+        // A regex-looking pattern is accepted (it may be meant) but warned of, by file and rule.
+        let r = Rules::parse("[[rule]]\nstage = \"lookup\"\nprefix = [\"fib_.*\", \"ip_route\"]\n", "re.toml").unwrap();
+        assert_eq!(r.warnings.len(), 1);
+        assert!(r.warnings[0].starts_with("re.toml: rule 1 (stage lookup): `fib_.*` looks like a regular"), "{:?}", r.warnings);
+        assert_eq!(r.sources, vec![("re.toml".to_string(), 1)]);
+        for (p, re) in [("^ip_", true), ("rcv$", true), ("a|b", true), ("x[0-9]", true), ("<T as Tr>::f", false), ("operator()", false), ("fib_table_lookup", false)] {
+            assert_eq!(looks_like_regex(p), re, "{p}");
+        }
+        let b = Rules::builtin_with(None).unwrap();
+        assert_eq!(b.sources.len(), 2);
+        assert_eq!(b.sources.iter().map(|s| s.1).sum::<usize>(), b.rules.len());
+        assert!(b.warnings.is_empty(), "built-in rules warn: {:?}", b.warnings);
         // An empty file and a misspelled table name load no rule: refused, not silently empty.
         let e = Rules::parse("", "empty.toml").unwrap_err().to_string();
         assert!(e.starts_with("empty.toml: no rules: expected [[rule]] tables"), "{e}");

@@ -66,6 +66,8 @@ pub struct StageTable {
     /// missing maps, parts skipped); printed first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The stage-rule files tried, in order, with the rules each contributed.
+    pub rule_sources: Vec<(String, usize)>,
 }
 
 /// One thread's stage table; per-packet figures for forwarder workers (`fwd-worker-N`).
@@ -126,6 +128,7 @@ pub fn stage_table_reusing(
         None => Symbolizer::for_recording(rec)?,
     };
     let groups = crate::aggregate::group(rec.samples_df()?)?;
+    let sym_warnings = sym.warnings().to_vec();
     let mut at = Attributor::new(sym, rules.clone());
     let names = thread_names(&rec.tasks()?);
     let per_worker = packets_per_worker(rec)?;
@@ -149,7 +152,8 @@ pub fn stage_table_reusing(
         }
     }
     t.clock_check = crate::crosscheck::clock_check(rec, &t.event, &worker_totals(&t.workers))?;
-    t.warnings = rec.problems();
+    t.warnings.extend(sym_warnings);
+    t.warnings.extend(rec.problems());
     Ok((t, at.into_symbolizer()))
 }
 
@@ -469,7 +473,8 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         unmatched,
         workers,
         clock_check: None,
-        warnings: Vec::new(),
+        warnings: rules.warnings.clone(),
+        rule_sources: rules.sources.clone(),
     }
 }
 
@@ -488,6 +493,10 @@ impl StageTable {
         );
         for w in &self.warnings {
             let _ = writeln!(s, "# WARNING: {w}");
+        }
+        if !self.rule_sources.is_empty() {
+            let list: Vec<String> = self.rule_sources.iter().map(|(f, n)| format!("{f} {n}")).collect();
+            let _ = writeln!(s, "# stage rules (file, rules): {}", list.join(", "));
         }
         if let Some(p) = self.packets {
             let _ = writeln!(s, "# packets forwarded: {p}");
@@ -656,5 +665,7 @@ pub fn perfdata_table(
         unit: period_unit(&pd.event),
         packets: None,
     };
-    Ok(build(head, attribute(&groups, &mut at, &names), rules))
+    let mut t = build(head, attribute(&groups, &mut at, &names), rules);
+    t.warnings.extend(pd.warnings.iter().cloned());
+    Ok(t)
 }

@@ -193,7 +193,7 @@ fn attaching_to_a_running_forwarder_by_pid() {
     opts.freq = Some(1000);
     opts.duration = Some(Duration::from_secs(1));
     let meta = record(&opts, &AtomicBool::new(false), None, &mut |_| {}).unwrap();
-    fwd_abi::Segment::open(&seg_path).unwrap().request_stop();
+    fwd_abi::Segment::find_for(pid as u32).expect("segment").request_stop();
     fwd.wait().unwrap();
     assert_eq!(meta.target_pid, Some(pid));
     assert!(meta.ended_by.as_deref().unwrap_or("").starts_with("duration"));

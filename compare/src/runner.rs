@@ -66,7 +66,16 @@ pub fn recording_mpps(rec: &Recording) -> Result<f64> {
     let rows = rec.forwarder_counter("tx_packets")?;
     let no_time = |msg: &str| Error::Config(format!("{}: {msg}", rec.dir.display()));
     let (Some(t0), Some(t1)) = (rows.iter().map(|r| r.time).min(), rows.iter().map(|r| r.time).max()) else {
-        return Err(no_time("no forwarder counters (did the forwarder start?)"));
+        // The forwarder's own words say why, when it said any.
+        let log = std::fs::read_to_string(rec.dir.join("target.log")).unwrap_or_default();
+        let last: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = last[last.len().saturating_sub(3)..].join(" | ");
+        let ended = rec.meta.ended_by.as_deref().unwrap_or("it did not start");
+        return Err(no_time(&if tail.is_empty() {
+            format!("no forwarder counters: the forwarder never published any ({ended})")
+        } else {
+            format!("the forwarder failed ({ended}): {tail}")
+        }));
     };
     let at = |t: u64| -> u64 { rows.iter().filter(|r| r.time == t).map(|r| r.value).sum() };
     if t1 <= t0 {

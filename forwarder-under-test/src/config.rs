@@ -27,7 +27,7 @@ pub const MAX_ROUTES: usize = 1 << 24;
 /// Most next hops.
 pub const MAX_NEXTHOPS: usize = 65_536;
 /// Most concurrent flows of the synthetic traffic (2^24).
-pub const MAX_FLOWS: usize = 1 << 24;
+pub use crate::traffic::MAX_FLOWS;
 /// Largest planted calibration cost per packet, ns (100 us).
 pub use fwd_abi::segment::MAX_SPIN_NS;
 
@@ -265,41 +265,9 @@ impl Config {
         self.traffic.validate()
     }
 
-    /// What this configuration allocates before it forwards, by part, in bytes: an upper
-    /// estimate from the sizes of the structures (the route cache counted full, since it
-    /// may fill to max_size while running). A file table's size is known only once read and
-    /// is not counted here.
-    pub fn memory_estimate(&self) -> Vec<(&'static str, u64)> {
-        let w = self.workers as u64;
-        let queue_bufs = (self.rx_ring + self.tx_ring + 4 * crate::burst::MAX_BURST + 256) as u64;
-        // Per dst object: the entry, its pending-free slot and its slab pointer.
-        let dst = (std::mem::size_of::<crate::rtcache::DstEntry>() + 4 + 8) as u64;
-        let rtcache = w.saturating_mul(
-            (self.rt.hash_buckets as u64)
-                .saturating_mul(4)
-                .saturating_add((self.rt.max_size as u64).saturating_mul(dst)),
-        );
-        // Per flow: a 64-byte header slot and its packets-left counter.
-        let flows = (self.traffic.flows as u64).saturating_mul(68);
-        // Per generated route: the route, its FIB node(s) and the copies made while sorting.
-        let table = match self.table {
-            TableSource::Generated { routes, .. } => (routes as u64).saturating_mul(BYTES_PER_ROUTE),
-            TableSource::File { .. } => 0,
-        };
-        let fib = if self.fib == FibKind::Dir24 { (1u64 << 24) * 4 } else { 0 };
-        vec![
-            ("packet buffers", w.saturating_mul(queue_bufs).saturating_mul(crate::nic::BUF_STRIDE as u64)),
-            ("route cache (full)", rtcache),
-            ("flows", flows),
-            ("generated table", table),
-            ("FIB first level", fib),
-        ]
-    }
-
-    /// Refuse, before anything is allocated, a configuration whose
-    /// [`memory_estimate`](Self::memory_estimate) exceeds `available` bytes.
-    pub fn check_memory(&self, available: u64) -> Result<()> {
-        let parts = self.memory_estimate();
+    /// Refuse, before anything is allocated, a configuration whose memory estimate
+    /// (`parts`, by part, as the forwarder's start computes it) exceeds `available` bytes.
+    pub fn check_memory(&self, parts: Vec<(&'static str, u64)>, available: u64) -> Result<()> {
         let total: u64 = parts.iter().fold(0u64, |a, (_, b)| a.saturating_add(*b));
         if total <= available {
             return Ok(());
@@ -316,10 +284,6 @@ impl Config {
         )))
     }
 }
-
-/// Bytes a generated route costs while the table and its FIB are built (a 12-byte route,
-/// up to ~40 bytes of trie or hash node, and the sort's copies), rounded up.
-const BYTES_PER_ROUTE: u64 = 96;
 
 fn mib(b: u64) -> String {
     format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)

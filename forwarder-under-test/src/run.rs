@@ -145,6 +145,41 @@ fn open_ports(cfg: &Config) -> Result<Vec<AfpQueue>> {
         .collect()
 }
 
+/// Bytes a generated route costs while the table and its FIB are built (a 12-byte route,
+/// up to ~40 bytes of trie or hash node, and the sort's copies), rounded up.
+const BYTES_PER_ROUTE: u64 = 96;
+
+/// What this configuration allocates before it forwards, by part, in bytes: an upper
+/// estimate from the sizes of the structures (the route cache counted full, since it
+/// may fill to max_size while running). A file table's size is known only once read and
+/// is not counted here.
+pub fn memory_estimate(cfg: &Config) -> Vec<(&'static str, u64)> {
+    let w = cfg.workers as u64;
+    let queue_bufs = (cfg.rx_ring + cfg.tx_ring + 4 * crate::burst::MAX_BURST + 256) as u64;
+    // Per dst object: the entry, its pending-free slot and its slab pointer.
+    let dst = (std::mem::size_of::<crate::rtcache::DstEntry>() + 4 + 8) as u64;
+    let rtcache = w.saturating_mul(
+        (cfg.rt.hash_buckets as u64)
+            .saturating_mul(4)
+            .saturating_add((cfg.rt.max_size as u64).saturating_mul(dst)),
+    );
+    // Per flow: a 64-byte header slot and its packets-left counter.
+    let flows = (cfg.traffic.flows as u64).saturating_mul(68);
+    // Per generated route: the route, its FIB node(s) and the copies made while sorting.
+    let table = match cfg.table {
+        crate::config::TableSource::Generated { routes, .. } => (routes as u64).saturating_mul(BYTES_PER_ROUTE),
+        crate::config::TableSource::File { .. } => 0,
+    };
+    let fib = if cfg.fib == crate::fib::FibKind::Dir24 { (1u64 << 24) * 4 } else { 0 };
+    vec![
+        ("packet buffers", w.saturating_mul(queue_bufs).saturating_mul(crate::nic::BUF_STRIDE as u64)),
+        ("route cache (full)", rtcache),
+        ("flows", flows),
+        ("generated table", table),
+        ("FIB first level", fib),
+    ]
+}
+
 /// Start worker `q.id`'s thread: it builds its worker there (first touch on its own core)
 /// and runs it until stopped.
 fn spawn_worker(s: &Shared, q: Queue) -> Result<JoinHandle<()>> {
@@ -188,7 +223,7 @@ impl Forwarder {
     pub fn start(cfg: &Config) -> Result<Forwarder> {
         cfg.validate()?;
         if let Some(avail) = crate::config::mem_available() {
-            cfg.check_memory(avail)?;
+            cfg.check_memory(memory_estimate(cfg), avail)?;
         }
         let table = load_table(cfg)?;
         let t0 = Instant::now();

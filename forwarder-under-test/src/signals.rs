@@ -1,9 +1,11 @@
 //! Stop requests from signals, for every command that runs until stopped (`forward`,
 //! `record`, `stat`, `top`, the standalone forwarder): SIGINT, SIGTERM and SIGHUP all ask it
 //! to stop as Ctrl-C does (stop the forwarder, flush, write how it ended, remove the stats
-//! segment), and the signal that came is kept so the output can say so. A second signal
+//! segment), and the signal that came is kept so the output can say so. A second SIGINT
 //! while the first is being handled ends the process at once (status 130): a user who
-//! presses Ctrl-C twice means it.
+//! presses Ctrl-C twice means it. SIGTERM and SIGHUP never do: a parent-death signal
+//! (PR_SET_PDEATHSIG) comes again each time the child is handed to another dying thread
+//! of its parent, and must still end in a clean stop.
 
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -28,7 +30,9 @@ impl StopSignals {
         for sig in STOP_SIGNALS {
             let sys = |e: std::io::Error| Error::Sys { what: format!("installing the {} handler", name(sig)), source: e };
             // Registered first, so it sees the flag as it was before this signal.
-            signal_hook::flag::register_conditional_shutdown(sig, 130, s.flag.clone()).map_err(sys)?;
+            if sig == libc::SIGINT {
+                signal_hook::flag::register_conditional_shutdown(sig, 130, s.flag.clone()).map_err(sys)?;
+            }
             signal_hook::flag::register_usize(sig, s.which.clone(), sig as usize).map_err(sys)?;
             signal_hook::flag::register(sig, s.flag.clone()).map_err(sys)?;
         }

@@ -73,8 +73,8 @@ impl TrafficProfile {
         if self.flows == 0 || self.pkts_per_flow == 0 {
             return Err(Error::Config("--flows and --pkts-per-flow must be at least 1".into()));
         }
-        if self.flows > crate::config::MAX_FLOWS {
-            return Err(Error::Config(format!("--flows {}: expected 1 to {}", self.flows, crate::config::MAX_FLOWS)));
+        if self.flows > MAX_FLOWS {
+            return Err(Error::Config(format!("--flows {}: expected 1 to {}", self.flows, MAX_FLOWS)));
         }
         if let Some(r) = self.rate {
             if !(r.is_finite() && r > 0.0) {
@@ -88,6 +88,9 @@ impl TrafficProfile {
         self.size - 4
     }
 }
+
+/// Most concurrent flows of the synthetic traffic (2^24).
+pub const MAX_FLOWS: usize = 1 << 24;
 
 /// Microsoft's default RSS key, used by most NICs.
 const RSS_KEY: [u8; 40] = [

@@ -33,7 +33,7 @@
 use crate::error::{bail, Context};
 use crate::{Error, Result};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -185,6 +185,23 @@ pub(crate) fn with_stdin(cmd: &mut Command, input: &str, what: &str) -> Result<s
     child.wait_with_output().with_context(|| format!("waiting for {what}"))
 }
 
+/// The held lock of a lab (released when dropped: the file closes).
+pub struct LabLock(#[allow(dead_code)] std::fs::File);
+
+/// Whether `pid` runs a forwarder: it exists, is not a zombie (a dead child not reaped yet,
+/// or an orphan whose init does not reap), and its program is fwdscope's (not a later
+/// process that reused the PID).
+fn forwarder_runs(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next());
+    if !matches!(state, Some(s) if s != "Z" && s != "X") {
+        return false;
+    }
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("fwdscope")))
+        .unwrap_or(true)
+}
+
 /// The lab's destination range: routes must stay inside it.
 pub const DEST: (u32, u8) = (0xC613_0000, 16); // 198.19.0.0/16
 
@@ -296,11 +313,80 @@ impl Lab {
         }
     }
 
+    /// Hold the lab's lock (`/run/fwdscope-lab/NAME.lock`, flock) until the guard drops.
+    /// When another process holds it, this says which one (on stderr) and waits for it.
+    pub fn lock(&self) -> Result<LabLock> {
+        use std::io::{Read, Seek};
+        use std::os::fd::AsRawFd;
+        let dir = self.state_dir();
+        let parent = dir.parent().unwrap_or(&dir).to_path_buf();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+        let path = parent.join(format!("{}.lock", self.name));
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        // SAFETY: flock on a file we hold open.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut holder = String::new();
+            let _ = f.read_to_string(&mut holder);
+            let msg = format!(
+                "lab {}: waiting for {} (it holds {})\n",
+                self.name,
+                match holder.trim() {
+                    "" => "another fwdscope lab command".to_string(),
+                    pid => format!("fwdscope lab pid {pid}"),
+                },
+                path.display()
+            );
+            eprint!("{msg}");
+            // SAFETY: as above, blocking.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(std::io::Error::last_os_error()).with_context(|| format!("locking {}", path.display()));
+            }
+        }
+        let _ = f.set_len(0);
+        let _ = f.rewind();
+        let _ = write!(f, "{}", std::process::id());
+        Ok(LabLock(f))
+    }
+
     /// The lab's forwarder, if one was started and still runs.
     pub fn forwarder_pid(&self) -> Option<i32> {
-        let pid: i32 = std::fs::read_to_string(self.state_dir().join("forwarder.pid")).ok()?.trim().parse().ok()?;
-        // SAFETY: signal 0 only checks for existence.
-        (pid > 0 && unsafe { libc::kill(pid, 0) } == 0).then_some(pid)
+        self.recorded_forwarder_pid().filter(|&p| forwarder_runs(p))
+    }
+
+    /// The PID the lab recorded for its forwarder, running or not.
+    fn recorded_forwarder_pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.state_dir().join("forwarder.pid")).ok()?.trim().parse().ok().filter(|&p: &i32| p > 0)
+    }
+
+    /// When the lab started a forwarder that no longer runs: its PID and the last lines of
+    /// its log, for a message that says it is dead.
+    pub fn dead_forwarder(&self) -> Option<String> {
+        if self.mode() != Some(Mode::Fwdscope) || self.state_dir().join("no-start").exists() {
+            return None;
+        }
+        let pid = self.recorded_forwarder_pid()?;
+        if forwarder_runs(pid) {
+            return None;
+        }
+        let log = std::fs::read_to_string(self.state_dir().join("forwarder.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+        Some(format!(
+            "the lab's forwarder (pid {pid}) is dead{}; `fwdscope lab up --name {}` starts it again",
+            if tail.is_empty() { String::new() } else { format!(" (its log ends: {tail})") },
+            self.name
+        ))
     }
 
     /// Stop the lab's forwarder: through its control block, then SIGTERM, then SIGKILL.
@@ -547,7 +633,7 @@ impl Lab {
                 })
             };
         }
-        let child = command
+        let mut child = command
             .args(&cmd[1..])
             .stdin(Stdio::null())
             .stdout(log.try_clone().with_context(|| format!("{}", log_path.display()))?)
@@ -563,9 +649,12 @@ impl Lab {
                     return Ok(pid);
                 }
             }
-            if self.forwarder_pid().is_none() || t0.elapsed() > std::time::Duration::from_secs(30) {
+            // A forwarder that failed at once is reported at once, with its exit status.
+            let exited = child.try_wait().ok().flatten();
+            if exited.is_some() || t0.elapsed() > std::time::Duration::from_secs(30) {
                 let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                bail!("the lab's forwarder did not start; its log ({}):\n{log}", log_path.display());
+                let how = exited.map_or("did not start within 30 s".to_string(), |s| format!("exited ({s})"));
+                bail!("the lab's forwarder {how}; its log ({}):\n{log}", log_path.display());
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
@@ -595,11 +684,14 @@ impl Lab {
     /// Namespaces, interfaces, addresses, state and packet counters, and the route count.
     pub fn status(&self) -> Result<String> {
         let existing = self.existing()?;
+        let dead = self.dead_forwarder();
         let mut s = format!(
             "lab {}: {}\n",
             self.name,
             if self.complete()? {
                 "up"
+            } else if dead.is_some() && !existing.is_empty() {
+                "up, but its forwarder is DEAD"
             } else if existing.is_empty() {
                 "down"
             } else {
@@ -649,7 +741,10 @@ impl Lab {
                             self.segment_path().display()
                         ));
                     }
-                    _ => s.push_str("forwarder: not running\n"),
+                    _ => match self.dead_forwarder() {
+                        Some(dead) => s.push_str(&format!("forwarder: DEAD: {dead}\n")),
+                        None => s.push_str("forwarder: not running\n"),
+                    },
                 }
             }
         }
@@ -701,6 +796,8 @@ pub fn snmp_value(text: &str, group: &str, name: &str) -> Option<u64> {
 pub fn up(a: &UpOptions) -> Result<String> {
     let lab = Lab::new(&a.name)?;
     let mut said = String::new();
+    // One `lab up` or `lab down` of a name at a time; a second waits and says for whom.
+    let _lock = lab.lock()?;
     if let Some(c) = a.forwarder_cpu {
         check_cpu("--forwarder-cpu", c)?;
     }
@@ -731,6 +828,10 @@ pub fn up(a: &UpOptions) -> Result<String> {
             return Ok(format!("lab {}: already up\n", lab.name));
         }
         said.push_str(&format!("lab {}: up with other settings, rebuilding\n", lab.name));
+        lab.down()?;
+    }
+    if let Some(dead) = lab.dead_forwarder() {
+        said.push_str(&format!("lab {}: {dead}: rebuilding\n", lab.name));
         lab.down()?;
     }
     if !lab.existing()?.is_empty() {

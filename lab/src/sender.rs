@@ -109,6 +109,10 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
     use forwarder::nic::afpacket::{arp_table, if_mac, neighbour_mac, AfpTx};
     use forwarder::traffic::{DstChooser, FlowGen, TrafficProfile};
     let lab = Lab::new(&a.name)?;
+    // Sending through a lab whose forwarder died would "succeed" with nothing arriving.
+    if let Some(dead) = lab.dead_forwarder() {
+        bail!("lab {}: {dead}", lab.name);
+    }
     let routes_path = lab.state_dir().join("routes.txt");
     let table = forwarder::table::RouteTable::load(&routes_path, &forwarder::table::LoadOptions::default())
         .with_context(|| format!("lab {}: is it up? (no route table)", lab.name))?;

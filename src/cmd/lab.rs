@@ -51,6 +51,7 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
         }
         LabCmd::Down(n) => {
             let lab = Lab::new(&n.name)?;
+            let _lock = lab.lock()?;
             let removed = lab.down()?;
             println!("lab {}: down ({} namespaces removed)", lab.name, removed);
         }

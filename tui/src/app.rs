@@ -152,7 +152,7 @@ impl App {
                     self.model.target = format!("forwarder pid {p}");
                 }
                 Notice::ForwarderConfig(v) => self.model.forwarder = Some(crate::model::ForwarderInfo::from_json(&v)),
-                Notice::Failed(why) => self.ui.message = Some(why),
+                Notice::Failed(why) | Notice::Warning(why) => self.ui.message = Some(why),
             }
         }
         // Bounded per call, so keys stay responsive under a flood of samples.

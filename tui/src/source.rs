@@ -32,6 +32,8 @@ pub enum Notice {
     ForwarderConfig(serde_json::Value),
     /// The source failed after starting.
     Failed(String),
+    /// What a replayed recording lacks (an unfinished writer, missing maps, skipped parts).
+    Warning(String),
 }
 
 /// A running source.
@@ -191,6 +193,10 @@ pub fn replay(dir: PathBuf, speed: f64) -> crate::Result<Source> {
     let (s2, p2) = (stop.clone(), paused.clone());
     if let Some(cfg) = rec.meta.forwarder.clone() {
         let _ = ntx.send(Notice::ForwarderConfig(cfg));
+    }
+    let problems = rec.problems();
+    if !problems.is_empty() {
+        let _ = ntx.send(Notice::Warning(format!("WARNING: {}", problems.join("; "))));
     }
     let meta = rec.meta.clone();
     let speed = if speed > 0.0 { speed } else { 1.0 };

@@ -87,6 +87,9 @@ pub struct Symbolizer {
     shipped: HashMap<String, ElfSymbols>,
     /// Where debug files are looked up by build-id. Default: [`DEBUG_ROOT`].
     debug_root: Option<std::path::PathBuf>,
+    /// What loading found wrong with the symbol sources (a kallsyms snapshot of junk),
+    /// each naming its file; reports print them.
+    warnings: Vec<String>,
 }
 
 impl Symbolizer {
@@ -100,6 +103,7 @@ impl Symbolizer {
             kallsyms,
             elfs: HashMap::new(),
             shipped: HashMap::new(),
+            warnings: Vec::new(),
             debug_root: Some(DEBUG_ROOT.into()),
         }
     }
@@ -144,12 +148,25 @@ impl Symbolizer {
         };
         // The snapshot (`kallsyms`, or gzipped `kallsyms.gz`); one without addresses (taken
         // without the right to see them) resolves nothing and is ignored.
-        let ks = ["kallsyms", "kallsyms.gz"]
-            .iter()
-            .map(|f| rec.dir.join(f))
-            .find(|p| p.exists())
-            .and_then(|p| Kallsyms::load_reusing(&p, prev_ks).ok());
+        let mut warnings = Vec::new();
+        let ks = match ["kallsyms", "kallsyms.gz"].iter().map(|f| rec.dir.join(f)).find(|p| p.exists()) {
+            Some(p) => match Kallsyms::load_reusing(&p, prev_ks) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    warnings.push(format!("kernel samples stay unnamed ([kernel.kallsyms]+0x...): {e}"));
+                    None
+                }
+            },
+            None => {
+                warnings.push(format!(
+                    "{}: no kallsyms snapshot: kernel samples stay unnamed ([kernel.kallsyms]+0x...)",
+                    rec.dir.display()
+                ));
+                None
+            }
+        };
         let mut sym = Symbolizer::new(maps, ks);
+        sym.warnings = warnings;
         if let Some((elfs, debug_root)) = prev_rest {
             sym.elfs = elfs;
             sym.debug_root = debug_root;
@@ -166,6 +183,11 @@ impl Symbolizer {
             }
         }
         Ok(sym)
+    }
+
+    /// What loading found wrong with the symbol sources, each naming its file.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Resolve a sample's IP.
