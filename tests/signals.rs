@@ -26,6 +26,23 @@ fn forwarder_of(parent: u32) -> u32 {
     found.unwrap_or_default()
 }
 
+/// `record` of a forwarder that runs until stopped, into a fresh directory tagged `tag`;
+/// the directory, the recorder and the forwarder's PID once its segment is up.
+fn record_a_forwarder(tag: &str) -> (std::path::PathBuf, Child, u32) {
+    let out = std::env::temp_dir().join(format!("fwdscope-sig-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let c = fwdscope()
+        .args(["record", "-F", "200", "-o"])
+        .arg(&out)
+        .args(["--", "--duration", "0", "--routes", "3000", "--no-pin"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("record");
+    let fwd = forwarder_of(c.id());
+    (out, c, fwd)
+}
+
 fn wait_exit(child: &mut Child, secs: u64) -> std::process::ExitStatus {
     let mut status = None;
     let ended = wait_until(secs, || {
@@ -67,17 +84,7 @@ fn sigterm_to_record_stops_the_forwarder_and_says_how_it_ended() {
         return;
     }
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
-        let out = std::env::temp_dir().join(format!("fwdscope-sig-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
-        let mut c = fwdscope()
-            .args(["record", "-F", "200", "-o"])
-            .arg(&out)
-            .args(["--", "--duration", "0", "--routes", "3000", "--no-pin"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("record");
-        let fwd = forwarder_of(c.id());
+        let (out, mut c, fwd) = record_a_forwarder(name);
         std::thread::sleep(Duration::from_millis(500));
         signal(c.id(), sig);
         let status = wait_exit(&mut c, 20);
@@ -96,17 +103,7 @@ fn a_killed_recorder_takes_its_forwarder_with_it() {
     if !perf_allows(Need::Sample) {
         return;
     }
-    let out = std::env::temp_dir().join(format!("fwdscope-sigkill-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let mut c = fwdscope()
-        .args(["record", "-F", "200", "-o"])
-        .arg(&out)
-        .args(["--", "--duration", "0", "--routes", "3000", "--no-pin"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("record");
-    let fwd = forwarder_of(c.id());
+    let (out, mut c, fwd) = record_a_forwarder("SIGKILL");
     signal(c.id(), libc::SIGKILL);
     let _ = c.wait();
     // The forwarder gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and stops cleanly.
