@@ -82,3 +82,25 @@ fn a_swept_list_runs_every_setting_each_repeat() {
     assert!((100.0 * over / wall - pct).abs() < 0.3, "{line}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A run whose forwarder fails prints the forwarder's own error, not a pointer at its
+/// run directory.
+#[test]
+fn a_failing_run_prints_the_forwarders_own_error() {
+    let _serial = serial();
+    if !can_sample() {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("fwdscope-sweep-fail-{}", std::process::id()));
+    let o = fwdscope()
+        .args(["sweep", "--force", "--repeat", "1", "--duration", "0.3", "--prefetch", "0,2", "-o"])
+        .arg(&out)
+        .args(["--", "--table", "/nonexistent/table.txt"])
+        .output()
+        .expect("sweep");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("the forwarder failed") && err.contains("/nonexistent/table.txt"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+

@@ -589,4 +589,27 @@ mod tests {
         assert!(e.contains("not a fwdscope stats segment"), "{e}");
         std::fs::remove_file(&path).unwrap();
     }
+
+    /// A symlink planted at a segment's path is never followed into writing its target,
+    /// and default names differ on every call (nothing to plant ahead of a run).
+    #[test]
+    fn a_planted_symlink_is_refused_and_default_names_are_unpredictable() {
+        let dir = std::env::temp_dir().join(format!("fwdscope-plant-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let path = dir.join("seg.stats");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let e = Segment::create(&path, 1, "{}", 0).err().expect("refused").to_string();
+        assert!(e.contains("not a fwdscope stats segment"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink());
+        // remove_stale leaves symlinks and others' files alone, too.
+        std::fs::rename(&path, dir.join("fwdscope-1-x.stats")).unwrap();
+        assert_eq!(remove_stale(&dir), 0);
+        assert_ne!(default_path(7), default_path(7));
+        assert!(default_path(7).display().to_string().starts_with("/dev/shm/fwdscope-7-"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
