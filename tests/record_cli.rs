@@ -177,6 +177,10 @@ fn errors_a_user_can_act_on() {
             "process 999999999 does not exist",
         ),
         (
+            vec!["record".into(), "-o".into(), "/dev/null".into(), "--".into(), "--duration".into(), "0.1".into()],
+            "/dev/null: exists and is not a directory",
+        ),
+        (
             vec![
                 "record".into(),
                 "-o".into(),

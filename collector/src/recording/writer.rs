@@ -43,6 +43,12 @@ impl RecordingWriter {
 
     /// [`create`](Self::create); `shared` makes it readable by others (0755/0644).
     pub fn create_with(dir: &Path, force: bool, shared: bool) -> Result<RecordingWriter> {
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+            return Err(Error::Recording {
+                path: dir.to_path_buf(),
+                msg: "exists and is not a directory (a file, a device or a symlink, which is not followed): a recording is a directory; give a new name".into(),
+            });
+        }
         create_dir(dir, dir_mode(shared))?;
         if dir.join("meta.json").exists() || dir.join("samples.parquet").exists() {
             if !force {
