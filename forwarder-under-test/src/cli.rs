@@ -167,7 +167,8 @@ pub struct ForwarderArgs {
     /// Do not pin threads to cores.
     #[arg(long)]
     pub no_pin: bool,
-    /// Stats segment path [default: /dev/shm/fwdscope-PID.stats].
+    /// Stats segment path [default: /dev/shm/fwdscope-PID-RANDOM.stats]; readers find it by PID
+    /// when it ends in .stats or lies in /dev/shm.
     #[arg(long)]
     pub stats: Option<PathBuf>,
     /// afpacket: the interface packets arrive on.

@@ -187,7 +187,7 @@ pub struct Config {
     pub dma: DmaModel,
     /// Pin workers (and the device thread) to cores (default true).
     pub pin: bool,
-    /// Stats segment path (default /dev/shm/fwdscope-PID.stats).
+    /// Stats segment path (default /dev/shm/fwdscope-PID-RANDOM.stats, an unpredictable name).
     pub stats_path: Option<PathBuf>,
     /// afpacket: the interface packets arrive on, and the one they leave by (default none).
     #[serde(default)]
