@@ -63,9 +63,9 @@ fn main() {
     if let Err(e) = res {
         // A reader that closed our output (`| head`) ends us quietly, as other Unix tools
         // end: the command has already stopped what it started.
-        let closed = e.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        });
+        let closed = e
+            .chain()
+            .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe));
         if closed {
             std::process::exit(0);
         }

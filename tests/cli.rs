@@ -300,15 +300,20 @@ fn duplicate_and_conflicting_table_lines_are_said_in_the_text_summary() {
     std::fs::create_dir_all(&dir).unwrap();
     let table = dir.join("t.txt");
     // 10/8 three times (one naming another next hop), 11/8 once.
-    std::fs::write(&table, "10.0.0.0/8 198.18.0.1\n10.0.0.0/8 198.18.0.2\n10.0.0.0/8 198.18.0.1\n11.0.0.0/8 198.18.0.1\n")
-        .unwrap();
+    std::fs::write(
+        &table,
+        "10.0.0.0/8 198.18.0.1\n10.0.0.0/8 198.18.0.2\n10.0.0.0/8 198.18.0.1\n11.0.0.0/8 198.18.0.1\n",
+    )
+    .unwrap();
     let t = table.display().to_string();
     let r = fwdscope(&["forward", "--table", &t, "--duration", "0.2", "--no-pin"]);
     let text = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(text.contains(", 2 routes ("), "{text}");
     assert!(
-        text.contains("table: 2 duplicate prefix line(s) dropped, the first of each kept; 1 of them named another next hop"),
+        text.contains(
+            "table: 2 duplicate prefix line(s) dropped, the first of each kept; 1 of them named another next hop"
+        ),
         "{text}"
     );
     let r = fwdscope(&["forward", "--table", &t, "--routes", "5"]);

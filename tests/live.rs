@@ -31,7 +31,8 @@ const SMALL: [&str; 5] = ["--", "--routes", "5000", "--cache", "nocache"];
 fn a_planted_cost_is_found_and_every_block_has_one_setting() {
     let _g = serial();
     let out = std::env::temp_dir().join(format!("fwdscope-live-{}", std::process::id()));
-    let mut args = vec!["--spin-ns", "0,60", "--duration", "4", "--block-ms", "100", "--discard-ms", "20", "--seed", "5"];
+    let mut args =
+        vec!["--spin-ns", "0,60", "--duration", "4", "--block-ms", "100", "--discard-ms", "20", "--seed", "5"];
     args.extend(SMALL);
     let (text, j) = live(&args, &out);
     println!("{text}");
@@ -51,8 +52,11 @@ fn a_planted_cost_is_found_and_every_block_has_one_setting() {
     for b in blocks {
         for w in b["workers"].as_array().expect("workers") {
             assert_eq!(w["assigned"], true, "{b}");
-            let (sw, start, end) =
-                (w["switch_mono_ns"].as_u64().unwrap(), w["start_mono_ns"].as_u64().unwrap(), w["end_mono_ns"].as_u64().unwrap());
+            let (sw, start, end) = (
+                w["switch_mono_ns"].as_u64().unwrap(),
+                w["start_mono_ns"].as_u64().unwrap(),
+                w["end_mono_ns"].as_u64().unwrap(),
+            );
             assert!(sw > 0 && sw <= start && start < end, "{w}");
         }
     }
@@ -108,7 +112,19 @@ fn a_forwarder_that_dies_mid_run_leaves_what_was_measured_marked_incomplete() {
     let _g = serial();
     let out = std::env::temp_dir().join(format!("fwdscope-live-dies-{}", std::process::id()));
     let child = fwdscope()
-        .args(["sweep", "--live", "--aa", "--duration", "8", "--block-ms", "100", "--discard-ms", "20", "--force", "-o"])
+        .args([
+            "sweep",
+            "--live",
+            "--aa",
+            "--duration",
+            "8",
+            "--block-ms",
+            "100",
+            "--discard-ms",
+            "20",
+            "--force",
+            "-o",
+        ])
         .arg(&out)
         .args(SMALL)
         .stdout(std::process::Stdio::piped())
@@ -181,7 +197,13 @@ fn top_s_ab_loop_finds_the_planted_cost_and_leaves_b_in_force() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     let threads = compare::live::wait_threads(pid, seg.n_workers()).expect("threads");
-    let set = |label: &str, ns| LiveSetting { label: label.into(), prefetch: None, cache: None, spin_ns: Some(ns), reported: None };
+    let set = |label: &str, ns| LiveSetting {
+        label: label.into(),
+        prefetch: None,
+        cache: None,
+        spin_ns: Some(ns),
+        reported: None,
+    };
     let stop = AtomicBool::new(false);
     let mut last = None;
     let mut updates = 0;

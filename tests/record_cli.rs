@@ -205,13 +205,23 @@ fn errors_a_user_can_act_on() {
         ),
         (vec!["stat".into(), "-p".into(), "999999999".into()], "process 999999999 does not exist"),
         // A recording of nothing is refused before it starts.
-        (vec!["record".into(), "-o".into(), dir.join("f0").display().to_string(), "-F".into(), "0".into()], "0 is not in 1.."),
+        (
+            vec!["record".into(), "-o".into(), dir.join("f0").display().to_string(), "-F".into(), "0".into()],
+            "0 is not in 1..",
+        ),
     ];
     let mut cases: Vec<(Vec<String>, String)> = cases.into_iter().map(|(a, w)| (a, w.to_string())).collect();
     // Above the kernel's sampling limit: the limit is named with its value, not "Invalid argument".
     if let (Some(max), true) = (collector::perf_abi::max_sample_rate(), perf_ok()) {
         cases.push((
-            vec!["record".into(), "-o".into(), dir.join("fmax").display().to_string(), "-F".into(), (max + 1).to_string(), "-a".into()],
+            vec![
+                "record".into(),
+                "-o".into(),
+                dir.join("fmax").display().to_string(),
+                "-F".into(),
+                (max + 1).to_string(),
+                "-a".into(),
+            ],
             format!("above kernel.perf_event_max_sample_rate = {max}"),
         ));
     }

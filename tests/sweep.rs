@@ -103,4 +103,3 @@ fn a_failing_run_prints_the_forwarders_own_error() {
     assert!(err.contains("the forwarder failed") && err.contains("/nonexistent/table.txt"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
-

@@ -143,14 +143,18 @@ fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::P
         if entry_at + 16 > len {
             return Err(bad(
                 path,
-                format!("{FEATURES_CUT}offset {entry_at}: feature table entry for bit {bit} past the end ({len} bytes)"),
+                format!(
+                    "{FEATURES_CUT}offset {entry_at}: feature table entry for bit {bit} past the end ({len} bytes)"
+                ),
             ));
         }
         let (o, sz) = read_section(r, entry_at).map_err(io)?;
         if o.checked_add(sz).is_none_or(|end| end > len) {
             return Err(bad(
                 path,
-                format!("{FEATURES_CUT}offset {entry_at}: feature {bit} section {o}+{sz} runs past the end ({len} bytes)"),
+                format!(
+                    "{FEATURES_CUT}offset {entry_at}: feature {bit} section {o}+{sz} runs past the end ({len} bytes)"
+                ),
             ));
         }
         if bit == HEADER_EVENT_DESC {

@@ -321,9 +321,21 @@ mod tests {
         // A regex-looking pattern is accepted (it may be meant) but warned of, by file and rule.
         let r = Rules::parse("[[rule]]\nstage = \"lookup\"\nprefix = [\"fib_.*\", \"ip_route\"]\n", "re.toml").unwrap();
         assert_eq!(r.warnings.len(), 1);
-        assert!(r.warnings[0].starts_with("re.toml: rule 1 (stage lookup): `fib_.*` looks like a regular"), "{:?}", r.warnings);
+        assert!(
+            r.warnings[0].starts_with("re.toml: rule 1 (stage lookup): `fib_.*` looks like a regular"),
+            "{:?}",
+            r.warnings
+        );
         assert_eq!(r.sources, vec![("re.toml".to_string(), 1)]);
-        for (p, re) in [("^ip_", true), ("rcv$", true), ("a|b", true), ("x[0-9]", true), ("<T as Tr>::f", false), ("operator()", false), ("fib_table_lookup", false)] {
+        for (p, re) in [
+            ("^ip_", true),
+            ("rcv$", true),
+            ("a|b", true),
+            ("x[0-9]", true),
+            ("<T as Tr>::f", false),
+            ("operator()", false),
+            ("fib_table_lookup", false),
+        ] {
             assert_eq!(looks_like_regex(p), re, "{p}");
         }
         let b = Rules::builtin_with(None).unwrap();
@@ -336,7 +348,9 @@ mod tests {
         let e = Rules::parse("[[rules]]\nstage = \"x\"\nprefix = \"a\"\n", "tables.toml").unwrap_err().to_string();
         assert!(e.contains("tables.toml") && e.contains("rules"), "{e}");
         // An empty prefix would claim every symbol.
-        let e = Rules::parse("[[rule]]\nstage = \"lookup\"\nprefix = [\"fib_\", \"\"]\n", "all.toml").unwrap_err().to_string();
+        let e = Rules::parse("[[rule]]\nstage = \"lookup\"\nprefix = [\"fib_\", \"\"]\n", "all.toml")
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "all.toml: rule 1 (stage lookup): an empty prefix pattern would match every symbol");
     }
 }

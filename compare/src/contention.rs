@@ -32,7 +32,12 @@ pub fn worker_threads(pid: u32) -> Result<Vec<WorkerThread>> {
         let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
         let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
         if let Some(worker) = fwd_abi::threads::worker_index(comm.trim()) {
-            out.push(WorkerThread { worker, tid, schedstat: e.path().join("schedstat"), status: e.path().join("status") });
+            out.push(WorkerThread {
+                worker,
+                tid,
+                schedstat: e.path().join("schedstat"),
+                status: e.path().join("status"),
+            });
         }
     }
     out.sort_by_key(|t| t.worker);
@@ -166,7 +171,10 @@ mod tests {
         assert_eq!(h, HostReading { total: 1000, steal: 35 });
         assert_eq!(parse_proc_stat("cpu  1 2\n"), None);
         let t = |run, wait, nv| Some(ThreadReading { run_ns: run, wait_ns: wait, nonvoluntary: nv });
-        let a = Reading { threads: vec![t(0, 1_000_000, 3), t(0, 0, 0)], host: Some(HostReading { total: 1000, steal: 0 }) };
+        let a = Reading {
+            threads: vec![t(0, 1_000_000, 3), t(0, 0, 0)],
+            host: Some(HostReading { total: 1000, steal: 0 }),
+        };
         let b = Reading {
             threads: vec![t(0, 21_000_000, 10), t(0, 1_000_000, 1)],
             host: Some(HostReading { total: 1100, steal: 2 }),

@@ -17,9 +17,9 @@
 //! - [`results`]: runs summarized per setting, the table, results.parquet;
 //! - [`html`]: one self-contained page per sweep directory (`report --html`).
 
+pub mod contention;
 mod error;
 pub mod experiments;
-pub mod contention;
 pub mod html;
 pub mod live;
 pub mod paired;

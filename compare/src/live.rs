@@ -57,7 +57,8 @@ impl LiveSetting {
     /// From forwarder flags (`--prefetch N`, `--cache MODE`, `--spin-ns N`); any other flag
     /// cannot change while the forwarder runs and is refused, naming it.
     pub fn from_flags(label: &str, flags: &[String]) -> Result<LiveSetting> {
-        let mut s = LiveSetting { label: label.to_string(), prefetch: None, cache: None, spin_ns: None, reported: None };
+        let mut s =
+            LiveSetting { label: label.to_string(), prefetch: None, cache: None, spin_ns: None, reported: None };
         let mut it = flags.iter();
         while let Some(f) = it.next() {
             let (name, inline) = match f.split_once('=') {
@@ -65,9 +66,10 @@ impl LiveSetting {
                 None => (f.as_str(), None),
             };
             let mut value = || -> Result<String> {
-                inline.clone().or_else(|| it.next().cloned()).ok_or_else(|| {
-                    Error::Config(format!("setting {label}: {name} needs a value"))
-                })
+                inline
+                    .clone()
+                    .or_else(|| it.next().cloned())
+                    .ok_or_else(|| Error::Config(format!("setting {label}: {name} needs a value")))
             };
             let num = |v: String, max: u32| -> Result<u32> {
                 v.parse::<u32>().ok().filter(|x| *x <= max).ok_or_else(|| {
@@ -154,10 +156,14 @@ pub struct LiveOptions {
 }
 
 impl LiveOptions {
-    pub fn new(output: PathBuf, settings: Vec<LiveSetting>, program: PathBuf, program_args: Vec<String>) -> LiveOptions {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64 | 1);
+    pub fn new(
+        output: PathBuf,
+        settings: Vec<LiveSetting>,
+        program: PathBuf,
+        program_args: Vec<String>,
+    ) -> LiveOptions {
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64 | 1);
         LiveOptions {
             output,
             force: false,
@@ -766,8 +772,11 @@ fn summarize(o: &LiveOptions, pid: u32, blocks: Vec<Block>, incomplete: Option<S
     let settle = kinds
         .into_iter()
         .filter_map(|k| {
-            let v: Vec<&Vec<f64>> =
-                blocks.iter().filter(|b| b.switch == k && b.flags.is_empty()).filter_map(|b| b.settle_profile.as_ref()).collect();
+            let v: Vec<&Vec<f64>> = blocks
+                .iter()
+                .filter(|b| b.switch == k && b.flags.is_empty())
+                .filter_map(|b| b.settle_profile.as_ref())
+                .collect();
             Some(Settle { switch: k.to_string(), blocks: v.len(), ms: settle_ms(&v, slice_ms)? })
         })
         .collect();
@@ -879,7 +888,8 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
     }
     if let Some(e) = &o.experiment {
         let base = r.results.first().and_then(|x| x.setting.reported);
-        let _ = writeln!(s, "\nthen and now (ratio to {}):", r.results.first().map_or("", |x| x.setting.label.as_str()));
+        let _ =
+            writeln!(s, "\nthen and now (ratio to {}):", r.results.first().map_or("", |x| x.setting.label.as_str()));
         for res in &r.results {
             let then = match (res.setting.reported, base) {
                 (Some(v), Some(b)) if b > 0.0 => format!("{:.3} ({v} {})", v / b, e.unit),
@@ -897,7 +907,8 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
 
 fn write_outputs(o: &LiveOptions, r: &LiveResult) -> Result<()> {
     let json = o.output.join("live.json");
-    let body = serde_json::to_string_pretty(r).map_err(|e| Error::Results { path: json.clone(), msg: e.to_string() })?;
+    let body =
+        serde_json::to_string_pretty(r).map_err(|e| Error::Results { path: json.clone(), msg: e.to_string() })?;
     std::fs::write(&json, body).map_err(|e| Error::io(&json, e))?;
     write_blocks(&o.output.join("blocks.parquet"), o, r)?;
     let table = o.output.join("table.txt");
@@ -908,7 +919,8 @@ fn write_outputs(o: &LiveOptions, r: &LiveResult) -> Result<()> {
 pub fn write_blocks(path: &Path, o: &LiveOptions, r: &LiveResult) -> Result<()> {
     use polars::prelude::*;
     let err = |e: PolarsError| Error::Results { path: path.into(), msg: e.to_string() };
-    let rows: Vec<(&Block, &WorkerBlock)> = r.blocks.iter().flat_map(|b| b.workers.iter().map(move |w| (b, w))).collect();
+    let rows: Vec<(&Block, &WorkerBlock)> =
+        r.blocks.iter().flat_map(|b| b.workers.iter().map(move |w| (b, w))).collect();
     let col_u64 = |name: &str, f: &dyn Fn(&Block, &WorkerBlock) -> u64| {
         Column::new(name.into(), rows.iter().map(|(b, w)| f(b, w)).collect::<Vec<u64>>())
     };
@@ -966,7 +978,8 @@ mod tests {
 
     #[test]
     fn a_block_shorter_than_its_warm_up_is_refused() {
-        let s = |l: &str| LiveSetting { label: l.into(), prefetch: Some(0), cache: None, spin_ns: None, reported: None };
+        let s =
+            |l: &str| LiveSetting { label: l.into(), prefetch: Some(0), cache: None, spin_ns: None, reported: None };
         let mut o = LiveOptions::new("/nonexistent".into(), vec![s("a"), s("b")], "/bin/false".into(), vec![]);
         o.block = Duration::from_millis(60);
         o.discard = Duration::from_millis(50);

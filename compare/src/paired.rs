@@ -199,10 +199,7 @@ pub fn verdict(e: &Effect) -> Verdict {
     let total = e.units + e.left_out;
     if total > 0 && e.left_out as f64 > MAX_CONTAMINATED * total as f64 {
         return Verdict::Undecided {
-            reason: format!(
-                "the machine was busy ({} of {} units had a block with contention)",
-                e.left_out, total
-            ),
+            reason: format!("the machine was busy ({} of {} units had a block with contention)", e.left_out, total),
         };
     }
     if e.units < 3 {
@@ -294,7 +291,13 @@ mod tests {
     }
 
     /// The per-unit differences of a simulated comparison.
-    fn simulate_with(rng: &mut Xoshiro256PlusPlus, effect_log: f64, units: usize, seed: u64, hiccups: bool) -> Vec<f64> {
+    fn simulate_with(
+        rng: &mut Xoshiro256PlusPlus,
+        effect_log: f64,
+        units: usize,
+        seed: u64,
+        hiccups: bool,
+    ) -> Vec<f64> {
         let s = schedule(2, units, seed);
         let mut walk = 0.0;
         let blocks: Vec<BlockRate> = s
@@ -378,13 +381,17 @@ mod tests {
             p,
             p_holm: p,
         };
-        assert!(matches!(verdict(&e(20, 10, 0.98, 0.97, 0.99, 1e-4)), Verdict::Undecided { reason } if reason.contains("busy")));
+        assert!(
+            matches!(verdict(&e(20, 10, 0.98, 0.97, 0.99, 1e-4)), Verdict::Undecided { reason } if reason.contains("busy"))
+        );
         assert!(matches!(verdict(&e(2, 0, 0.98, 0.97, 0.99, 1e-4)), Verdict::Undecided { .. }));
         assert_eq!(verdict(&e(20, 1, 0.98, 0.97, 0.99, 1e-4)), Verdict::Significant);
         // p = 0.03 is not enough at the 1% level: undecided (the interval is not inside ±1%).
         assert!(matches!(verdict(&e(20, 0, 0.98, 0.962, 0.998, 0.03)), Verdict::Undecided { .. }));
         assert_eq!(verdict(&e(20, 0, 1.001, 0.995, 1.006, 0.7)), Verdict::NoDifference);
-        assert!(matches!(verdict(&e(20, 0, 1.001, 0.95, 1.06, 0.7)), Verdict::Undecided { reason } if reason.contains("wider")));
+        assert!(
+            matches!(verdict(&e(20, 0, 1.001, 0.95, 1.06, 0.7)), Verdict::Undecided { reason } if reason.contains("wider"))
+        );
         assert_eq!(Verdict::Significant.text(&e(20, 0, 0.97, 0.96, 0.98, 0.0)), "slower by 3.0%");
     }
 }

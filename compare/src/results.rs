@@ -79,7 +79,8 @@ pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
         }
     }
     // Runs flagged for contention count for nothing but the left-out tally.
-    let of = |s: &str| -> Vec<&RunResult> { runs.iter().filter(|r| r.setting == s && r.contention.is_empty()).collect() };
+    let of =
+        |s: &str| -> Vec<&RunResult> { runs.iter().filter(|r| r.setting == s && r.contention.is_empty()).collect() };
     let left_out = |s: &str| runs.iter().filter(|r| r.setting == s && !r.contention.is_empty()).count();
     let busy = |s: &str| {
         let (out, all) = (left_out(s), runs.iter().filter(|r| r.setting == s).count());
@@ -297,7 +298,9 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
             .str()
             .map_err(|_| bad("`contention` is not text"))?
             .iter()
-            .map(|v| v.filter(|t| !t.is_empty()).map(|t| t.split("; ").map(str::to_string).collect()).unwrap_or_default())
+            .map(|v| {
+                v.filter(|t| !t.is_empty()).map(|t| t.split("; ").map(str::to_string).collect()).unwrap_or_default()
+            })
             .collect(),
         Err(_) => vec![Vec::new(); df.height()],
     };

@@ -203,7 +203,9 @@ impl ForwarderArgs {
             rt: RtParams {
                 hash_buckets: self.rt_hash_buckets,
                 gc_thresh: self.gc_thresh.unwrap_or(self.rt_hash_buckets),
-                max_size: self.max_size.unwrap_or(self.rt_hash_buckets.saturating_mul(16).min(crate::config::MAX_CACHE_ENTRIES)),
+                max_size: self
+                    .max_size
+                    .unwrap_or(self.rt_hash_buckets.saturating_mul(16).min(crate::config::MAX_CACHE_ENTRIES)),
                 gc_elasticity: self.gc_elasticity,
                 gc_min_interval_ms: self.gc_min_interval_ms,
                 gc_timeout_s: self.gc_timeout,

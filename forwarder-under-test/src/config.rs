@@ -259,7 +259,10 @@ impl Config {
             }
         }
         if self.spin_ns > MAX_SPIN_NS {
-            return Err(Error::Config(format!("--spin-ns {}: expected 0 to {MAX_SPIN_NS} ns per packet", self.spin_ns)));
+            return Err(Error::Config(format!(
+                "--spin-ns {}: expected 0 to {MAX_SPIN_NS} ns per packet",
+                self.spin_ns
+            )));
         }
         self.rt.validate()?;
         self.traffic.validate()

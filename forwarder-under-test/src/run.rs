@@ -159,9 +159,7 @@ pub fn memory_estimate(cfg: &Config) -> Vec<(&'static str, u64)> {
     // Per dst object: the entry, its pending-free slot and its slab pointer.
     let dst = (std::mem::size_of::<crate::rtcache::DstEntry>() + 4 + 8) as u64;
     let rtcache = w.saturating_mul(
-        (cfg.rt.hash_buckets as u64)
-            .saturating_mul(4)
-            .saturating_add((cfg.rt.max_size as u64).saturating_mul(dst)),
+        (cfg.rt.hash_buckets as u64).saturating_mul(4).saturating_add((cfg.rt.max_size as u64).saturating_mul(dst)),
     );
     // Per flow: a 64-byte header slot and its packets-left counter.
     let flows = (cfg.traffic.flows as u64).saturating_mul(68);

@@ -28,7 +28,8 @@ impl StopSignals {
     pub fn install() -> Result<StopSignals> {
         let s = StopSignals { flag: Arc::new(AtomicBool::new(false)), which: Arc::new(AtomicUsize::new(0)) };
         for sig in STOP_SIGNALS {
-            let sys = |e: std::io::Error| Error::Sys { what: format!("installing the {} handler", name(sig)), source: e };
+            let sys =
+                |e: std::io::Error| Error::Sys { what: format!("installing the {} handler", name(sig)), source: e };
             // Registered first, so it sees the flag as it was before this signal.
             if sig == libc::SIGINT {
                 signal_hook::flag::register_conditional_shutdown(sig, 130, s.flag.clone()).map_err(sys)?;

@@ -19,14 +19,7 @@ struct Cmd {
 
 /// A flag value from the ranges a careless user reaches for: zero, small, typical, huge.
 fn size_value() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        Just(0u64),
-        1u64..64,
-        64u64..70_000,
-        Just(1u64 << 24),
-        Just(1u64 << 40),
-        Just(u64::MAX),
-    ]
+    prop_oneof![Just(0u64), 1u64..64, 64u64..70_000, Just(1u64 << 24), Just(1u64 << 40), Just(u64::MAX),]
 }
 
 fn argv(flags: &[(&str, u64)]) -> Vec<String> {
@@ -133,7 +126,11 @@ fn accepted_tunables_gc_under_a_flood() {
             w.fill_counters();
             prop_assert!(peak <= cfg.rt.max_size, "peak {peak} > max_size {}", cfg.rt.max_size);
             if peak > cfg.rt.gc_thresh {
-                prop_assert!(w.ctr[Ctr::RtGcTotal as usize] > 0, "past gc_thresh {} but GC never ran", cfg.rt.gc_thresh);
+                prop_assert!(
+                    w.ctr[Ctr::RtGcTotal as usize] > 0,
+                    "past gc_thresh {} but GC never ran",
+                    cfg.rt.gc_thresh
+                );
             }
             let forwarded = w.ctr[Ctr::TxPackets as usize] as f64;
             let no_dst = w.ctr[Ctr::DropNoDst as usize] as f64;

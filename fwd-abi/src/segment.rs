@@ -530,7 +530,6 @@ pub struct Request {
     pub setting: u64,
 }
 
-
 impl Drop for Segment {
     fn drop(&mut self) {
         if self.remove_on_drop {

@@ -366,7 +366,12 @@ impl Lab {
 
     /// The PID the lab recorded for its forwarder, running or not.
     fn recorded_forwarder_pid(&self) -> Option<i32> {
-        std::fs::read_to_string(self.state_dir().join("forwarder.pid")).ok()?.trim().parse().ok().filter(|&p: &i32| p > 0)
+        std::fs::read_to_string(self.state_dir().join("forwarder.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&p: &i32| p > 0)
     }
 
     /// When the lab started a forwarder that no longer runs: its PID and the last lines of

@@ -85,7 +85,9 @@ pub struct SweepArgs {
 
 /// The experiment named, if any, and the settings compared: the experiment's, or the
 /// product of the swept axes (axes given no values are left out).
-fn experiment_and_settings(a: &SweepArgs) -> Result<(Option<compare::experiments::Experiment>, Vec<compare::plan::Setting>)> {
+fn experiment_and_settings(
+    a: &SweepArgs,
+) -> Result<(Option<compare::experiments::Experiment>, Vec<compare::plan::Setting>)> {
     let exp = a.experiment.as_deref().map(compare::experiments::load_experiment).transpose()?;
     let sets = match &exp {
         Some(e) => e.settings(),

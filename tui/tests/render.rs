@@ -101,9 +101,8 @@ fn every_stage_row_fits_at_120x40() {
     assert_eq!(names.len(), 9, "{names:?}");
     let t = render(&m, &Ui::default(), 120, 40);
     let buf = t.backend().buffer();
-    let lines: Vec<String> = (0..buf.area.height)
-        .map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_string()).collect())
-        .collect();
+    let lines: Vec<String> =
+        (0..buf.area.height).map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_string()).collect()).collect();
     for name in &names {
         assert!(
             lines.iter().any(|l| l.starts_with(&format!("│{name} "))),

@@ -130,12 +130,7 @@ pub fn perfdata_profile(pd: &crate::perfdata::PerfData, sym: &mut Symbolizer, ru
     let groups = crate::aggregate::group(df)?;
     let names = crate::stages::thread_names(&pd.tasks);
     let stacks = with_attributor(sym, rules, |at| stacks(&groups, at, &names));
-    Ok(Profile {
-        unit: unit_of(&pd.event),
-        event: pd.event.clone(),
-        stacks,
-        maps: pd.maps.clone(),
-    })
+    Ok(Profile { unit: unit_of(&pd.event), event: pd.event.clone(), stacks, maps: pd.maps.clone() })
 }
 
 /// The formats a profile can be written in.
