@@ -307,13 +307,9 @@ impl Forwarder {
     }
 
     fn tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().rev().take(3).collect();
-        let t: Vec<&str> = lines.into_iter().rev().collect();
-        if t.is_empty() {
-            format!("nothing in {}", self.log.display())
-        } else {
-            format!("{} (from {})", t.join(" / "), self.log.display())
+        match crate::runner::log_tail(&self.log, 3) {
+            t if t.is_empty() => format!("nothing in {}", self.log.display()),
+            t => format!("{t} (from {})", self.log.display()),
         }
     }
 

@@ -60,6 +60,14 @@ impl SweepOptions {
     }
 }
 
+/// The last `n` non-empty lines of the log at `path`, joined with ` | `; empty when there
+/// are none (or the log cannot be read). What a failed forwarder said last.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
 /// Forwarded Mpps of a recording: tx_packets of every worker, last minus first, over the
 /// time between those counter rows.
 pub fn recording_mpps(rec: &Recording) -> Result<f64> {
@@ -67,9 +75,7 @@ pub fn recording_mpps(rec: &Recording) -> Result<f64> {
     let no_time = |msg: &str| Error::Config(format!("{}: {msg}", rec.dir.display()));
     let (Some(t0), Some(t1)) = (rows.iter().map(|r| r.time).min(), rows.iter().map(|r| r.time).max()) else {
         // The forwarder's own words say why, when it said any.
-        let log = std::fs::read_to_string(rec.dir.join("target.log")).unwrap_or_default();
-        let last: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = last[last.len().saturating_sub(3)..].join(" | ");
+        let tail = log_tail(&rec.dir.join("target.log"), 3);
         let ended = rec.meta.ended_by.as_deref().unwrap_or("it did not start");
         return Err(no_time(&if tail.is_empty() {
             format!("no forwarder counters: the forwarder never published any ({ended})")

@@ -148,9 +148,12 @@ pub fn named_for(pid: u32) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Whether process `pid` exists.
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+/// Whether process `pid` runs: it exists and is not a zombie (a dead process its parent
+/// has not reaped, or an orphan whose init does not reap, holds no segment open).
+pub fn process_runs(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // pid (comm) state ...: the comm may hold spaces and parentheses, so split after the last ')'.
+    matches!(stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()), Some(s) if s != "Z" && s != "X")
 }
 
 /// The files process `pid` has mapped that may be its stats segment (read from
@@ -192,7 +195,7 @@ pub fn remove_stale(dir: &Path) -> usize {
             continue;
         }
         let Ok(seg) = Segment::open(&e.path()) else { continue };
-        if !alive(seg.pid()) && std::fs::remove_file(e.path()).is_ok() {
+        if !process_runs(seg.pid()) && std::fs::remove_file(e.path()).is_ok() {
             removed += 1;
         }
     }
@@ -227,7 +230,7 @@ impl Segment {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 let owner = Segment::open(path).ok().map(|s| s.header().pid);
                 match owner {
-                    Some(pid) if pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists() => {
+                    Some(pid) if pid != std::process::id() && process_runs(pid) => {
                         return Err(Error::Segment {
                             path: path.into(),
                             msg: format!("in use by the running forwarder {pid}"),

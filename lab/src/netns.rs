@@ -192,9 +192,7 @@ pub struct LabLock(#[allow(dead_code)] std::fs::File);
 /// or an orphan whose init does not reap), and its program is fwdscope's (not a later
 /// process that reused the PID).
 fn forwarder_runs(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next());
-    if !matches!(state, Some(s) if s != "Z" && s != "X") {
+    if pid <= 0 || !fwd_abi::segment::process_runs(pid as u32) {
         return false;
     }
     std::fs::read_link(format!("/proc/{pid}/exe"))
@@ -384,9 +382,7 @@ impl Lab {
         if forwarder_runs(pid) {
             return None;
         }
-        let log = std::fs::read_to_string(self.state_dir().join("forwarder.log")).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+        let tail = compare::runner::log_tail(&self.state_dir().join("forwarder.log"), 3);
         Some(format!(
             "the lab's forwarder (pid {pid}) is dead{}; `fwdscope lab up --name {}` starts it again",
             if tail.is_empty() { String::new() } else { format!(" (its log ends: {tail})") },

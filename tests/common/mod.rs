@@ -68,11 +68,7 @@ pub fn children(pid: u32) -> Vec<u32> {
 /// Whether `pid` runs: it exists and is not a zombie (an orphan's zombie may wait long for
 /// a reaper in a container whose init does not reap).
 pub fn running(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    match stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()) {
-        Some(state) => state != "Z" && state != "X",
-        None => false,
-    }
+    fwd_abi::segment::process_runs(pid)
 }
 
 /// Poll `f` every 50 ms for up to `secs` seconds; whether it became true.
