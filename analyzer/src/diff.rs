@@ -87,7 +87,7 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
             r.values[i] = Some(r.values[i].unwrap_or(0.0) + value(s.period, s.percent));
         }
     }
-    let rank = |s: &str| crate::rules::STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(usize::MAX);
+    let rank = crate::rules::stage_rank;
     stages.sort_by(|a, b| rank(&a.key).cmp(&rank(&b.key)).then(a.key.cmp(&b.key)));
     clocks.sort_by(|a, b| rank(&a.key).cmp(&rank(&b.key)).then(a.key.cmp(&b.key)));
     let peak = |r: &DiffRow| r.values.iter().map(|v| v.unwrap_or(0.0)).fold(0.0, f64::max);

@@ -22,9 +22,23 @@ pub const OTHER: &str = "other";
 /// stages, `other`, then what is apart from forwarding work (the synthetic device, waiting).
 pub const STAGE_ORDER: [&str; 9] = ["lookup", "gc", "slab", "driver", "ip", "calib", "other", "nic", "idle"];
 
-/// Stages that are not forwarding work: the synthetic device (simulated hardware) and
-/// waiting. Tables and charts show them apart from the forwarding stages' totals.
-pub const APART: [&str; 2] = ["nic", "idle"];
+/// Stages that are not forwarding work: the synthetic device (simulated hardware), the
+/// machine's own traffic and programs (`local`, in kernel profiles) and waiting. Tables and
+/// charts show them apart from the forwarding stages' totals.
+pub const APART: [&str; 3] = ["nic", "local", "idle"];
+
+/// Kernel samples that could not be named (no kernel symbols of the recorded kernel's
+/// build): a stage of their own, never guessed into another.
+pub const KERNEL_UNKNOWN: &str = "kernel-unknown";
+
+/// Where a stage sorts in tables: [`STAGE_ORDER`], with the kernel rules' `netfilter`
+/// after `ip` and `local` and [`KERNEL_UNKNOWN`] after `other`; any other stage after all
+/// of these (ties by name).
+pub fn stage_rank(stage: &str) -> usize {
+    const RANK: [&str; 12] =
+        ["lookup", "gc", "slab", "driver", "ip", "netfilter", "calib", "other", KERNEL_UNKNOWN, "local", "nic", "idle"];
+    RANK.iter().position(|x| *x == stage).unwrap_or(RANK.len())
+}
 
 /// The Linux kernel's forwarding path rules.
 pub const LINUX_RULES_TOML: &str = include_str!("../rules/linux-forwarding.toml");
@@ -52,6 +66,8 @@ struct RawRule {
     prefix: Option<OneOrMany>,
     exact: Option<OneOrMany>,
     contains: Option<OneOrMany>,
+    dso: Option<OneOrMany>,
+    process: Option<OneOrMany>,
 }
 
 #[derive(Deserialize)]
@@ -75,13 +91,23 @@ pub struct Rule {
     pub prefix: Vec<String>,
     pub exact: Vec<String>,
     pub contains: Vec<String>,
+    /// Prefixes of the file name (without its directory) of the binary a user-space
+    /// symbol came from: every symbol of such a binary matches.
+    pub dso: Vec<String>,
+    /// Prefixes of a thread's name (COMM): a sample no symbol rule, inlined function or
+    /// caller placed is charged by the thread that ran it (a load generator's libc code).
+    pub process: Vec<String>,
 }
 
 impl Rule {
-    fn matches(&self, sym: &str) -> bool {
+    fn matches(&self, sym: &str, dso: Option<&str>) -> bool {
         self.exact.iter().any(|e| e == sym)
             || self.prefix.iter().any(|p| sym.starts_with(p.as_str()))
             || self.contains.iter().any(|c| sym.contains(c.as_str()))
+            || dso.is_some_and(|d| {
+                let base = d.rsplit('/').next().unwrap_or(d);
+                !base.starts_with('[') && self.dso.iter().any(|p| base.starts_with(p.as_str()))
+            })
     }
 }
 
@@ -123,15 +149,20 @@ impl Rules {
                 prefix: r.prefix.map(OneOrMany::into_vec).unwrap_or_default(),
                 exact: r.exact.map(OneOrMany::into_vec).unwrap_or_default(),
                 contains: r.contains.map(OneOrMany::into_vec).unwrap_or_default(),
+                dso: r.dso.map(OneOrMany::into_vec).unwrap_or_default(),
+                process: r.process.map(OneOrMany::into_vec).unwrap_or_default(),
             };
             if rule.stage.is_empty() {
                 return Err(Error::Rules { path: origin.into(), msg: format!("rule {}: `stage` is empty", i + 1) });
             }
-            if rule.prefix.is_empty() && rule.exact.is_empty() && rule.contains.is_empty() {
+            if rule.prefix.is_empty() && rule.exact.is_empty() && rule.contains.is_empty()
+                && rule.dso.is_empty()
+                && rule.process.is_empty()
+            {
                 return Err(Error::Rules {
                     path: origin.into(),
                     msg: format!(
-                        "rule {} (stage {}): expected at least one of prefix, exact or contains",
+                        "rule {} (stage {}): expected at least one of prefix, exact, contains, dso or process",
                         i + 1,
                         rule.stage
                     ),
@@ -139,7 +170,8 @@ impl Rules {
             }
             // An empty pattern matches every symbol (prefix, contains) or none (exact):
             // either way not what was meant.
-            let empty = [("prefix", &rule.prefix), ("exact", &rule.exact), ("contains", &rule.contains)]
+            let empty =
+                [("prefix", &rule.prefix), ("exact", &rule.exact), ("contains", &rule.contains), ("dso", &rule.dso), ("process", &rule.process)]
                 .into_iter()
                 .find(|(_, v)| v.iter().any(|p| p.is_empty()));
             if let Some((kind, _)) = empty {
@@ -153,7 +185,7 @@ impl Rules {
                     ),
                 });
             }
-            for p in rule.prefix.iter().chain(&rule.exact).chain(&rule.contains) {
+            for p in rule.prefix.iter().chain(&rule.exact).chain(&rule.contains).chain(&rule.dso).chain(&rule.process) {
                 if looks_like_regex(p) {
                     warnings.push(format!(
                         "{origin}: rule {} (stage {}): `{p}` looks like a regular expression, but patterns \
@@ -227,12 +259,28 @@ impl Rules {
     /// The stage of the first rule matching `sym`, if any (a rule may say `other`
     /// explicitly: such a symbol is not charged through its inline frames or callers).
     pub fn rule_stage(&self, sym: &str) -> Option<&str> {
-        self.rules.iter().find(|r| r.matches(sym)).map(|r| r.stage.as_str())
+        self.rule_stage_in(sym, None)
+    }
+
+    /// [`Rules::rule_stage`] for a symbol of binary `dso` (rules with `dso` patterns match
+    /// by it too).
+    pub fn rule_stage_in(&self, sym: &str, dso: Option<&str>) -> Option<&str> {
+        self.rules.iter().find(|r| r.matches(sym, dso)).map(|r| r.stage.as_str())
+    }
+
+    /// The stage of the first rule whose `process` patterns match thread name `comm`.
+    pub fn process_stage(&self, comm: &str) -> Option<&str> {
+        self.rules.iter().find(|r| r.process.iter().any(|p| comm.starts_with(p.as_str()))).map(|r| r.stage.as_str())
     }
 
     /// The stage of a symbol, or [`OTHER`].
     pub fn stage_of(&self, sym: &str) -> &str {
         self.rule_stage(sym).unwrap_or(OTHER)
+    }
+
+    /// The stage of a symbol of binary `dso`, or [`OTHER`].
+    pub fn stage_in(&self, sym: &str, dso: &str) -> &str {
+        self.rule_stage_in(sym, Some(dso)).unwrap_or(OTHER)
     }
 }
 
@@ -303,7 +351,10 @@ mod tests {
             ("ip_finish_output2", "ip"),
             ("intel_idle", "idle"),
             ("poll_idle", "idle"),
-            ("tcp_v4_rcv", "other"),
+            ("tcp_v4_rcv", "local"),
+            ("nf_hook_slow", "netfilter"),
+            ("neigh_resolve_output", "ip"),
+            ("schedule", "other"),
         ] {
             assert_eq!(r.stage_of(sym), stage, "{sym}");
         }

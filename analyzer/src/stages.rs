@@ -3,7 +3,7 @@
 //! events such as cycles otherwise) from the recording's packet counts; plus the top
 //! symbols no rule matched, so the rules can be fixed.
 
-use crate::rules::{Rules, APART, OTHER, STAGE_ORDER};
+use crate::rules::{stage_rank, Rules, APART, KERNEL_UNKNOWN, OTHER};
 use crate::symbolize::{Symbol, Symbolizer};
 use crate::Result;
 use collector::events::period_unit;
@@ -185,6 +185,9 @@ pub enum By {
     Inline,
     /// A caller in its callchain did.
     Callchain,
+    /// None of those did, but its thread's name did (a rule's `process` patterns: a load
+    /// generator's library code, whose callchain ends in a library without frame pointers).
+    Process,
     /// Nothing did: it stays in `other`.
     None,
 }
@@ -205,6 +208,8 @@ pub struct Attribution {
     pub symbol: u64,
     pub inline: u64,
     pub callchain: u64,
+    #[serde(default)]
+    pub process: u64,
     pub none: u64,
 }
 
@@ -214,6 +219,7 @@ impl Attribution {
             By::Symbol => &mut self.symbol,
             By::Inline => &mut self.inline,
             By::Callchain => &mut self.callchain,
+            By::Process => &mut self.process,
             By::None => &mut self.none,
         };
         *slot = slot.saturating_add(n);
@@ -279,7 +285,11 @@ impl Attributor {
             .entry((pid, ip, kernel))
             .or_insert_with(|| {
                 let s = sym.resolve_ip(pid, ip, kernel);
-                if let Some(own) = rules.rule_stage(&s.name) {
+                if kernel && crate::symbolize::is_unnamed_kernel(&s.name) {
+                    // No kernel symbols of this kernel's build: never guessed into a stage.
+                    return (s, KERNEL_UNKNOWN.to_string(), Found::Rule);
+                }
+                if let Some(own) = rules.rule_stage_in(&s.name, Some(&s.dso)) {
                     // A rule names it (possibly `other`, as start-up work): final.
                     return (s, own.to_string(), Found::Rule);
                 }
@@ -329,8 +339,14 @@ impl Attributor {
 fn attribute(groups: &[crate::aggregate::Group], at: &mut Attributor, names: &HashMap<u32, String>) -> Vec<Item> {
     let mut items = Vec::with_capacity(groups.len());
     for g in groups {
-        let a = at.attribute(g.pid, g.ip, g.kernel, &g.callchain);
+        let mut a = at.attribute(g.pid, g.ip, g.kernel, &g.callchain);
         let thread = names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid));
+        if a.by == By::None && a.stage == OTHER && at.rules().rule_stage(&a.symbol.name).is_none() {
+            if let Some(st) = names.get(&g.tid).and_then(|n| at.rules().process_stage(n)) {
+                a.stage = st.to_string();
+                a.by = By::Process;
+            }
+        }
         items.push(Item {
             symbol: a.symbol.name,
             dso: a.symbol.dso,
@@ -358,10 +374,10 @@ pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTabl
         .rows
         .iter()
         .map(|r| Item {
-            stage: rules.stage_of(&r.symbol).to_string(),
+            stage: rules.stage_in(&r.symbol, &r.dso).to_string(),
             symbol: r.symbol.clone(),
             dso: r.dso.clone(),
-            by: if rules.stage_of(&r.symbol) == OTHER { By::None } else { By::Symbol },
+            by: if rules.stage_in(&r.symbol, &r.dso) == OTHER { By::None } else { By::Symbol },
             thread: None,
             samples: r.samples,
             period: r.samples,
@@ -403,8 +419,7 @@ fn stage_rows(by_stage: HashMap<String, (u64, u64)>, total: u64, packets: Option
             period,
         })
         .collect();
-    let rank = |s: &str| STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(STAGE_ORDER.len());
-    stages.sort_by(|a, b| rank(&a.stage).cmp(&rank(&b.stage)).then(a.stage.cmp(&b.stage)));
+    stages.sort_by(|a, b| stage_rank(&a.stage).cmp(&stage_rank(&b.stage)).then(a.stage.cmp(&b.stage)));
     stages
 }
 
@@ -443,7 +458,7 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     symbols.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.symbol.cmp(&b.symbol)));
     // Unmatched: symbols whose own name no rule matches, charged or not.
     let mut unmatched: Vec<(String, u64)> = Vec::new();
-    for s in symbols.iter().filter(|s| rules.stage_of(&s.symbol) == OTHER) {
+    for s in symbols.iter().filter(|s| s.stage != KERNEL_UNKNOWN && rules.stage_in(&s.symbol, &s.dso) == OTHER) {
         match unmatched.iter_mut().find(|u| u.0 == s.symbol) {
             Some(u) => u.1 = u.1.saturating_add(s.samples),
             None => unmatched.push((s.symbol.clone(), s.samples)),
@@ -502,11 +517,12 @@ impl StageTable {
             let _ = writeln!(s, "# packets forwarded: {p}");
         }
         let a = &self.attribution;
-        if a.inline + a.callchain + a.none > 0 {
+        if a.inline + a.callchain + a.process + a.none > 0 {
+            let by_process = if a.process > 0 { format!(", by thread name {}", a.process) } else { String::new() };
             let _ = writeln!(
                 s,
                 "# attributed by symbol {}, by inlined function {}, by callchain {} (helpers charged to the \
-                 nearest staged caller), not at all {}",
+                 nearest staged caller){by_process}, not at all {}",
                 a.symbol, a.inline, a.callchain, a.none
             );
         }
@@ -529,6 +545,7 @@ impl StageTable {
                     .iter()
                     .filter_map(|x| match x.stage.as_str() {
                         "nic" => Some("the synthetic device (nic)"),
+                        "local" => Some("the machine's own traffic and programs (local)"),
                         "idle" => Some("waiting (idle)"),
                         _ => None,
                     })
@@ -590,7 +607,7 @@ impl StageTable {
 
     /// Reorder the symbol table.
     pub fn sort_symbols(&mut self, key: SortKey) {
-        let rank = |s: &str| STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(STAGE_ORDER.len());
+        let rank = stage_rank;
         self.symbols.sort_by(|a, b| {
             let by_samples = b.samples.cmp(&a.samples).then(a.symbol.cmp(&b.symbol));
             match key {

@@ -508,7 +508,7 @@ impl Model {
             SortBy::Samples => v.sort_by(by_weight),
             SortBy::Symbol => v.sort_by(|a, b| a.symbol.cmp(&b.symbol).then(by_weight(a, b))),
             SortBy::Stage => {
-                let rank = |s: &str| STAGE_ORDER.iter().position(|x| *x == s).unwrap_or(STAGE_ORDER.len());
+                let rank = analyzer::rules::stage_rank;
                 v.sort_by(|a, b| rank(&a.stage).cmp(&rank(&b.stage)).then(by_weight(a, b)))
             }
             SortBy::Dso => v.sort_by(|a, b| a.dso.cmp(&b.dso).then(by_weight(a, b))),

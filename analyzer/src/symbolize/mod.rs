@@ -25,6 +25,14 @@ pub use kallsyms::Kallsyms;
 use collector::records::{Mapping, Sample};
 use std::collections::HashMap;
 
+/// How an unnamed kernel address is written: `[kernel.kallsyms]+0xADDRESS`, as perf does.
+pub const UNNAMED_KERNEL: &str = "[kernel.kallsyms]+";
+
+/// Whether a kernel symbol name is an address left unnamed ([`UNNAMED_KERNEL`]).
+pub fn is_unnamed_kernel(name: &str) -> bool {
+    name.starts_with(UNNAMED_KERNEL)
+}
+
 /// What an address resolved to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Symbol {
@@ -240,7 +248,10 @@ impl Symbolizer {
     }
 
     fn kernel_name(&self, ip: u64) -> String {
-        self.kallsyms.as_ref().and_then(|k| k.lookup(ip)).map_or_else(|| format!("[kernel]+{ip:#x}"), str::to_string)
+        self.kallsyms
+            .as_ref()
+            .and_then(|k| k.lookup(ip))
+            .map_or_else(|| format!("{UNNAMED_KERNEL}{ip:#x}"), str::to_string)
     }
 
     /// The frames of an address, innermost inlined function first, with DWARF file and line
