@@ -175,6 +175,7 @@ mod tests {
                 .iter()
                 .map(|(s, n)| ProfileRow { symbol: s.to_string(), dso: "vmlinux".into(), samples: *n })
                 .collect(),
+            unlisted: None,
         };
         crate::stages::profile_table(&p, &Rules::builtin())
     }

@@ -8,8 +8,8 @@ pub enum Error {
     /// A rules file did not parse or says something impossible.
     #[error("{path}: {msg}")]
     Rules { path: String, msg: String },
-    /// A text profile line did not parse.
-    #[error("{path}:{line}: {msg}")]
+    /// A text profile line did not parse (line 0: the file as a whole).
+    #[error("{path}{}: {msg}", if *line > 0 { format!(":{line}") } else { String::new() })]
     Import { path: String, line: usize, msg: String },
     /// A perf.data file is malformed (the message names the offset or record).
     #[error("{path}: perf.data: {msg}")]

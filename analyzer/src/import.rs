@@ -3,6 +3,12 @@
 //! --stdio` (lines like `  7.77%  [kernel.kallsyms]  [k] fib_table_lookup`, with or
 //! without the Shared Object column, weighted by the `# Samples: N of event 'E'` header).
 //! Each becomes a [`TextProfile`] that gives the same stage table as a native recording.
+//!
+//! Excerpts as people paste them into mails and issues are read too: `perf report` rows
+//! without their header (with or without the Command and Shared Object columns, `[k]` and
+//! `[.]` markers, a Children column before Self), opreport rows without theirs, quoted with
+//! one or more `> `, between paragraphs of prose. An excerpt lists part of a profile: its
+//! rows keep their share of the whole, and what it does not list is [`TextProfile::unlisted`].
 
 use crate::{Error, Result};
 
@@ -22,6 +28,16 @@ pub struct TextProfile {
     pub format: String,
     pub event: String,
     pub rows: Vec<ProfileRow>,
+    /// For an excerpt: the samples of the whole profile that its rows do not list (in the
+    /// rows' unit). None for a whole table.
+    pub unlisted: Option<u64>,
+}
+
+impl TextProfile {
+    /// Whether this is an excerpt (part of a profile), not a whole table.
+    pub fn is_excerpt(&self) -> bool {
+        self.unlisted.is_some()
+    }
 }
 
 fn bad(origin: &str, line: usize, msg: impl Into<String>) -> Error {
@@ -77,7 +93,7 @@ pub fn parse_opreport(text: &str, origin: &str) -> Result<TextProfile> {
     if header.is_none() {
         return Err(bad(origin, 0, "no `vma samples % symbol name` header: not an opreport table"));
     }
-    Ok(TextProfile { format: "opreport".into(), event, rows })
+    Ok(TextProfile { format: "opreport".into(), event, rows, unlisted: None })
 }
 
 /// `12K` -> 12000, `1.5M` -> 1500000.
@@ -154,7 +170,7 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
     for (symbol, dso, pct) in pct_rows {
         rows.push(ProfileRow { symbol, dso, samples: (pct / 100.0 * total).round() as u64 });
     }
-    Ok(TextProfile { format: "perf report".into(), event, rows })
+    Ok(TextProfile { format: "perf report".into(), event, rows, unlisted: None })
 }
 
 /// Read a text profile, telling the format by its content.
@@ -163,15 +179,185 @@ pub fn load_text(path: &std::path::Path) -> Result<TextProfile> {
     parse_text(&text, &path.display().to_string())
 }
 
-/// Parse a text profile, telling opreport from `perf report` by its content; errors name
-/// `origin` and the line.
+/// Parse a text profile, telling opreport from `perf report` by its content, and either
+/// from an excerpt (rows without a header); errors name `origin` and the line.
 pub fn parse_text(text: &str, origin: &str) -> Result<TextProfile> {
     let origin = origin.to_string();
     if text.lines().any(|l| l.trim_start().starts_with("# Overhead") || l.contains(" of event '")) {
         parse_perf_report(text, &origin)
-    } else {
+    } else if text.lines().any(|l| {
+        let t = unquote(l).trim_start();
+        (t.starts_with("vma") || t.starts_with("samples")) && t.contains('%') && t.contains("symbol")
+    }) {
         parse_opreport(text, &origin)
+    } else {
+        parse_excerpt(text, &origin)
     }
+}
+
+/// A line without its mail quoting: any run of `>` (each optionally followed by spaces).
+fn unquote(line: &str) -> &str {
+    let mut t = line;
+    loop {
+        let s = t.trim_start_matches([' ', '\t']);
+        match s.strip_prefix('>') {
+            Some(rest) => t = rest,
+            None => return if t.len() == line.len() { line } else { s },
+        }
+    }
+}
+
+/// `7.77%` -> 7.77.
+fn percent_token(t: &str) -> Option<f64> {
+    t.strip_suffix('%')?.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// One row of an excerpt.
+enum ExcerptRow {
+    /// `perf report` style: the Self percentage, DSO, symbol.
+    Perf { pct: f64, dso: String, symbol: String },
+    /// opreport style: samples, percentage, image (if any), symbol.
+    Op { samples: u64, pct: f64, dso: String, symbol: String },
+}
+
+/// A `perf report --stdio` row: `[CHILDREN%] SELF% [COMMAND] [DSO] [k|.] SYMBOL`, or with
+/// no marker `SELF% [DSO] SYMBOL`. None for anything else (prose).
+fn perf_row(t: &str) -> Option<ExcerptRow> {
+    let toks: Vec<&str> = t.split_whitespace().collect();
+    let first = percent_token(toks.first()?)?;
+    // With --children, two percentages: Children then Self.
+    let (pct, rest) = match toks.get(1).and_then(|x| percent_token(x)) {
+        Some(selfp) => (selfp, &toks[2..]),
+        None => (first, &toks[1..]),
+    };
+    let marker = rest.iter().position(|x| matches!(*x, "[k]" | "[.]" | "[g]" | "[u]" | "[H]"));
+    let (dso, symbol) = match marker {
+        Some(m) => {
+            // The column before the marker is the Shared Object, unless it is the Command
+            // (sorted by comm and symbol only): a kernel row's object is bracketed
+            // (`[kernel.kallsyms]`, `[ixgbe]`) or a module file.
+            let before = m.checked_sub(1).map(|i| rest[i]);
+            let dso = match (before, rest[m]) {
+                (Some(d), "[k]") if d.starts_with('[') || d.ends_with(".ko") || d.starts_with("vmlinux") => {
+                    d.to_string()
+                }
+                (_, "[k]") => "[kernel.kallsyms]".to_string(),
+                (Some(d), _) => d.to_string(),
+                (None, _) => "[unknown]".to_string(),
+            };
+            (dso, rest[m + 1..].join(" "))
+        }
+        // Without markers, prose such as "5% faster than before" is not a row: accept only
+        // `SYMBOL` or `DSO SYMBOL` where the symbol looks like an identifier.
+        None => match rest {
+            [sym] => ("[unknown]".to_string(), sym.to_string()),
+            [dso, sym] => (dso.to_string(), sym.to_string()),
+            _ => return None,
+        },
+    };
+    let ident = |s: &str| {
+        !s.is_empty()
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || "_.:<>$@+[]()~, &*-/".contains(c))
+            && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '[' || c == '.')
+    };
+    if !ident(&symbol) || (marker.is_none() && !symbol.contains('_') && !symbol.starts_with('[')) {
+        return None;
+    }
+    Some(ExcerptRow::Perf { pct, dso, symbol })
+}
+
+/// An opreport row: `[VMA] SAMPLES PERCENT [IMAGE] SYMBOL`. None for anything else.
+fn op_row(t: &str) -> Option<ExcerptRow> {
+    let toks: Vec<&str> = t.split_whitespace().collect();
+    let hex = |s: &str| s.len() >= 6 && s.chars().all(|c| c.is_ascii_hexdigit());
+    let base = usize::from(toks.len() >= 4 && hex(toks[0]) && toks[1].parse::<u64>().is_ok());
+    let samples: u64 = toks.get(base)?.parse().ok()?;
+    let pct: f64 = toks.get(base + 1)?.parse().ok().filter(|v: &f64| v.is_finite())?;
+    let rest = &toks[base + 2..];
+    let (dso, symbol) = match rest {
+        [sym] => ("[unknown]".to_string(), sym.to_string()),
+        [dso, sym] => (dso.to_string(), sym.to_string()),
+        // `symbol name` columns of C++ symbols hold spaces: image, then the rest.
+        [dso, sym @ ..] if !sym.is_empty() => (dso.to_string(), sym.join(" ")),
+        _ => return None,
+    };
+    let ok = symbol.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '.' || c == '(');
+    ok.then_some(ExcerptRow::Op { samples, pct, dso, symbol })
+}
+
+/// Parse an excerpt of a `perf report` or opreport table (rows without a header, maybe
+/// quoted, maybe between prose). The rows keep their share of the whole profile; the rest
+/// is `unlisted`. Errors name `origin` and the line: no row at all, or rows whose
+/// percentages add up to more than 100 (two profiles pasted together).
+pub fn parse_excerpt(text: &str, origin: &str) -> Result<TextProfile> {
+    let mut perf: Vec<(usize, f64, String, String)> = Vec::new();
+    let mut op: Vec<(usize, u64, f64, String, String)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = unquote(line).trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        match perf_row(t).or_else(|| op_row(t)) {
+            Some(ExcerptRow::Perf { pct, dso, symbol }) => perf.push((i + 1, pct, dso, symbol)),
+            Some(ExcerptRow::Op { samples, pct, dso, symbol }) => op.push((i + 1, samples, pct, dso, symbol)),
+            None => {}
+        }
+    }
+    if perf.is_empty() && op.is_empty() {
+        return Err(bad(
+            origin,
+            0,
+            "no profile row: expected `perf report` rows (`7.77%  [k] fib_table_lookup`) or opreport rows \
+             (`[vma] samples % [image] symbol`), with or without their header, quoted or not",
+        ));
+    }
+    // One kind per excerpt: the kind with more rows (a stray line of the other kind in the
+    // prose is not part of the table).
+    let use_perf = perf.len() >= op.len();
+    let pcts: Vec<(usize, f64)> =
+        if use_perf { perf.iter().map(|r| (r.0, r.1)).collect() } else { op.iter().map(|r| (r.0, r.2)).collect() };
+    let mut sum = 0.0;
+    for (line, pct) in &pcts {
+        if !(0.0..=100.0).contains(pct) {
+            return Err(bad(origin, *line, format!("{pct}%: expected a percentage between 0 and 100")));
+        }
+        sum += pct;
+        // Rows are rounded to two decimals: allow that much per row.
+        if sum > 100.0 + 0.005 * pcts.len() as f64 {
+            return Err(bad(
+                origin,
+                *line,
+                format!(
+                    "the rows' percentages add up to {sum:.2}% by this line: more than one profile (paste each \
+                     into a file of its own)"
+                ),
+            ));
+        }
+    }
+    let (rows, unlisted, format) = if use_perf {
+        // Shares in hundredths of a percent: a notional 10,000 samples.
+        let rows: Vec<ProfileRow> = perf
+            .into_iter()
+            .map(|(_, pct, dso, symbol)| ProfileRow { symbol, dso, samples: (pct * 100.0).round() as u64 })
+            .collect();
+        let listed: u64 = rows.iter().map(|r| r.samples).sum();
+        (rows, 10_000u64.saturating_sub(listed), "perf report excerpt")
+    } else {
+        // The whole profile's samples, from the row that gives it most precisely (the
+        // largest): samples / percent.
+        let total = op
+            .iter()
+            .filter(|r| r.2 > 0.0)
+            .max_by_key(|r| r.1)
+            .map(|r| (r.1 as f64 * 100.0 / r.2).round())
+            .unwrap_or(0.0);
+        let rows: Vec<ProfileRow> =
+            op.into_iter().map(|(_, samples, _, dso, symbol)| ProfileRow { symbol, dso, samples }).collect();
+        let listed: u64 = rows.iter().fold(0u64, |a, r| a.saturating_add(r.samples));
+        let total = if total.is_finite() && total < 1e15 { total as u64 } else { listed };
+        (rows, total.saturating_sub(listed), "opreport excerpt")
+    };
+    Ok(TextProfile { format: format.into(), event: "unknown".into(), rows, unlisted: Some(unlisted) })
 }
 
 #[cfg(test)]
@@ -214,5 +400,73 @@ mod tests {
         assert_eq!(p.rows[1].dso, "libc.so.6");
         let e = parse_perf_report("# Samples: 1K of event 'x'\nfoo bar\n", "q.txt").unwrap_err().to_string();
         assert!(e.starts_with("q.txt:2: expected `OVERHEAD%"), "{e}");
+    }
+
+    #[test]
+    fn excerpts_in_every_shape_people_paste_them() {
+        let row = |t: &str| match perf_row(t) {
+            Some(ExcerptRow::Perf { pct, dso, symbol }) => Some((pct, dso, symbol)),
+            _ => None,
+        };
+        let k = "[kernel.kallsyms]".to_string();
+        assert_eq!(row("7.77%  [k] fib_table_lookup"), Some((7.77, k.clone(), "fib_table_lookup".into())));
+        assert_eq!(
+            row("3.02%  swapper  [kernel.kallsyms]  [k] __slab_free"),
+            Some((3.02, k.clone(), "__slab_free".into()))
+        );
+        assert_eq!(row("2.00%  libc.so.6  [.] memcpy"), Some((2.0, "libc.so.6".into(), "memcpy".into())));
+        // Children, then Self: the Self column is the sample's own share.
+        assert_eq!(row("40.00%  1.50%  ksoftirqd/0  [k] net_rx_action"), Some((1.5, k, "net_rx_action".into())));
+        assert_eq!(row("4.10%  fib_table_lookup"), Some((4.1, "[unknown]".into(), "fib_table_lookup".into())));
+        assert_eq!(row("4.10%  vmlinux  ip_rcv"), Some((4.1, "vmlinux".into(), "ip_rcv".into())));
+        // Prose with a percentage is not a row.
+        assert_eq!(row("5% faster than before, as expected"), None);
+        assert_eq!(row("5% faster"), None);
+        assert_eq!(unquote(">      7.77%  [k] x"), "7.77%  [k] x");
+        assert_eq!(unquote("> > >  1.00%  [k] x"), "1.00%  [k] x");
+        assert_eq!(unquote(">>1.00%  [k] x"), "1.00%  [k] x");
+        assert_eq!(unquote("  plain"), "  plain");
+        match op_row("c0268e20 18837    10.3112  rt_garbage_collect") {
+            Some(ExcerptRow::Op { samples, pct, dso, symbol }) => {
+                assert_eq!(
+                    (samples, pct, dso.as_str(), symbol.as_str()),
+                    (18837, 10.3112, "[unknown]", "rt_garbage_collect")
+                )
+            }
+            _ => panic!("opreport row with vma not read"),
+        }
+        match op_row("9112  4.9879  vmlinux  free_block") {
+            Some(ExcerptRow::Op { samples, dso, .. }) => assert_eq!((samples, dso.as_str()), (9112, "vmlinux")),
+            _ => panic!("opreport row without vma not read"),
+        }
+        assert!(op_row("2003 was 39 kpps").is_none());
+    }
+
+    #[test]
+    fn an_excerpt_keeps_its_rows_shares_of_the_whole_profile() {
+        let text = "Hi,\n\nthe router now shows\n\n>      7.77%  [k] fib_table_lookup\n> >    2.23%  [k] ip_rcv\n\n\
+                    5% better than before.\n";
+        let p = parse_text(text, "mail.txt").unwrap();
+        assert_eq!(p.format, "perf report excerpt");
+        assert_eq!(p.rows.iter().map(|r| r.samples).collect::<Vec<_>>(), [777, 223]);
+        assert_eq!(p.unlisted, Some(10_000 - 1000));
+        // opreport: the whole is samples / share of the largest row (1000 / 10% = 10000).
+        let p = parse_text("c0000000 1000 10.0 fn_hash_lookup\nc0000100 500 5.0 ip_rcv\n", "op.txt").unwrap();
+        assert_eq!((p.format.as_str(), p.unlisted), ("opreport excerpt", Some(8500)));
+        // A whole table is not an excerpt.
+        let p = parse_text("vma samples % symbol name\nc0 10 100.0 ip_rcv\n", "whole.txt").unwrap();
+        assert_eq!(p.unlisted, None);
+    }
+
+    #[test]
+    fn bad_excerpts_are_refused_naming_file_and_line() {
+        let e = parse_text("Hello,\nno numbers here.\n", "prose.txt").unwrap_err().to_string();
+        assert!(e.starts_with("prose.txt: no profile row: expected"), "{e}");
+        let e = parse_text("a\n 60.00%  [k] x_a\n 30.00%  [k] x_b\nb\n 50.00%  [k] x_a\n", "two.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("two.txt:5: the rows' percentages add up to 140.00%"), "{e}");
+        let e = parse_text(" 160.00%  [k] x_a\n", "big.txt").unwrap_err().to_string();
+        assert!(e.starts_with("big.txt:1: 160%: expected a percentage between 0 and 100"), "{e}");
     }
 }

@@ -31,12 +31,28 @@ pub const APART: [&str; 3] = ["nic", "local", "idle"];
 /// build): a stage of their own, never guessed into another.
 pub const KERNEL_UNKNOWN: &str = "kernel-unknown";
 
+/// The part of a profile an excerpt does not list (imported excerpts only).
+pub const UNLISTED: &str = "unlisted";
+
 /// Where a stage sorts in tables: [`STAGE_ORDER`], with the kernel rules' `netfilter`
 /// after `ip` and `local` and [`KERNEL_UNKNOWN`] after `other`; any other stage after all
 /// of these (ties by name).
 pub fn stage_rank(stage: &str) -> usize {
-    const RANK: [&str; 12] =
-        ["lookup", "gc", "slab", "driver", "ip", "netfilter", "calib", "other", KERNEL_UNKNOWN, "local", "nic", "idle"];
+    const RANK: [&str; 13] = [
+        "lookup",
+        "gc",
+        "slab",
+        "driver",
+        "ip",
+        "netfilter",
+        "calib",
+        "other",
+        KERNEL_UNKNOWN,
+        UNLISTED,
+        "local",
+        "nic",
+        "idle",
+    ];
     RANK.iter().position(|x| *x == stage).unwrap_or(RANK.len())
 }
 
@@ -155,7 +171,9 @@ impl Rules {
             if rule.stage.is_empty() {
                 return Err(Error::Rules { path: origin.into(), msg: format!("rule {}: `stage` is empty", i + 1) });
             }
-            if rule.prefix.is_empty() && rule.exact.is_empty() && rule.contains.is_empty()
+            if rule.prefix.is_empty()
+                && rule.exact.is_empty()
+                && rule.contains.is_empty()
                 && rule.dso.is_empty()
                 && rule.process.is_empty()
             {
@@ -170,10 +188,15 @@ impl Rules {
             }
             // An empty pattern matches every symbol (prefix, contains) or none (exact):
             // either way not what was meant.
-            let empty =
-                [("prefix", &rule.prefix), ("exact", &rule.exact), ("contains", &rule.contains), ("dso", &rule.dso), ("process", &rule.process)]
-                .into_iter()
-                .find(|(_, v)| v.iter().any(|p| p.is_empty()));
+            let empty = [
+                ("prefix", &rule.prefix),
+                ("exact", &rule.exact),
+                ("contains", &rule.contains),
+                ("dso", &rule.dso),
+                ("process", &rule.process),
+            ]
+            .into_iter()
+            .find(|(_, v)| v.iter().any(|p| p.is_empty()));
             if let Some((kind, _)) = empty {
                 return Err(Error::Rules {
                     path: origin.into(),

@@ -3,7 +3,7 @@
 //! events such as cycles otherwise) from the recording's packet counts; plus the top
 //! symbols no rule matched, so the rules can be fixed.
 
-use crate::rules::{stage_rank, Rules, APART, KERNEL_UNKNOWN, OTHER};
+use crate::rules::{stage_rank, Rules, APART, KERNEL_UNKNOWN, OTHER, UNLISTED};
 use crate::symbolize::{Symbol, Symbolizer};
 use crate::Result;
 use collector::events::period_unit;
@@ -370,7 +370,7 @@ pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTabl
         unit: "samples".into(),
         packets: None,
     };
-    let items = p
+    let mut items: Vec<Item> = p
         .rows
         .iter()
         .map(|r| Item {
@@ -383,7 +383,41 @@ pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTabl
             period: r.samples,
         })
         .collect();
-    build(head, items, rules)
+    if let Some(n) = p.unlisted.filter(|&n| n > 0) {
+        items.push(Item {
+            stage: UNLISTED.to_string(),
+            symbol: "(not in the excerpt)".to_string(),
+            dso: String::new(),
+            by: By::None,
+            thread: None,
+            samples: n,
+            period: n,
+        });
+    }
+    let mut t = build(head, items, rules);
+    if p.is_excerpt() {
+        let listed: u64 = p.rows.iter().fold(0u64, |a, r| a.saturating_add(r.samples));
+        let whole = listed.saturating_add(p.unlisted.unwrap_or(0));
+        let share = if whole == 0 { 0.0 } else { 100.0 * listed as f64 / whole as f64 };
+        t.warnings.insert(
+            0,
+            format!(
+                "an excerpt ({}): its {} rows list {share:.2}% of the profile; shares are of the whole profile and \
+                 the rest is the `{UNLISTED}` row (the event and the sample count were not in the excerpt)",
+                p.format,
+                p.rows.len()
+            ),
+        );
+    }
+    if p.is_excerpt() && p.format.starts_with("perf") {
+        t.warnings.insert(
+            1,
+            "a perf report excerpt has percentages only: its samples column counts hundredths of a percent of the \
+             profile (10,000 in all)"
+                .to_string(),
+        );
+    }
+    t
 }
 
 struct Head {
@@ -438,7 +472,9 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
             e.1 = e.1.saturating_add(it.period);
         };
         add(by_stage.entry(it.stage.clone()).or_default());
-        attribution.add(it.by, it.samples);
+        if it.stage != UNLISTED {
+            attribution.add(it.by, it.samples);
+        }
         if let Some(t) = &it.thread {
             add(by_thread.entry(t.clone()).or_default().entry(it.stage.clone()).or_default());
         }
@@ -458,7 +494,10 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     symbols.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.symbol.cmp(&b.symbol)));
     // Unmatched: symbols whose own name no rule matches, charged or not.
     let mut unmatched: Vec<(String, u64)> = Vec::new();
-    for s in symbols.iter().filter(|s| s.stage != KERNEL_UNKNOWN && rules.stage_in(&s.symbol, &s.dso) == OTHER) {
+    for s in symbols
+        .iter()
+        .filter(|s| s.stage != KERNEL_UNKNOWN && s.stage != UNLISTED && rules.stage_in(&s.symbol, &s.dso) == OTHER)
+    {
         match unmatched.iter_mut().find(|u| u.0 == s.symbol) {
             Some(u) => u.1 = u.1.saturating_add(s.samples),
             None => unmatched.push((s.symbol.clone(), s.samples)),

@@ -38,7 +38,10 @@ fn every_reviewed_kernel_name_gets_its_stage_in_every_era() {
 fn user_space_load_generators_are_local_by_their_binary_but_libc_is_not() {
     let r = Rules::builtin();
     assert_eq!(r.stage_in("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0"), "local");
-    assert_eq!(r.stage_in("sock_sendto", "/usr/lib/python3.11/lib-dynload/_socket.cpython-311-x86_64-linux-gnu.so"), "local");
+    assert_eq!(
+        r.stage_in("sock_sendto", "/usr/lib/python3.11/lib-dynload/_socket.cpython-311-x86_64-linux-gnu.so"),
+        "local"
+    );
     assert_eq!(r.stage_in("main", "/usr/bin/iperf3"), "local");
     // libc is shared with the bundled forwarder, whose helpers are charged to their callers.
     assert_eq!(r.stage_in("sendto", "libc.so.6"), "other");
