@@ -44,12 +44,14 @@ fn perf_vs_ours() -> BenchResult {
     }
     let rules = Rules::builtin();
     let t0 = Instant::now();
-    let (pd, ks) = analyzer::perfdata::read_perf_data_with_kallsyms(&file, None)?;
+    let look = analyzer::symbolize::kernel::KernelLookup::default();
+    let (pd, ks) = analyzer::perfdata::read_perf_data_with_kernel(&file, &look)?;
     let t_read = t0.elapsed().as_secs_f64();
-    let t = analyzer::stages::perfdata_table(&pd, ks, &rules)?;
+    let sym = analyzer::symbolize::Symbolizer::with_kernel(pd.maps.clone(), ks);
+    let t = analyzer::stages::perfdata_table_with(&pd, sym, &rules)?;
     let ours = t0.elapsed().as_secs_f64();
     println!(
-        "  fwdscope: read (and /proc/kallsyms alongside) {t_read:.3} s, aggregate+symbolize+attribute {:.3} s",
+        "  fwdscope: read (then the recorded kernel's kallsyms) {t_read:.3} s, aggregate+symbolize+attribute {:.3} s",
         ours - t_read
     );
     let t0 = Instant::now();

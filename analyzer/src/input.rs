@@ -7,6 +7,7 @@ use crate::export::Profile;
 use crate::import::TextProfile;
 use crate::rules::Rules;
 use crate::stages::StageTable;
+use crate::symbolize::kernel::KernelLookup;
 use crate::symbolize::Symbolizer;
 use crate::{Error, Result};
 use collector::recording::Recording;
@@ -102,6 +103,12 @@ pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
 pub const ACCEPTED: &str = "a recording directory (fwdscope record), a perf.data file (perf record), or a text \
      profile (opreport, perf report --stdio)";
 
+/// Where a perf.data file's kernel symbols are looked for: `kallsyms` if given, else the
+/// defaults of [`KernelLookup`].
+fn lookup(kallsyms: Option<&Path>) -> KernelLookup {
+    KernelLookup { given: kallsyms.map(Path::to_path_buf), ..KernelLookup::default() }
+}
+
 /// Read until `buf` is full or the file ends.
 fn read_up_to(mut f: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
     use std::io::Read;
@@ -126,13 +133,14 @@ impl Input {
     }
 
     /// The stage table. `kallsyms` names the kernel symbols of a perf.data file (default:
-    /// this machine's); recordings carry their own snapshot.
+    /// perf's build-id cache or this machine's, when of the recorded kernel build);
+    /// recordings carry their own snapshot.
     pub fn stage_table(&self, rules: &Rules, kallsyms: Option<&Path>) -> Result<StageTable> {
         match self {
             Input::Recording(rec) => crate::stages::stage_table(rec, rules),
             Input::PerfData(p) => {
-                let (pd, ks) = crate::perfdata::read_perf_data_with_kallsyms(p, kallsyms)?;
-                crate::stages::perfdata_table(&pd, ks, rules)
+                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(kallsyms))?;
+                crate::stages::perfdata_table_with(&pd, Symbolizer::with_kernel(pd.maps.clone(), ks), rules)
             }
             Input::Text(t) => Ok(crate::stages::profile_table(t, rules)),
         }
@@ -147,8 +155,8 @@ impl Input {
                 Ok((crate::export::recording_profile(rec, &mut sym, rules)?, sym))
             }
             Input::PerfData(p) => {
-                let (pd, ks) = crate::perfdata::read_perf_data_with_kallsyms(p, kallsyms)?;
-                let mut sym = Symbolizer::new(pd.maps.clone(), ks);
+                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(kallsyms))?;
+                let mut sym = Symbolizer::with_kernel(pd.maps.clone(), ks);
                 Ok((crate::export::perfdata_profile(&pd, &mut sym, rules)?, sym))
             }
             Input::Text(t) => Err(Error::Export(format!(

@@ -23,6 +23,46 @@ pub struct PerfData {
     pub lost: u64,
     /// What was skipped to read the file (feature sections cut off), for the report.
     pub warnings: Vec<String>,
+    /// The recorded kernel: its build-id (build-id table) and reference symbol address
+    /// (the kernel's MMAP record, `[kernel.kallsyms]_text` at pgoff).
+    pub kernel: crate::symbolize::kernel::KernelIdentity,
+    /// Kernel modules mapped during the recording: name (`ixgbe`), start, length, and the
+    /// build-id the file records for it.
+    pub modules: Vec<KernelModule>,
+}
+
+/// A kernel module as the recording saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelModule {
+    pub name: String,
+    pub start: u64,
+    pub len: u64,
+    pub build_id: Option<String>,
+}
+
+/// The module name of a kernel MMAP path: `/lib/modules/6.1/kernel/.../ixgbe.ko(.xz)` or
+/// `[ixgbe]` -> `ixgbe` (dashes as the kernel writes them: underscores).
+fn module_name(path: &str) -> Option<String> {
+    let base = path.rsplit('/').next()?;
+    let name = if let Some(b) = base.strip_prefix('[').and_then(|b| b.strip_suffix(']')) {
+        b
+    } else {
+        base.split(".ko").next().filter(|_| base.contains(".ko"))?
+    };
+    (!name.is_empty() && !name.starts_with("kernel.kallsyms")).then(|| name.replace('-', "_"))
+}
+
+/// Fold a kernel-mode MMAP record: the kernel's own (its reference symbol) or a module's.
+fn absorb_kernel_map(out: &mut PerfData, path: &[u8], start: u64, len: u64, pgoff: u64) {
+    let path = String::from_utf8_lossy(path);
+    if let Some(sym) = path.strip_prefix("[kernel.kallsyms]") {
+        // `[kernel.kallsyms]_text`: pgoff is the reference symbol's address.
+        if !sym.is_empty() && out.kernel.reference.is_none() {
+            out.kernel.reference = Some((sym.to_string(), pgoff));
+        }
+    } else if let Some(name) = module_name(&path) {
+        out.modules.push(KernelModule { name, start, len, build_id: None });
+    }
 }
 
 /// perf's callchain context markers (PERF_CONTEXT_KERNEL, _USER, ...) are the top 4095
@@ -47,22 +87,67 @@ fn mapping(pid: i32, tid: i32, start: u64, len: u64, pgoff: u64, path: &[u8], bu
     }
 }
 
-/// Read a perf.data file and, on a second thread meanwhile, the kernel symbols that
-/// resolve it: `kallsyms` if given (plain or gzipped), else this machine's /proc/kallsyms
-/// (None when unreadable).
-pub fn read_perf_data_with_kallsyms(
+/// Read a perf.data file and choose the kernel symbols of the kernel it recorded
+/// ([`crate::symbolize::kernel::kernel_symbols`]), checking its kernel modules too.
+pub fn read_perf_data_with_kernel(
     path: &std::path::Path,
-    kallsyms: Option<&std::path::Path>,
-) -> Result<(PerfData, Option<crate::symbolize::Kallsyms>)> {
-    std::thread::scope(|s| {
-        let ks = s.spawn(|| match kallsyms {
-            Some(p) => crate::symbolize::Kallsyms::load(p).map(Some),
-            None => Ok(crate::symbolize::Kallsyms::current()),
-        });
-        let pd = read_perf_data(path);
-        let ks = ks.join().unwrap_or(Ok(None));
-        Ok((pd?, ks?))
-    })
+    look: &crate::symbolize::kernel::KernelLookup,
+) -> Result<(PerfData, crate::symbolize::kernel::KernelSymbols)> {
+    let pd = read_perf_data(path)?;
+    let mut ks = crate::symbolize::kernel::kernel_symbols(&pd.kernel, look, &path.display().to_string())?;
+    check_modules(&pd, look, &mut ks);
+    Ok((pd, ks))
+}
+
+/// Module samples are named only by symbols of the module build and load the file
+/// recorded: with this machine's kallsyms, each module with a recorded build-id must have
+/// that build-id here (/sys/module/NAME/notes) and sit where it was recorded
+/// (/sys/module/NAME/sections/.text); otherwise its range stays unnamed, said by name.
+pub fn check_modules(
+    pd: &PerfData,
+    look: &crate::symbolize::kernel::KernelLookup,
+    ks: &mut crate::symbolize::kernel::KernelSymbols,
+) {
+    let this_machine = ks.source.starts_with("kernel: this machine's");
+    if ks.kallsyms.is_none() {
+        return;
+    }
+    if !this_machine {
+        if !pd.modules.is_empty() {
+            ks.source.push_str(&format!(
+                "; {} module(s) named from the same file, unchecked (a kallsyms file records no module build-ids)",
+                pd.modules.len()
+            ));
+        }
+        return;
+    }
+    let sys = look.this_machine.as_ref().and_then(|(notes, _)| notes.parent()).map(|kernel| kernel.join("../module"));
+    for m in &pd.modules {
+        let Some(sys) = &sys else { break };
+        let dir = sys.join(&m.name);
+        let here_id = std::fs::read(dir.join("notes/.note.gnu.build-id"))
+            .ok()
+            .and_then(|b| crate::symbolize::kernel::build_id_from_notes(&b));
+        let here_text = std::fs::read_to_string(dir.join("sections/.text"))
+            .ok()
+            .and_then(|t| u64::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok());
+        let why = match (&m.build_id, &here_id) {
+            (_, None) if here_text.is_none() => Some("not loaded on this machine".to_string()),
+            (Some(want), Some(have)) if want != have => Some(format!("build-id {have} here, {want} recorded")),
+            _ if here_text.is_some_and(|t| t < m.start || t >= m.start.saturating_add(m.len)) => {
+                Some(format!("loaded at {:#x} here, recorded at {:#x}", here_text.unwrap_or(0), m.start))
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            ks.warnings.push(format!(
+                "{}: module [{}] ({why}): its samples stay unnamed; give the recording machine's kallsyms with \
+                 --kallsyms FILE",
+                "kernel module", m.name
+            ));
+            ks.unnamed.push((m.start, m.len));
+        }
+    }
 }
 
 /// Read a perf.data file.
@@ -354,10 +439,16 @@ fn absorb(out: &mut PerfData, parsed: EventRecord) {
             comm: String::from_utf8_lossy(&c.name.as_slice()).into_owned(),
             exec: c.is_execve,
         }),
-        EventRecord::Mmap(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => {
+        EventRecord::Mmap(m) if matches!(m.cpu_mode, CpuMode::Kernel) => {
+            absorb_kernel_map(out, &m.path.as_slice(), m.address, m.length, m.page_offset)
+        }
+        EventRecord::Mmap2(m) if matches!(m.cpu_mode, CpuMode::Kernel) => {
+            absorb_kernel_map(out, &m.path.as_slice(), m.address, m.length, m.page_offset)
+        }
+        EventRecord::Mmap(m) => {
             out.maps.push(mapping(m.pid, m.tid, m.address, m.length, m.page_offset, &m.path.as_slice(), None))
         }
-        EventRecord::Mmap2(m) if !matches!(m.cpu_mode, CpuMode::Kernel) => {
+        EventRecord::Mmap2(m) => {
             let build_id = match &m.file_id {
                 Mmap2FileId::BuildId(b) => Some(b.iter().map(|x| format!("{x:02x}")).collect()),
                 _ => None,
@@ -440,6 +531,23 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
         .map(|n| n.split(':').next().unwrap_or(n).to_string())
         .unwrap_or_else(|| "unknown".into());
     let mut out = PerfData { event, ..Default::default() };
+    // The build-id table (a feature section): the kernel's and its modules'.
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let mut module_ids: Vec<(String, String)> = Vec::new();
+    if let Ok(ids) = guard(path, "build-id table", || perf_file.build_ids())? {
+        for (key, info) in ids {
+            match key {
+                linux_perf_data::DsoKey::Kernel if !info.build_id.is_empty() => {
+                    out.kernel.build_id = Some(hex(&info.build_id))
+                }
+                linux_perf_data::DsoKey::KernelModule { name } if !info.build_id.is_empty() => {
+                    let name = name.trim_start_matches('[').trim_end_matches(']').replace('-', "_");
+                    module_ids.push((name, hex(&info.build_id)))
+                }
+                _ => {}
+            }
+        }
+    }
     // The direct decoder needs one sample layout: every event with the same sample_type
     // and at most one that samples (perf adds a non-sampling dummy event for side-band
     // records when recording system-wide).
@@ -492,6 +600,7 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
             pos += step;
             n += 1;
         }
+        attach_module_ids(&mut out, &module_ids);
         return Ok(out);
     }
     let mut n = 0u64;
@@ -505,7 +614,14 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
             .map_err(|e| bad(path, format!("record {n}: {e}")))?;
         absorb(&mut out, parsed);
     }
+    attach_module_ids(&mut out, &module_ids);
     Ok(out)
+}
+
+fn attach_module_ids(out: &mut PerfData, ids: &[(String, String)]) {
+    for m in &mut out.modules {
+        m.build_id = ids.iter().find(|(n, _)| *n == m.name).map(|(_, id)| id.clone());
+    }
 }
 
 #[cfg(test)]

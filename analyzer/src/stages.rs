@@ -68,6 +68,32 @@ pub struct StageTable {
     pub warnings: Vec<String>,
     /// The stage-rule files tried, in order, with the rules each contributed.
     pub rule_sources: Vec<(String, usize)>,
+    /// Where the names came from: the kernel's symbols (and how they were checked against
+    /// the recorded kernel), then each binary read. Empty for text profiles.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub symbol_sources: Vec<String>,
+}
+
+impl StageTable {
+    /// Samples whose address could not be named, by binary (`[kernel.kallsyms]` for the
+    /// kernel), most first.
+    pub fn unnamed(&self) -> Vec<(String, u64)> {
+        let mut by: Vec<(String, u64)> = Vec::new();
+        for r in &self.symbols {
+            let unnamed = crate::symbolize::is_unnamed_kernel(&r.symbol)
+                || r.symbol.starts_with("[unknown]+")
+                || (!r.dso.is_empty() && r.symbol.starts_with(&format!("{}+0x", r.dso)));
+            if !unnamed {
+                continue;
+            }
+            match by.iter_mut().find(|(d, _)| *d == r.dso) {
+                Some(e) => e.1 = e.1.saturating_add(r.samples),
+                None => by.push((r.dso.clone(), r.samples)),
+            }
+        }
+        by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        by
+    }
 }
 
 /// One thread's stage table; per-packet figures for forwarder workers (`fwd-worker-N`).
@@ -154,7 +180,9 @@ pub fn stage_table_reusing(
     t.clock_check = crate::crosscheck::clock_check(rec, &t.event, &worker_totals(&t.workers))?;
     t.warnings.extend(sym_warnings);
     t.warnings.extend(rec.problems());
-    Ok((t, at.into_symbolizer()))
+    let sym = at.into_symbolizer();
+    t.symbol_sources = sym.sources();
+    Ok((t, sym))
 }
 
 /// Stage totals (samples, period) over the forwarder's worker threads.
@@ -529,6 +557,7 @@ fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         clock_check: None,
         warnings: rules.warnings.clone(),
         rule_sources: rules.sources.clone(),
+        symbol_sources: Vec::new(),
     }
 }
 
@@ -552,6 +581,19 @@ impl StageTable {
             let list: Vec<String> = self.rule_sources.iter().map(|(f, n)| format!("{f} {n}")).collect();
             let _ = writeln!(s, "# stage rules (file, rules): {}", list.join(", "));
         }
+        for src in &self.symbol_sources {
+            let _ = writeln!(s, "# symbols: {src}");
+        }
+        let unnamed = self.unnamed();
+        if !unnamed.is_empty() {
+            let list: Vec<String> = unnamed.iter().map(|(d, n)| format!("{n} in {d}")).collect();
+            let _ = writeln!(
+                s,
+                "# could not name: {} samples ({})",
+                unnamed.iter().map(|u| u.1).sum::<u64>(),
+                list.join(", ")
+            );
+        }
         if let Some(p) = self.packets {
             let _ = writeln!(s, "# packets forwarded: {p}");
         }
@@ -567,9 +609,11 @@ impl StageTable {
         }
         let per = format!("{}/packet", self.unit);
         let with_packets = self.packets.is_some();
+        // The stage column fits the longest name (`kernel-unknown`), at least 8 wide.
+        let w = self.stages.iter().map(|r| r.stage.len()).max().unwrap_or(0).max(8);
         let _ = writeln!(
             s,
-            "{:<8} {:>10} {:>8} {:>12}",
+            "{:<w$} {:>10} {:>8} {:>12}",
             "stage",
             "samples",
             "%",
@@ -593,7 +637,7 @@ impl StageTable {
                 apart_said = true;
             }
             let pp = r.per_packet.filter(|_| with_packets).map_or(String::new(), |v| format!("{v:.1}"));
-            let _ = writeln!(s, "{:<8} {:>10} {:>7.2}% {:>12}", r.stage, r.samples, r.percent, pp);
+            let _ = writeln!(s, "{:<w$} {:>10} {:>7.2}% {:>12}", r.stage, r.samples, r.percent, pp);
         }
         match &self.clock_check {
             Some(c) => {
@@ -613,9 +657,9 @@ impl StageTable {
                 );
             }
         }
-        let _ = writeln!(s, "\n{:>10} {:>8}  {:<40} {:<8} dso", "samples", "%", "symbol", "stage");
+        let _ = writeln!(s, "\n{:>10} {:>8}  {:<40} {:<w$} dso", "samples", "%", "symbol", "stage");
         for r in self.symbols.iter().take(top) {
-            let _ = writeln!(s, "{:>10} {:>7.2}%  {:<40} {:<8} {}", r.samples, r.percent, r.symbol, r.stage, r.dso);
+            let _ = writeln!(s, "{:>10} {:>7.2}%  {:<40} {:<w$} {}", r.samples, r.percent, r.symbol, r.stage, r.dso);
         }
         if !self.unmatched.is_empty() {
             let list: Vec<String> = self.unmatched.iter().take(5).map(|(n, c)| format!("{n} ({c})")).collect();
@@ -703,16 +747,25 @@ impl StageTable {
     }
 }
 
-/// The stage table of a perf.data file; kernel addresses resolve through `kallsyms`.
+/// The stage table of a perf.data file; kernel addresses resolve through `kallsyms`
+/// (given as is: no check against the recorded kernel; [`perfdata_table_with`] checks).
 pub fn perfdata_table(
     pd: &crate::perfdata::PerfData,
     kallsyms: Option<crate::symbolize::Kallsyms>,
     rules: &Rules,
 ) -> Result<StageTable> {
+    perfdata_table_with(pd, Symbolizer::new(pd.maps.clone(), kallsyms), rules)
+}
+
+/// The stage table of a perf.data file with a symbolizer whose kernel symbols were chosen
+/// for the recorded kernel ([`Symbolizer::with_kernel`]): its warnings and sources come
+/// into the table.
+pub fn perfdata_table_with(pd: &crate::perfdata::PerfData, sym: Symbolizer, rules: &Rules) -> Result<StageTable> {
     let df = collector::recording::samples_frame(&pd.samples)
         .map_err(|e| crate::Error::Aggregate(format!("samples frame: {e}")))?;
     let groups = crate::aggregate::group(df)?;
-    let mut at = Attributor::new(Symbolizer::new(pd.maps.clone(), kallsyms), rules.clone());
+    let sym_warnings = sym.warnings().to_vec();
+    let mut at = Attributor::new(sym, rules.clone());
     let names = thread_names(&pd.tasks);
     let head = Head {
         event: pd.event.clone(),
@@ -723,5 +776,7 @@ pub fn perfdata_table(
     };
     let mut t = build(head, attribute(&groups, &mut at, &names), rules);
     t.warnings.extend(pd.warnings.iter().cloned());
+    t.warnings.extend(sym_warnings);
+    t.symbol_sources = at.into_symbolizer().sources();
     Ok(t)
 }

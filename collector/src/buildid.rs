@@ -18,6 +18,44 @@ pub fn read_build_id(path: &std::path::Path) -> Option<String> {
     Some(id.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// The GNU build-id in an ELF notes blob (/sys/kernel/notes, a module's
+/// .note.gnu.build-id), hex.
+pub fn build_id_from_notes(notes: &[u8]) -> Option<String> {
+    let mut p = 0usize;
+    let u32_at = |p: usize| notes.get(p..p + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+    while p + 12 <= notes.len() {
+        let (namesz, descsz, ty) = (u32_at(p)? as usize, u32_at(p + 4)? as usize, u32_at(p + 8)?);
+        let name_at = p + 12;
+        let desc_at = name_at + namesz.div_ceil(4) * 4;
+        let end = desc_at.checked_add(descsz.div_ceil(4) * 4)?;
+        if end > notes.len() + 3 {
+            return None;
+        }
+        // NT_GNU_BUILD_ID (3), name "GNU\0".
+        if ty == 3 && notes.get(name_at..name_at + namesz) == Some(b"GNU\0") {
+            let d = notes.get(desc_at..desc_at + descsz)?;
+            return Some(d.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        p = end;
+    }
+    None
+}
+
+/// The running kernel's build-id (/sys/kernel/notes) and the address of its `_text`
+/// (/proc/kallsyms, zero when hidden from this user): what a recording needs to check,
+/// later and elsewhere, that kernel symbols belong to the kernel it sampled.
+pub fn running_kernel() -> (Option<String>, Option<u64>) {
+    let id = std::fs::read("/sys/kernel/notes").ok().and_then(|b| build_id_from_notes(&b));
+    let text = std::fs::read_to_string("/proc/kallsyms").ok().and_then(|t| {
+        t.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let (a, _, n) = (f.next()?, f.next()?, f.next()?);
+            (n == "_text").then(|| u64::from_str_radix(a, 16).ok()).flatten()
+        })
+    });
+    (id, text.filter(|&a| a != 0))
+}
+
 /// Fill in build-ids the kernel did not supply, reading each distinct file once.
 pub fn fill_build_ids(maps: &mut [Mapping]) {
     let mut cache: HashMap<String, Option<String>> = HashMap::new();

@@ -83,6 +83,19 @@ impl Kallsyms {
         self.syms.is_empty()
     }
 
+    /// The address of the first text symbol called `name` (a reference symbol such as
+    /// `_text`).
+    pub fn address_of(&self, name: &str) -> Option<u64> {
+        self.syms.iter().find(|&&(_, s, l)| self.text.get(s as usize..(s + l) as usize) == Some(name)).map(|s| s.0)
+    }
+
+    /// Move every symbol by `delta` bytes (the kernel loaded elsewhere on another boot).
+    pub fn shift(&mut self, delta: i64) {
+        for s in &mut self.syms {
+            s.0 = s.0.wrapping_add_signed(delta);
+        }
+    }
+
     pub fn lookup(&self, addr: u64) -> Option<&str> {
         let i = self.syms.partition_point(|s| s.0 <= addr).checked_sub(1)?;
         let (_, start, len) = self.syms[i];

@@ -17,6 +17,7 @@
 mod addr;
 mod elf;
 mod kallsyms;
+pub mod kernel;
 
 pub use addr::{Avma, FileOffset, MappedRange, Svma};
 pub use elf::{ElfSymbols, DEBUG_ROOT};
@@ -98,6 +99,12 @@ pub struct Symbolizer {
     /// What loading found wrong with the symbol sources (a kallsyms snapshot of junk),
     /// each naming its file; reports print them.
     warnings: Vec<String>,
+    /// Where the kernel's names come from, in words (for the report).
+    kernel_source: String,
+    /// Kernel address ranges left unnamed (modules of another build or load).
+    kernel_unnamed: Vec<(u64, u64)>,
+    /// Binaries named from a symbol map shipped with the recording.
+    used_shipped: std::collections::BTreeSet<String>,
 }
 
 impl Symbolizer {
@@ -106,6 +113,8 @@ impl Symbolizer {
         for m in maps {
             by_pid.entry(m.pid).or_default().push(m);
         }
+        let kernel_source =
+            if kallsyms.is_some() { "kernel: kallsyms as given".to_string() } else { "kernel: none".to_string() };
         Symbolizer {
             maps: by_pid,
             kallsyms,
@@ -113,7 +122,44 @@ impl Symbolizer {
             shipped: HashMap::new(),
             warnings: Vec::new(),
             debug_root: Some(DEBUG_ROOT.into()),
+            kernel_source,
+            kernel_unnamed: Vec::new(),
+            used_shipped: Default::default(),
         }
+    }
+
+    /// A symbolizer whose kernel names come from the symbols chosen for the recorded kernel
+    /// ([`kernel::kernel_symbols`]): their source, warnings and unnamed ranges come along.
+    pub fn with_kernel(maps: Vec<Mapping>, ks: kernel::KernelSymbols) -> Symbolizer {
+        let mut s = Symbolizer::new(maps, ks.kallsyms);
+        s.kernel_source = ks.source;
+        s.warnings = ks.warnings;
+        s.kernel_unnamed = ks.unnamed;
+        s
+    }
+
+    /// Where every name came from, one line per source: the kernel's, then each binary
+    /// read (ELF symbol table, debug file by build-id, a recording's symbol map, or
+    /// unreadable).
+    pub fn sources(&self) -> Vec<String> {
+        let mut out = vec![self.kernel_source.clone()];
+        let mut paths: Vec<&String> = self.elfs.keys().collect();
+        paths.sort();
+        for p in paths {
+            let line = match (&self.elfs[p], self.used_shipped.contains(p)) {
+                (_, true) => format!("{p}: the recording's symbol map (the binary here is missing or rebuilt)"),
+                (Some(e), false) => match &e.debug_file {
+                    Some(d) => format!("{p}: debug file {} (by build-id)", d.display()),
+                    None => format!(
+                        "{p}: its ELF symbol table{}",
+                        e.build_id.as_deref().map_or(String::new(), |b| format!(" (build-id {b})"))
+                    ),
+                },
+                (None, false) => format!("{p}: unreadable here: its samples stay unnamed (FILE+0x...)"),
+            };
+            out.push(line);
+        }
+        out
     }
 
     /// Name only what the binaries (and a recording's symbol maps) name, not what debug
@@ -154,27 +200,71 @@ impl Symbolizer {
             }
             None => (None, None),
         };
-        // The snapshot (`kallsyms`, or gzipped `kallsyms.gz`); one without addresses (taken
-        // without the right to see them) resolves nothing and is ignored.
+        // The snapshot (`kallsyms`, or gzipped `kallsyms.gz`), checked against the kernel
+        // the recording names (build-id and `_text` in meta.json); one without addresses
+        // (taken without the right to see them) resolves nothing and is ignored.
         let mut warnings = Vec::new();
-        let ks = match ["kallsyms", "kallsyms.gz"].iter().map(|f| rec.dir.join(f)).find(|p| p.exists()) {
-            Some(p) => match Kallsyms::load_reusing(&p, prev_ks) {
-                Ok(k) => Some(k),
-                Err(e) => {
-                    warnings.push(format!("kernel samples stay unnamed ([kernel.kallsyms]+0x...): {e}"));
-                    None
-                }
-            },
-            None => {
-                warnings.push(format!(
-                    "{}: no kallsyms snapshot: kernel samples stay unnamed ([kernel.kallsyms]+0x...)",
-                    rec.dir.display()
-                ));
-                None
-            }
+        let machine = &rec.meta.machine;
+        let id = kernel::KernelIdentity {
+            build_id: machine.kernel_build_id.clone(),
+            reference: machine
+                .kernel_text
+                .as_deref()
+                .and_then(|t| u64::from_str_radix(t.trim_start_matches("0x"), 16).ok())
+                .map(|a| ("_text".to_string(), a)),
         };
+        let snapshot = ["kallsyms", "kallsyms.gz"].iter().map(|f| rec.dir.join(f)).find(|p| p.exists());
+        let what = rec.dir.display().to_string();
+        let mut kernel_source = String::from("kernel: none");
+        let mut ks = None;
+        match &snapshot {
+            Some(p) => match Kallsyms::load_reusing(p, prev_ks) {
+                Ok(k) => {
+                    // The snapshot was taken on the recording boot: its `_text` must be the
+                    // recorded one, or it is not this recording's kernel.
+                    match (&id.reference, k.address_of("_text")) {
+                        (Some((_, want)), Some(have)) if *want != have => {
+                            warnings.push(format!(
+                                "{}: _text at {have:#x}, but the recording's kernel had it at {want:#x}: the \
+                                 snapshot is not this recording's kernel; kernel samples stay unnamed \
+                                 ([kernel.kallsyms]+0x...)",
+                                p.display()
+                            ));
+                            kernel_source = format!("kernel: none ({} contradicts meta.json)", p.display());
+                        }
+                        _ => {
+                            kernel_source = format!(
+                                "kernel: the recording's kallsyms snapshot{}",
+                                match (&id.build_id, &id.reference) {
+                                    (Some(b), Some(_)) => format!(" (build-id {b}; _text as recorded)"),
+                                    (Some(b), None) => format!(" (build-id {b})"),
+                                    _ => " (taken with the recording)".to_string(),
+                                }
+                            );
+                            ks = Some(k);
+                        }
+                    }
+                }
+                Err(e) => warnings.push(format!("kernel samples stay unnamed ([kernel.kallsyms]+0x...): {e}")),
+            },
+            None => warnings.push(format!(
+                "{}: no kallsyms snapshot: kernel samples stay unnamed ([kernel.kallsyms]+0x...)",
+                rec.dir.display()
+            )),
+        }
+        // Without a usable snapshot: perf's build-id cache or this machine, when they hold
+        // the recorded build (never a kernel the recording does not name).
+        if ks.is_none() && id.build_id.is_some() {
+            let found = kernel::kernel_symbols(&id, &kernel::KernelLookup::default(), &what)?;
+            if found.kallsyms.is_some() {
+                warnings.clear();
+                kernel_source = found.source;
+                ks = found.kallsyms;
+            }
+        }
         let mut sym = Symbolizer::new(maps, ks);
         sym.warnings = warnings;
+        sym.kernel_source = kernel_source;
         if let Some((elfs, debug_root)) = prev_rest {
             sym.elfs = elfs;
             sym.debug_root = debug_root;
@@ -229,7 +319,11 @@ impl Symbolizer {
             return elf.as_ref();
         }
         // The binary is gone or rebuilt: a symbol map shipped with the recording.
-        m.build_id.as_ref().and_then(|id| self.shipped.get(id))
+        let shipped = m.build_id.as_ref().and_then(|id| self.shipped.get(id));
+        if shipped.is_some() {
+            self.used_shipped.insert(m.path.clone());
+        }
+        shipped
     }
 
     /// Resolve an address in process `pid`.
@@ -248,8 +342,10 @@ impl Symbolizer {
     }
 
     fn kernel_name(&self, ip: u64) -> String {
+        let untrusted = self.kernel_unnamed.iter().any(|&(start, len)| ip >= start && ip - start < len);
         self.kallsyms
             .as_ref()
+            .filter(|_| !untrusted)
             .and_then(|k| k.lookup(ip))
             .map_or_else(|| format!("{UNNAMED_KERNEL}{ip:#x}"), str::to_string)
     }

@@ -41,6 +41,13 @@ pub struct Machine {
     pub cpus: usize,
     pub cpu_model: String,
     pub perf_event_paranoid: String,
+    /// The kernel's GNU build-id (/sys/kernel/notes), to check kernel symbols against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_build_id: Option<String>,
+    /// The address of the kernel's `_text` on the recording boot (KASLR moves it between
+    /// boots), hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_text: Option<String>,
 }
 
 impl Machine {
@@ -52,7 +59,10 @@ impl Machine {
             .and_then(|l| l.split(':').nth(1))
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
+        let (kernel_build_id, text) = crate::buildid::running_kernel();
         Machine {
+            kernel_build_id,
+            kernel_text: text.map(|a| format!("{a:#x}")),
             hostname: read("/proc/sys/kernel/hostname"),
             kernel: read("/proc/sys/kernel/osrelease"),
             cpus: crate::perf_abi::online_cpus().len(),
