@@ -139,3 +139,44 @@ fn callchains_charge_helpers_and_workers_get_their_own_tables() {
     assert!(csv.contains("\nthread,fwd-worker-1,slab,,,1,100.0000,1000,10.000,cpu-clock\n"), "{csv}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A recording's kallsyms snapshot must be of the kernel the recording names (meta.json's
+/// kernel `_text`): a snapshot from another boot or build names no kernel sample.
+#[test]
+fn a_snapshot_contradicting_the_recorded_kernel_names_nothing() {
+    let dir = std::env::temp_dir().join(format!("fwdscope-kernel-meta-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut w = RecordingWriter::create(&dir, false).unwrap();
+    w.push_sample(Sample {
+        time: 1,
+        pid: 1,
+        tid: 1,
+        cpu: 0,
+        ip: 0xffff_ffff_8100_0150,
+        period: 1,
+        kernel: true,
+        callchain: vec![],
+    });
+    std::fs::write(dir.join("kallsyms"), "ffffffff81000000 T _text\nffffffff81000100 t fib_table_lookup\n").unwrap();
+    let rec = common::finish(w, "cpu-clock", "cpu-clock", None);
+    let table = |text: &str| {
+        let p = dir.join("meta.json");
+        let mut meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        meta["machine"]["kernel_build_id"] = "ab".repeat(20).into();
+        meta["machine"]["kernel_text"] = text.into();
+        std::fs::write(&p, serde_json::to_string(&meta).unwrap()).unwrap();
+        stage_table(&collector::recording::Recording::open(&rec.dir).unwrap(), &Rules::builtin()).unwrap()
+    };
+    let t = table("0xffffffff81000000");
+    assert_eq!(t.symbols[0].symbol, "fib_table_lookup", "{:?}", t.symbol_sources);
+    assert!(t.symbol_sources[0].contains("snapshot") && t.symbol_sources[0].contains(&"ab".repeat(20)));
+    let t = table("0xffffffff9c000000");
+    assert_eq!(t.symbols[0].symbol, "[kernel.kallsyms]+0xffffffff81000150");
+    assert_eq!(t.symbols[0].stage, "kernel-unknown");
+    assert!(
+        t.warnings.iter().any(|w| w.contains("0xffffffff81000000") && w.contains("0xffffffff9c000000")),
+        "{:?}",
+        t.warnings
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
