@@ -45,7 +45,7 @@ fn perf_vs_ours() -> BenchResult {
     let rules = Rules::builtin();
     let t0 = Instant::now();
     let look = analyzer::symbolize::kernel::KernelLookup::default();
-    let (pd, ks) = analyzer::perfdata::read_perf_data_with_kernel(&file, &look)?;
+    let (pd, ks) = analyzer::perfdata::read_perf_data_with_kernel(&file, &look, true)?;
     let t_read = t0.elapsed().as_secs_f64();
     let sym = analyzer::symbolize::Symbolizer::with_kernel(pd.maps.clone(), ks);
     let t = analyzer::stages::perfdata_table_with(&pd, sym, &rules)?;

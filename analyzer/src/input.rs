@@ -139,7 +139,7 @@ impl Input {
         match self {
             Input::Recording(rec) => crate::stages::stage_table(rec, rules),
             Input::PerfData(p) => {
-                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(kallsyms))?;
+                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(kallsyms), true)?;
                 crate::stages::perfdata_table_with(&pd, Symbolizer::with_kernel(pd.maps.clone(), ks), rules)
             }
             Input::Text(t) => Ok(crate::stages::profile_table(t, rules)),
@@ -155,7 +155,7 @@ impl Input {
                 Ok((crate::export::recording_profile(rec, &mut sym, rules)?, sym))
             }
             Input::PerfData(p) => {
-                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(kallsyms))?;
+                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(kallsyms), false)?;
                 let mut sym = Symbolizer::with_kernel(pd.maps.clone(), ks);
                 Ok((crate::export::perfdata_profile(&pd, &mut sym, rules)?, sym))
             }

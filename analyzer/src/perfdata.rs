@@ -29,6 +29,10 @@ pub struct PerfData {
     /// Kernel modules mapped during the recording: name (`ixgbe`), start, length, and the
     /// build-id the file records for it.
     pub modules: Vec<KernelModule>,
+    /// Samples decoded (kept or grouped).
+    pub sample_count: u64,
+    /// Where samples went: kept in `samples`, or grouped per stack.
+    pub grouped: Samples,
 }
 
 /// A kernel module as the recording saw it.
@@ -89,11 +93,13 @@ fn mapping(pid: i32, tid: i32, start: u64, len: u64, pgoff: u64, path: &[u8], bu
 
 /// Read a perf.data file and choose the kernel symbols of the kernel it recorded
 /// ([`crate::symbolize::kernel::kernel_symbols`]), checking its kernel modules too.
+/// `grouped`: samples grouped per stack while reading (for a stage table), else kept.
 pub fn read_perf_data_with_kernel(
     path: &std::path::Path,
     look: &crate::symbolize::kernel::KernelLookup,
+    grouped: bool,
 ) -> Result<(PerfData, crate::symbolize::kernel::KernelSymbols)> {
-    let pd = read_perf_data(path)?;
+    let pd = if grouped { read_perf_data_grouped(path)? } else { read_perf_data(path)? };
     let mut ks = crate::symbolize::kernel::kernel_symbols(&pd.kernel, look, &path.display().to_string())?;
     check_modules(&pd, look, &mut ks);
     Ok((pd, ks))
@@ -150,10 +156,10 @@ pub fn check_modules(
     }
 }
 
-/// Read a perf.data file.
+/// Read a perf.data file, keeping every sample.
 pub fn read_perf_data(path: &std::path::Path) -> Result<PerfData> {
     let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
-    parse_perf_data(std::io::BufReader::new(f), path)
+    parse_perf_data(std::io::BufReader::with_capacity(1 << 20, f), path)
 }
 
 /// Check the file header and the feature section table against the file's length before
@@ -416,22 +422,25 @@ fn decode_sample(body: &[u8], st: u64, misc: u16, default_period: u64) -> Option
     Some(Sample { time, pid, tid, cpu, ip, period, kernel, callchain })
 }
 
-/// Fold one parsed non-sample record into `out`.
-fn absorb(out: &mut PerfData, parsed: EventRecord) {
+/// Fold one parsed record into `out`.
+fn absorb(out: &mut PerfData, parsed: EventRecord, path: &std::path::Path) -> Result<()> {
     match parsed {
-        EventRecord::Sample(s) => out.samples.push(Sample {
-            time: s.timestamp.unwrap_or(0),
-            pid: s.pid.unwrap_or(0) as u32,
-            tid: s.tid.unwrap_or(0) as u32,
-            cpu: s.cpu.unwrap_or(0),
-            ip: s.ip.unwrap_or(0),
-            period: s.period.unwrap_or(1),
-            kernel: matches!(s.cpu_mode, CpuMode::Kernel | CpuMode::GuestKernel),
-            callchain: s
-                .callchain
-                .map(|c| (0..c.len()).filter_map(|i| c.get(i)).filter(|&a| a < PERF_CONTEXT_MAX).collect())
-                .unwrap_or_default(),
-        }),
+        EventRecord::Sample(s) => out.take(
+            Sample {
+                time: s.timestamp.unwrap_or(0),
+                pid: s.pid.unwrap_or(0) as u32,
+                tid: s.tid.unwrap_or(0) as u32,
+                cpu: s.cpu.unwrap_or(0),
+                ip: s.ip.unwrap_or(0),
+                period: s.period.unwrap_or(1),
+                kernel: matches!(s.cpu_mode, CpuMode::Kernel | CpuMode::GuestKernel),
+                callchain: s
+                    .callchain
+                    .map(|c| (0..c.len()).filter_map(|i| c.get(i)).filter(|&a| a < PERF_CONTEXT_MAX).collect())
+                    .unwrap_or_default(),
+            },
+            path,
+        )?,
         EventRecord::Comm(c) => out.tasks.push(collector::records::TaskEvent::Comm {
             time: 0,
             pid: c.pid as u32,
@@ -458,6 +467,7 @@ fn absorb(out: &mut PerfData, parsed: EventRecord) {
         EventRecord::Lost(l) => out.lost = out.lost.saturating_add(l.count),
         _ => {}
     }
+    Ok(())
 }
 
 /// linux-perf-event-reader asserts (panics) on an MMAP2 build-id longer than 20 bytes:
@@ -475,9 +485,87 @@ fn check_mmap2(path: &std::path::Path, n: u64, ty: RecordType, misc: u16, body: 
 /// unless asked for groups) are decoded straight from the data section, in file order;
 /// others go through linux-perf-data's time-sorted iterator. Order does not matter here:
 /// every mapping applies to every sample of its process.
-pub fn parse_perf_data<R: std::io::Read + std::io::Seek>(mut reader: R, path: &std::path::Path) -> Result<PerfData> {
-    let pd = match parse_with(&mut reader, path, true) {
-        Ok(pd) => pd,
+pub fn parse_perf_data<R: std::io::Read + std::io::Seek>(reader: R, path: &std::path::Path) -> Result<PerfData> {
+    parse_perf_data_into(reader, path, Samples::Keep)
+}
+
+/// Read a perf.data file for a stage table: samples grouped per distinct stack while
+/// reading ([`PerfData::groups`]), never all kept (`samples` stays empty): memory grows
+/// with the distinct stacks, not with the samples.
+pub fn read_perf_data_grouped(path: &std::path::Path) -> Result<PerfData> {
+    let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    parse_perf_data_into(std::io::BufReader::with_capacity(1 << 20, f), path, Samples::Group(Default::default()))
+}
+
+/// Where decoded samples go.
+#[derive(Debug, Clone, Default)]
+pub enum Samples {
+    /// Each kept in [`PerfData::samples`].
+    #[default]
+    Keep,
+    /// Summed per (pid, tid, kernel, ip, callchain): samples and period.
+    Group(std::collections::HashMap<(u32, u32, bool, u64, Box<[u64]>), (u64, u64)>),
+}
+
+impl PerfData {
+    /// Take one decoded sample; the period's limit is checked here (periods are summed per
+    /// stack: one near 2^64 would overflow the sum).
+    fn take(&mut self, s: Sample, path: &std::path::Path) -> Result<()> {
+        if s.period > collector::recording::MAX_PERIOD {
+            return Err(bad(
+                path,
+                format!(
+                    "sample {}: period {} over the limit of {}",
+                    self.sample_count,
+                    s.period,
+                    collector::recording::MAX_PERIOD
+                ),
+            ));
+        }
+        self.sample_count += 1;
+        match &mut self.grouped {
+            Samples::Keep => self.samples.push(s),
+            Samples::Group(g) => {
+                let e = g.entry((s.pid, s.tid, s.kernel, s.ip, s.callchain.into_boxed_slice())).or_insert((0, 0));
+                e.0 += 1;
+                e.1 = e.1.saturating_add(s.period);
+            }
+        }
+        Ok(())
+    }
+
+    /// The samples per distinct stack: from the grouping done while reading, or grouped
+    /// now from the kept samples.
+    pub fn groups(&self) -> Result<Vec<crate::aggregate::Group>> {
+        match &self.grouped {
+            Samples::Group(g) => Ok(g
+                .iter()
+                .map(|((pid, tid, kernel, ip, chain), (n, period))| crate::aggregate::Group {
+                    pid: *pid,
+                    tid: *tid,
+                    kernel: *kernel,
+                    ip: *ip,
+                    callchain: chain.to_vec(),
+                    samples: *n,
+                    period: *period,
+                })
+                .collect()),
+            Samples::Keep => {
+                let df = collector::recording::samples_frame(&self.samples)
+                    .map_err(|e| Error::Aggregate(format!("samples frame: {e}")))?;
+                crate::aggregate::group(df)
+            }
+        }
+    }
+}
+
+fn parse_perf_data_into<R: std::io::Read + std::io::Seek>(
+    mut reader: R,
+    path: &std::path::Path,
+    samples: Samples,
+) -> Result<PerfData> {
+    match parse_with(&mut reader, path, true, samples.clone()) {
+        Ok(pd) => Ok(pd),
         // A file cut after its data section (a copy that stopped early, a disk that filled
         // while perf wrote the features) still has whole samples: read them without the
         // feature sections and say what was skipped.
@@ -490,47 +578,72 @@ pub fn parse_perf_data<R: std::io::Read + std::io::Seek>(mut reader: R, path: &s
                 return Err(bad(path, msg));
             }
             bytes[72..104].fill(0);
-            let mut pd = parse_with(std::io::Cursor::new(bytes), path, true)?;
+            let mut pd = parse_with(std::io::Cursor::new(bytes), path, true, samples)?;
             pd.warnings.push(format!(
                 "{}: {msg}; read the samples without the feature sections (no recorded build-ids, event \
                  names or kernel build-id: symbols come from the binaries and kallsyms as they are now)",
                 path.display()
             ));
-            pd
+            Ok(pd)
         }
-        Err(e) => return Err(e),
-    };
-    // Periods are summed per stack: one near 2^64 would overflow the sum.
-    if let Some((i, s)) = pd.samples.iter().enumerate().find(|(_, s)| s.period > collector::recording::MAX_PERIOD) {
-        return Err(bad(
-            path,
-            format!("sample {i}: period {} over the limit of {}", s.period, collector::recording::MAX_PERIOD),
-        ));
+        Err(e) => Err(e),
     }
-    Ok(pd)
+}
+
+/// The event name and the direct decoder's layout (sample_type bits, default period,
+/// parse info), when the file's events allow it.
+type Layout = (String, Option<(u64, u64, RecordParseInfo)>);
+
+fn layout(perf_file: &linux_perf_data::PerfFile, allow_fast: bool) -> Layout {
+    let attrs = perf_file.event_attributes();
+    let is_dummy = |a: &linux_perf_data::AttributeDescription| {
+        matches!(a.attributes().type_, PerfEventType::Software(SoftwareCounterType::Dummy))
+    };
+    let event = attrs
+        .iter()
+        .find(|a| !is_dummy(a))
+        .and_then(|a| a.name())
+        .map(|n| n.split(':').next().unwrap_or(n).to_string())
+        .unwrap_or_else(|| "unknown".into());
+    // The direct decoder needs one sample layout: every event with the same sample_type
+    // and at most one that samples (perf adds a non-sampling dummy event for side-band
+    // records when recording system-wide).
+    let sampling: Vec<_> = attrs.iter().filter(|a| !is_dummy(a)).collect();
+    let same_layout = attrs.windows(2).all(|w| w[0].attributes().sample_format == w[1].attributes().sample_format);
+    let fast = match sampling[..] {
+        [one] if allow_fast && same_layout && perf_file.endian() == Endianness::LittleEndian => {
+            let a = one.attributes();
+            let st = a.sample_format.bits();
+            (st & sample_bits::READ == 0).then(|| {
+                let period = match a.sampling_policy {
+                    SamplingPolicy::Period(p) => p.get(),
+                    _ => 1,
+                };
+                (st, period, RecordParseInfo::new(a, Endianness::LittleEndian))
+            })
+        }
+        _ => None,
+    };
+    (event, fast)
 }
 
 fn parse_with<R: std::io::Read + std::io::Seek>(
     mut reader: R,
     path: &std::path::Path,
     allow_fast: bool,
+    samples: Samples,
 ) -> Result<PerfData> {
+    let io = |e| Error::Io { path: path.into(), source: e };
     let (data_off, data_size) = check_header(&mut reader, path)?;
-    let mut data = vec![0u8; usize::try_from(data_size).map_err(|_| bad(path, "data section too large"))?];
-    reader.seek(std::io::SeekFrom::Start(data_off)).map_err(|e| Error::Io { path: path.into(), source: e })?;
-    reader.read_exact(&mut data).map_err(|e| Error::Io { path: path.into(), source: e })?;
-    check_records(&data, data_off).map_err(|m| bad(path, m))?;
-    reader.seek(std::io::SeekFrom::Start(0)).map_err(|e| Error::Io { path: path.into(), source: e })?;
-    let PerfFileReader { mut perf_file, mut record_iter } =
-        guard(path, "header", || PerfFileReader::parse_file(reader))?.map_err(|e| bad(path, e))?;
-    let attrs = perf_file.event_attributes();
-    let event = attrs
-        .iter()
-        .find(|a| !matches!(a.attributes().type_, PerfEventType::Software(SoftwareCounterType::Dummy)))
-        .and_then(|a| a.name())
-        .map(|n| n.split(':').next().unwrap_or(n).to_string())
-        .unwrap_or_else(|| "unknown".into());
-    let mut out = PerfData { event, ..Default::default() };
+    // The header, attributes and feature sections (the data section is not read here).
+    let (perf_file, event, fast) = {
+        let PerfFileReader { perf_file, record_iter } =
+            guard(path, "header", || PerfFileReader::parse_file(&mut reader))?.map_err(|e| bad(path, e))?;
+        drop(record_iter);
+        let (event, fast) = layout(&perf_file, allow_fast);
+        (perf_file, event, fast)
+    };
+    let mut out = PerfData { event, grouped: samples, ..Default::default() };
     // The build-id table (a feature section): the kernel's and its modules'.
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let mut module_ids: Vec<(String, String)> = Vec::new();
@@ -548,54 +661,55 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
             }
         }
     }
-    // The direct decoder needs one sample layout: every event with the same sample_type
-    // and at most one that samples (perf adds a non-sampling dummy event for side-band
-    // records when recording system-wide).
-    let is_dummy = |a: &linux_perf_data::AttributeDescription| {
-        matches!(a.attributes().type_, PerfEventType::Software(SoftwareCounterType::Dummy))
-    };
-    let sampling: Vec<_> = attrs.iter().filter(|a| !is_dummy(a)).collect();
-    let same_layout = attrs.windows(2).all(|w| w[0].attributes().sample_format == w[1].attributes().sample_format);
-    let fast = match sampling[..] {
-        [one] if allow_fast && same_layout && perf_file.endian() == Endianness::LittleEndian => {
-            let a = one.attributes();
-            let st = a.sample_format.bits();
-            (st & sample_bits::READ == 0).then(|| {
-                let period = match a.sampling_policy {
-                    SamplingPolicy::Period(p) => p.get(),
-                    _ => 1,
-                };
-                (st, period, RecordParseInfo::new(a, Endianness::LittleEndian))
-            })
-        }
-        _ => None,
-    };
     if let Some((st, default_period, info)) = fast {
-        let mut pos = 0usize;
-        let mut n = 0u64;
-        while pos < data.len() {
-            let h = &data[pos..];
+        // Record by record from the data section, each checked against the section's end
+        // before its body is read: memory does not grow with the file.
+        reader.seek(std::io::SeekFrom::Start(data_off)).map_err(io)?;
+        let mut body = Vec::with_capacity(1 << 16);
+        let (mut pos, mut n) = (0u64, 0u64);
+        while pos < data_size {
+            let at = data_off + pos;
+            let left = data_size - pos;
+            if left < 8 {
+                return Err(bad(path, format!("offset {at}: {left} stray bytes at the end of the data section")));
+            }
+            let mut h = [0u8; 8];
+            reader.read_exact(&mut h).map_err(io)?;
             let ty = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
             let misc = u16::from_le_bytes([h[4], h[5]]);
-            let len = u16::from_le_bytes([h[6], h[7]]) as usize;
-            let body = &h[8..len];
+            let len = u16::from_le_bytes([h[6], h[7]]) as u64;
+            if len < 8 || len > left {
+                return Err(bad(
+                    path,
+                    format!("offset {at}: record of type {ty} with size {len}: expected 8 up to the section's end"),
+                ));
+            }
+            body.resize(len as usize - 8, 0);
+            reader.read_exact(&mut body).map_err(io)?;
             let mut step = len;
             if ty == PERF_RECORD_AUXTRACE && len >= 16 {
-                step += u64::from_le_bytes(h[8..16].try_into().unwrap_or([0; 8])) as usize;
+                let extra = u64::from_le_bytes(body[0..8].try_into().unwrap_or([0; 8]));
+                if extra > left - len {
+                    return Err(bad(
+                        path,
+                        format!("offset {at}: AUXTRACE record announces {extra} bytes past the section's end"),
+                    ));
+                }
+                reader.seek(std::io::SeekFrom::Current(extra as i64)).map_err(io)?;
+                step += extra;
             }
             if ty == PERF_RECORD_SAMPLE {
-                let s = decode_sample(body, st, misc, default_period).ok_or_else(|| {
-                    bad(path, format!("record {n} at offset {}: sample shorter than its layout", data_off + pos as u64))
-                })?;
-                out.samples.push(s);
+                let s = decode_sample(&body, st, misc, default_period)
+                    .ok_or_else(|| bad(path, format!("record {n} at offset {at}: sample shorter than its layout")))?;
+                out.take(s, path)?;
             } else if ty < 64 {
                 // Kernel record types; perf's own (>= 64: rounds, build-ids, ...) carry no samples.
                 let rt = RecordType(ty);
                 check_mmap2(path, n, rt, misc, body.get(32).copied())?;
-                let raw = RawEventRecord::new(rt, misc, RawData::Single(body), info);
+                let raw = RawEventRecord::new(rt, misc, RawData::Single(&body), info);
                 let parsed = guard(path, &format!("record {n}"), || raw.parse())?
-                    .map_err(|e| bad(path, format!("record {n} at offset {}: {e}", data_off + pos as u64)))?;
-                absorb(&mut out, parsed);
+                    .map_err(|e| bad(path, format!("record {n} at offset {at}: {e}")))?;
+                absorb(&mut out, parsed, path)?;
             }
             pos += step;
             n += 1;
@@ -603,6 +717,16 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
         attach_module_ids(&mut out, &module_ids);
         return Ok(out);
     }
+    // Other files go through the library's sorted iterator, after every record size in the
+    // data section was checked (it allocates by them).
+    let mut data = vec![0u8; usize::try_from(data_size).map_err(|_| bad(path, "data section too large"))?];
+    reader.seek(std::io::SeekFrom::Start(data_off)).map_err(io)?;
+    reader.read_exact(&mut data).map_err(io)?;
+    check_records(&data, data_off).map_err(|m| bad(path, m))?;
+    drop(data);
+    reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+    let PerfFileReader { mut perf_file, mut record_iter } =
+        guard(path, "header", || PerfFileReader::parse_file(reader))?.map_err(|e| bad(path, e))?;
     let mut n = 0u64;
     while let Some(rec) = guard(path, &format!("record {n}"), || record_iter.next_record(&mut perf_file))?
         .map_err(|e| bad(path, format!("record {n}: {e}")))?
@@ -612,7 +736,7 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
         check_mmap2(path, n, record.record_type, record.misc, record.data.get(32..33).map(|b| b.as_slice()[0]))?;
         let parsed = guard(path, &format!("record {n}"), || record.parse())?
             .map_err(|e| bad(path, format!("record {n}: {e}")))?;
-        absorb(&mut out, parsed);
+        absorb(&mut out, parsed, path)?;
     }
     attach_module_ids(&mut out, &module_ids);
     Ok(out)
@@ -633,7 +757,9 @@ mod tests {
     #[test]
     fn direct_decoding_matches_the_library_path() {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kernel-forwarding.perf.data");
-        let read = |fast| parse_with(std::io::BufReader::new(std::fs::File::open(&p).unwrap()), &p, fast).unwrap();
+        let read = |fast| {
+            parse_with(std::io::BufReader::new(std::fs::File::open(&p).unwrap()), &p, fast, Samples::Keep).unwrap()
+        };
         let (mut a, mut b) = (read(true), read(false));
         assert!(a.samples.len() > 1000);
         assert!(a.samples.iter().any(|s| !s.callchain.is_empty()));
@@ -646,5 +772,23 @@ mod tests {
         assert_eq!(a.maps, b.maps);
         assert_eq!(a.tasks.len(), b.tasks.len());
         assert_eq!((a.event.as_str(), a.lost), (b.event.as_str(), b.lost));
+    }
+
+    /// Grouping while reading gives the groups the kept samples give (same stacks, counts
+    /// and periods), and keeps no sample.
+    #[test]
+    fn grouped_reading_gives_the_same_groups_as_kept_samples() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kernel-forwarding.perf.data");
+        let kept = read_perf_data(&p).unwrap();
+        let grouped = read_perf_data_grouped(&p).unwrap();
+        assert!(grouped.samples.is_empty());
+        assert_eq!(grouped.sample_count, kept.samples.len() as u64);
+        let key = |g: &crate::aggregate::Group| (g.pid, g.tid, g.kernel, g.ip, g.callchain.clone());
+        let (mut a, mut b) = (kept.groups().unwrap(), grouped.groups().unwrap());
+        a.sort_by_key(key);
+        b.sort_by_key(key);
+        assert_eq!(a, b);
+        assert!(b.len() > 100 && b.len() < kept.samples.len());
+        assert_eq!((kept.kernel.clone(), kept.maps.len()), (grouped.kernel.clone(), grouped.maps.len()));
     }
 }

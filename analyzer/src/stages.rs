@@ -761,9 +761,7 @@ pub fn perfdata_table(
 /// for the recorded kernel ([`Symbolizer::with_kernel`]): its warnings and sources come
 /// into the table.
 pub fn perfdata_table_with(pd: &crate::perfdata::PerfData, sym: Symbolizer, rules: &Rules) -> Result<StageTable> {
-    let df = collector::recording::samples_frame(&pd.samples)
-        .map_err(|e| crate::Error::Aggregate(format!("samples frame: {e}")))?;
-    let groups = crate::aggregate::group(df)?;
+    let groups = pd.groups()?;
     let sym_warnings = sym.warnings().to_vec();
     let mut at = Attributor::new(sym, rules.clone());
     let names = thread_names(&pd.tasks);

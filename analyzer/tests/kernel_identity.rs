@@ -38,7 +38,7 @@ fn notes(id: &str) -> Vec<u8> {
 }
 
 fn kernel_named(path: &Path, look: &KernelLookup) -> (u64, u64, KernelSymbols) {
-    let (pd, ks) = read_perf_data_with_kernel(path, look).unwrap();
+    let (pd, ks) = read_perf_data_with_kernel(path, look, true).unwrap();
     let source =
         KernelSymbols { kallsyms: None, source: ks.source.clone(), warnings: ks.warnings.clone(), unnamed: vec![] };
     let t = perfdata_table_with(&pd, Symbolizer::with_kernel(pd.maps.clone(), ks), &Rules::builtin()).unwrap();
