@@ -223,6 +223,8 @@ enum ExcerptRow {
 /// A `perf report --stdio` row: `[CHILDREN%] SELF% [COMMAND] [DSO] [k|.] SYMBOL`, or with
 /// no marker `SELF% [DSO] SYMBOL`. None for anything else (prose).
 fn perf_row(t: &str) -> Option<ExcerptRow> {
+    // Rows copied from perf's TUI end in its scroll bar (`▒`) or box lines.
+    let t = t.trim_end_matches(|c: char| !c.is_ascii() || c.is_whitespace());
     let toks: Vec<&str> = t.split_whitespace().collect();
     let first = percent_token(toks.first()?)?;
     // With --children, two percentages: Children then Self.
@@ -419,6 +421,12 @@ mod tests {
         assert_eq!(row("40.00%  1.50%  ksoftirqd/0  [k] net_rx_action"), Some((1.5, k, "net_rx_action".into())));
         assert_eq!(row("4.10%  fib_table_lookup"), Some((4.1, "[unknown]".into(), "fib_table_lookup".into())));
         assert_eq!(row("4.10%  vmlinux  ip_rcv"), Some((4.1, "vmlinux".into(), "ip_rcv".into())));
+        // perf top's `[kernel]`, and the TUI's scroll bar at the end of a copied row.
+        assert_eq!(row("3.11%  [kernel]  [k] ipt_do_table"), Some((3.11, "[kernel]".into(), "ipt_do_table".into())));
+        assert_eq!(
+            row("0.38%  iperf3  [kernel.kallsyms]  [k] __slab_free      ▒"),
+            Some((0.38, "[kernel.kallsyms]".into(), "__slab_free".into()))
+        );
         // Prose with a percentage is not a row.
         assert_eq!(row("5% faster than before, as expected"), None);
         assert_eq!(row("5% faster"), None);
