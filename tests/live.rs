@@ -68,6 +68,13 @@ fn a_planted_cost_is_found_and_every_block_has_one_setting() {
         }
     }
     assert!(out.join("blocks.parquet").exists() && out.join("table.txt").exists());
+    // The page: every block a point coloured by setting, the paired differences, the table.
+    let page = out.join("live.html");
+    let o = fwdscope().args(["report", "--html"]).arg(&page).arg("-i").arg(&out).output().expect("report --html");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(&page).expect("page");
+    assert!(html.contains("id=\"blocks\"") && html.contains("id=\"diffs\"") && html.contains("significant"));
+    assert!(html.matches("<circle").count() >= 40, "a point per block");
     let pid = j["pid"].as_u64().expect("pid");
     assert!(fwd_abi::segment::named_for(pid as u32).is_empty(), "segment left behind");
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "forwarder still running");

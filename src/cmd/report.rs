@@ -51,17 +51,25 @@ pub struct ReportArgs {
     #[arg(long)]
     pub strict: bool,
     /// Write one self-contained HTML page for a sweep directory (-i from `fwdscope sweep -o`):
-    /// Mpps with confidence intervals, stage bars, rtstat series, a flame graph per run.
+    /// Mpps with confidence intervals, stage bars, rtstat series, a flame graph per run; for
+    /// a live comparison's directory (`sweep --live -o`): every block's rate over time by
+    /// setting and the distribution of the paired differences.
     #[arg(long, value_name = "OUT")]
     pub html: Option<PathBuf>,
 }
 
 pub fn run(a: &ReportArgs) -> Result<()> {
     if let Some(out) = &a.html {
-        if !a.input.join("results.parquet").exists() {
-            anyhow::bail!("--html: {} is not a sweep directory (no results.parquet)", a.input.display());
-        }
-        let page = compare::html::sweep_page(&a.input, &Rules::builtin_with(a.stages.as_deref())?)?;
+        let page = if a.input.join("live.json").exists() {
+            compare::html::live_page(&a.input)?
+        } else if a.input.join("results.parquet").exists() {
+            compare::html::sweep_page(&a.input, &Rules::builtin_with(a.stages.as_deref())?)?
+        } else {
+            anyhow::bail!(
+                "--html: {} is not a sweep directory (no results.parquet, and no live.json of `sweep --live`)",
+                a.input.display()
+            );
+        };
         std::fs::write(out, page).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
         println!("wrote {}", out.display());
         return Ok(());
