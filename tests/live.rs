@@ -209,6 +209,7 @@ fn top_s_ab_loop_finds_the_planted_cost_and_leaves_b_in_force() {
         prefetch: None,
         cache: None,
         spin_ns: Some(ns),
+        gc: Default::default(),
         reported: None,
     };
     let stop = AtomicBool::new(false);
@@ -232,6 +233,56 @@ fn top_s_ab_loop_finds_the_planted_cost_and_leaves_b_in_force() {
     // B stays in force: the workers publish spin_ns 60 once they apply it.
     std::thread::sleep(std::time::Duration::from_millis(50));
     assert_eq!(seg.snapshot().get(0, fwd_abi::Ctr::SpinNs), 60);
+    seg.request_stop();
+    let _ = fwd.wait();
+}
+
+/// The route-cache GC tunables change while the forwarder runs: under a flood of new
+/// destinations past gc_thresh, GC requests within gc_min_interval of the last run are
+/// ignored; set live to 0 ms, no request is ignored any more, and set back they are again.
+/// The control block reports the values in force, as the forwarder started them.
+#[test]
+fn gc_tunables_switch_live() {
+    use std::time::Duration;
+    let _g = serial();
+    let mut fwd = fwdscope()
+        .args(["forward", "--duration", "0", "--device", "inline", "--routes", "5000", "--cache", "rtcache"])
+        .args(["--rt-hash-buckets", "1024", "--flows", "200000", "--pkts-per-flow", "1", "--gc-min-interval-ms", "500"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("forwarder");
+    let pid = fwd.id();
+    let t0 = std::time::Instant::now();
+    let seg = loop {
+        if let Some(s) = fwd_abi::Segment::find_for(pid).filter(|s| s.state() == fwd_abi::State::Running) {
+            break s;
+        }
+        assert!(t0.elapsed().as_secs() < 60, "forwarder did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let start = seg.control().gc();
+    assert_eq!((start.thresh, start.elasticity, start.min_interval_ms, start.timeout_s), (1024, 8, 500, 300));
+    // Ignored GC requests over 300 ms under `g`, after 100 ms to settle.
+    let ignored_under = |g: fwd_abi::GcTunables| {
+        let want = seg.apply(&fwd_abi::Request { gc: Some(g), ..Default::default() });
+        std::thread::sleep(Duration::from_millis(100));
+        let snap = seg.snapshot();
+        let applied = (0..seg.n_workers()).all(|w| snap.get(w, fwd_abi::Ctr::CtrlGeneration) >= want);
+        let a = seg.snapshot().total(fwd_abi::Ctr::RtGcIgnored);
+        let runs = seg.snapshot().total(fwd_abi::Ctr::RtGcTotal);
+        std::thread::sleep(Duration::from_millis(300));
+        (
+            applied,
+            seg.snapshot().total(fwd_abi::Ctr::RtGcIgnored) - a,
+            seg.snapshot().total(fwd_abi::Ctr::RtGcTotal) - runs,
+        )
+    };
+    let (applied, ignored, runs) = ignored_under(start);
+    assert!(applied && runs > 100 && ignored * 2 > runs, "default: {ignored} of {runs} GC requests ignored");
+    let (applied, ignored, runs) = ignored_under(fwd_abi::GcTunables { min_interval_ms: 0, ..start });
+    assert!(applied && runs > 100 && ignored == 0, "gc_min_interval 0: {ignored} of {runs} ignored");
+    let (_, ignored, runs) = ignored_under(start);
+    assert!(ignored * 2 > runs, "set back: {ignored} of {runs} ignored");
     seg.request_stop();
     let _ = fwd.wait();
 }

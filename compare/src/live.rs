@@ -49,16 +49,46 @@ pub struct LiveSetting {
     pub prefetch: Option<u32>,
     pub cache: Option<String>,
     pub spin_ns: Option<u32>,
+    /// Route-cache GC tunables (`--gc-thresh`, `--gc-elasticity`, `--gc-min-interval-ms`,
+    /// `--gc-timeout`); unset ones keep the forwarder's start values.
+    pub gc: GcSetting,
     /// What was reported in the historic post, in the experiment's unit.
     pub reported: Option<f64>,
+}
+
+/// GC tunables a live setting changes (None: the forwarder's start value).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct GcSetting {
+    pub thresh: Option<u32>,
+    pub elasticity: Option<u32>,
+    pub min_interval_ms: Option<u32>,
+    pub timeout_s: Option<u32>,
+}
+
+impl GcSetting {
+    /// These tunables over `base` (the forwarder's start values).
+    fn over(&self, base: fwd_abi::GcTunables) -> fwd_abi::GcTunables {
+        fwd_abi::GcTunables {
+            thresh: self.thresh.unwrap_or(base.thresh),
+            elasticity: self.elasticity.unwrap_or(base.elasticity),
+            min_interval_ms: self.min_interval_ms.unwrap_or(base.min_interval_ms),
+            timeout_s: self.timeout_s.unwrap_or(base.timeout_s),
+        }
+    }
 }
 
 impl LiveSetting {
     /// From forwarder flags (`--prefetch N`, `--cache MODE`, `--spin-ns N`); any other flag
     /// cannot change while the forwarder runs and is refused, naming it.
     pub fn from_flags(label: &str, flags: &[String]) -> Result<LiveSetting> {
-        let mut s =
-            LiveSetting { label: label.to_string(), prefetch: None, cache: None, spin_ns: None, reported: None };
+        let mut s = LiveSetting {
+            label: label.to_string(),
+            prefetch: None,
+            cache: None,
+            spin_ns: None,
+            gc: GcSetting::default(),
+            reported: None,
+        };
         let mut it = flags.iter();
         while let Some(f) = it.next() {
             let (name, inline) = match f.split_once('=') {
@@ -79,6 +109,15 @@ impl LiveSetting {
             match name {
                 "--prefetch" => s.prefetch = Some(num(value()?, 8)?),
                 "--spin-ns" => s.spin_ns = Some(num(value()?, fwd_abi::segment::MAX_SPIN_NS)?),
+                // The route-cache GC tunables, within the bounds the forwarder takes at start
+                // (gc-thresh must also stay below the running forwarder's max_size: workers
+                // clamp it there).
+                "--gc-thresh" => s.gc.thresh = Some(num(value()?, 1 << 26)?),
+                "--gc-elasticity" => {
+                    s.gc.elasticity = Some(num(value()?, 1024)?.max(1));
+                }
+                "--gc-min-interval-ms" => s.gc.min_interval_ms = Some(num(value()?, 3_600_000)?),
+                "--gc-timeout" => s.gc.timeout_s = Some(num(value()?, 86_400)?),
                 "--cache" => {
                     let v = value()?;
                     if CacheMode::from_name(&v).is_none() {
@@ -91,7 +130,8 @@ impl LiveSetting {
                 other => {
                     return Err(Error::Config(format!(
                         "setting {label}: {other} cannot change while the forwarder runs (live mode switches \
-                         --prefetch, --cache and --spin-ns); compare it with the multi-process sweep (without --live)"
+                         --prefetch, --cache, --spin-ns and the GC tunables --gc-thresh, --gc-elasticity, \
+                         --gc-min-interval-ms, --gc-timeout); compare it with the multi-process sweep (without --live)"
                     )))
                 }
             }
@@ -104,6 +144,9 @@ impl LiveSetting {
             prefetch: self.prefetch,
             cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| u32::from(m.code())),
             spin_ns: Some(self.spin_ns.unwrap_or(0)),
+            // Every block sets all four ([`fill_unset`] gave the unset ones the forwarder's
+            // values), so a switch back restores the baseline's.
+            gc: Some(self.gc.over(fwd_abi::GcTunables::default())),
             flush: false,
             setting: tag,
         }
@@ -117,6 +160,8 @@ impl LiveSetting {
             "prefetch"
         } else if self.spin_ns.unwrap_or(0) != prev.spin_ns.unwrap_or(0) {
             "calibration"
+        } else if self.gc != prev.gc {
+            "GC tunables"
         } else {
             "same setting"
         }
@@ -498,15 +543,20 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     Ok(result)
 }
 
-/// Give every setting that leaves prefetch, cache mode or calibration unset the forwarder's
-/// current value (its control block).
+/// Give every setting that leaves prefetch, cache mode, calibration or a GC tunable unset
+/// the forwarder's current value (its control block).
 pub fn fill_unset(settings: &mut [LiveSetting], seg: &Segment) {
     use std::sync::atomic::Ordering;
     let c = seg.control();
     let prefetch = c.prefetch.load(Ordering::Relaxed);
     let cache = CacheMode::from_code(c.cache_mode.load(Ordering::Relaxed)).map(|m| m.name().to_string());
     let spin = c.spin_ns.load(Ordering::Relaxed);
+    let gc = c.gc();
     for s in settings.iter_mut() {
+        s.gc.thresh.get_or_insert(gc.thresh);
+        s.gc.elasticity.get_or_insert(gc.elasticity);
+        s.gc.min_interval_ms.get_or_insert(gc.min_interval_ms);
+        s.gc.timeout_s.get_or_insert(gc.timeout_s);
         s.prefetch.get_or_insert(prefetch);
         if s.cache.is_none() {
             s.cache = cache.clone();
@@ -970,12 +1020,25 @@ mod tests {
         let e = LiveSetting::from_flags("z", &f(&["--prefetch", "9"])).unwrap_err().to_string();
         assert!(e.contains("--prefetch 9: expected a whole number 0..=8"), "{e}");
         assert!(LiveSetting::from_flags("w", &f(&["--cache", "bogus"])).is_err());
+        // The GC tunables switch live too; unset ones keep the forwarder's values.
+        let s = LiveSetting::from_flags("g", &f(&["--gc-min-interval-ms", "0", "--gc-thresh=512"])).unwrap();
+        assert_eq!(s.gc, GcSetting { thresh: Some(512), min_interval_ms: Some(0), ..Default::default() });
+        let base = fwd_abi::GcTunables { thresh: 4096, elasticity: 8, min_interval_ms: 500, timeout_s: 300 };
+        assert_eq!(s.gc.over(base), fwd_abi::GcTunables { thresh: 512, min_interval_ms: 0, ..base });
+        let e = LiveSetting::from_flags("t", &f(&["--gc-timeout", "100000"])).unwrap_err().to_string();
+        assert!(e.contains("--gc-timeout 100000: expected a whole number 0..=86400"), "{e}");
     }
 
     #[test]
     fn a_block_shorter_than_its_warm_up_is_refused() {
-        let s =
-            |l: &str| LiveSetting { label: l.into(), prefetch: Some(0), cache: None, spin_ns: None, reported: None };
+        let s = |l: &str| LiveSetting {
+            label: l.into(),
+            prefetch: Some(0),
+            cache: None,
+            spin_ns: None,
+            gc: GcSetting::default(),
+            reported: None,
+        };
         let mut o = LiveOptions::new("/nonexistent".into(), vec![s("a"), s("b")], "/bin/false".into(), vec![]);
         o.block = Duration::from_millis(60);
         o.discard = Duration::from_millis(50);

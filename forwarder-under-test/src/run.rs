@@ -271,6 +271,13 @@ impl Forwarder {
         c.cache_mode.store(cfg.cache.code(), Ordering::Relaxed);
         c.stage_clock.store(u32::from(cfg.stage_clock), Ordering::Relaxed);
         c.spin_ns.store(cfg.spin_ns, Ordering::Relaxed);
+        let rt = &cfg.rt;
+        c.store_gc(fwd_abi::GcTunables {
+            thresh: rt.gc_thresh.min(u32::MAX as usize) as u32,
+            elasticity: rt.gc_elasticity.min(u32::MAX as usize) as u32,
+            min_interval_ms: rt.gc_min_interval_ms.min(u32::MAX as u64) as u32,
+            timeout_s: rt.gc_timeout_s.min(u32::MAX as u64) as u32,
+        });
 
         let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::burst::MAX_BURST + 256;
         let arena = Arc::new(BufferArena::new((per_queue * cfg.workers) as u32)?);

@@ -402,6 +402,8 @@ impl Worker {
             self.set_spin(spin);
         }
         self.setting = c.setting.load(Ordering::Relaxed);
+        let max = self.rt.params.max_size.min(u32::MAX as usize) as u32;
+        self.rt.set_gc(c.gc().clamped(max));
         let f = c.flush.load(Ordering::Relaxed);
         if f != self.flush_seen {
             self.flush_seen = f;

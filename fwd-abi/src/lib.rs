@@ -29,7 +29,7 @@ pub use cache_mode::CacheMode;
 pub use counters::{drop_counters, Ctr, COUNTER_NAMES, N_COUNTERS, STAGE_CLOCKS};
 pub use error::{Error, Result};
 pub use rows::{segment_rows, CounterRow, SOURCE_FORWARDER, SOURCE_PMU};
-pub use segment::{default_path, Control, Request, Segment, Snapshot, State, VERSION};
+pub use segment::{default_path, Control, GcTunables, Request, Segment, Snapshot, State, VERSION};
 
 /// The symbol-to-stage map of the bundled forwarder, as published for the analyzer.
 pub const STAGE_MAP_TOML: &str = include_str!("../stages.toml");

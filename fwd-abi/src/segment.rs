@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// Layout version; readers refuse any other.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 const MAGIC: [u8; 8] = *b"FWDSCOPE";
 const NAME_LEN: usize = 32;
 const HEADER_SIZE: usize = 256;
@@ -88,6 +88,58 @@ pub struct Control {
     /// What the controller calls the setting in force (copied into each worker's
     /// `setting` counter once applied).
     pub setting: AtomicU64,
+    /// Route-cache GC tunables in force (the forwarder writes its start values; workers
+    /// clamp what a controller writes to the bounds of [`GcTunables::clamped`]).
+    pub gc_thresh: AtomicU32,
+    pub gc_elasticity: AtomicU32,
+    pub gc_min_interval_ms: AtomicU32,
+    pub gc_timeout_s: AtomicU32,
+}
+
+/// The route-cache GC tunables a controller can change while the forwarder runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GcTunables {
+    /// GC runs past this many entries (kept below the cache's max_size).
+    pub thresh: u32,
+    /// GC's target average chain length, and the chain length beyond which an insert
+    /// evicts (1..=1024).
+    pub elasticity: u32,
+    /// Minimum time between GC runs below max_size, ms (at most one hour).
+    pub min_interval_ms: u32,
+    /// Idle time after which an entry expires, s (at most one day).
+    pub timeout_s: u32,
+}
+
+impl GcTunables {
+    /// Within the bounds the forwarder accepts at start: `thresh` below `max_size`.
+    pub fn clamped(self, max_size: u32) -> GcTunables {
+        GcTunables {
+            thresh: self.thresh.min(max_size.saturating_sub(1)),
+            elasticity: self.elasticity.clamp(1, 1024),
+            min_interval_ms: self.min_interval_ms.min(3_600_000),
+            timeout_s: self.timeout_s.min(86_400),
+        }
+    }
+}
+
+impl Control {
+    /// The GC tunables in force.
+    pub fn gc(&self) -> GcTunables {
+        GcTunables {
+            thresh: self.gc_thresh.load(Ordering::Relaxed),
+            elasticity: self.gc_elasticity.load(Ordering::Relaxed),
+            min_interval_ms: self.gc_min_interval_ms.load(Ordering::Relaxed),
+            timeout_s: self.gc_timeout_s.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Write GC tunables (no generation bump: [`Segment::apply`] bumps once for all).
+    pub fn store_gc(&self, g: GcTunables) {
+        self.gc_thresh.store(g.thresh, Ordering::Relaxed);
+        self.gc_elasticity.store(g.elasticity, Ordering::Relaxed);
+        self.gc_min_interval_ms.store(g.min_interval_ms, Ordering::Relaxed);
+        self.gc_timeout_s.store(g.timeout_s, Ordering::Relaxed);
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_SIZE);
@@ -508,6 +560,9 @@ impl Segment {
         if let Some(ns) = req.spin_ns {
             c.spin_ns.store(ns, Ordering::Relaxed);
         }
+        if let Some(g) = req.gc {
+            c.store_gc(g);
+        }
         if req.flush {
             c.flush.fetch_add(1, Ordering::Relaxed);
         }
@@ -527,6 +582,8 @@ pub struct Request {
     pub prefetch: Option<u32>,
     pub cache_mode: Option<u32>,
     pub spin_ns: Option<u32>,
+    /// Route-cache GC tunables.
+    pub gc: Option<GcTunables>,
     /// Flush the route cache as well.
     pub flush: bool,
     /// The controller's tag for the setting in force.

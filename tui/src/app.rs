@@ -278,6 +278,7 @@ impl App {
             prefetch: Some(p),
             cache: Some(c.to_string()),
             spin_ns: None,
+            gc: Default::default(),
             reported: None,
         };
         let (a, b) = (setting(p0, &c0), setting(f.prefetch as u32, &f.cache));

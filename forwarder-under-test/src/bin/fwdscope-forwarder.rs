@@ -2,7 +2,7 @@
 //! attach to). Same flags and output as `fwdscope forward`.
 
 use clap::Parser;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 #[derive(Parser)]

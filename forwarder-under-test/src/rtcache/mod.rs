@@ -189,6 +189,21 @@ impl RtCache {
     }
 
     #[inline(always)]
+    /// Apply GC tunables changed while running (a live comparison's setting). A zero
+    /// elasticity (a control block never written) leaves the tunables as they are.
+    pub fn set_gc(&mut self, g: fwd_abi::GcTunables) {
+        if g.elasticity == 0 {
+            return;
+        }
+        let hz = self.params.hz;
+        self.params.gc_thresh = g.thresh as usize;
+        self.params.gc_elasticity = g.elasticity as usize;
+        self.params.gc_min_interval_ms = g.min_interval_ms as u64;
+        self.params.gc_timeout_s = g.timeout_s as u64;
+        self.gc_min_interval = g.min_interval_ms as u64 * hz / 1000;
+        self.gc_timeout = g.timeout_s as u64 * hz;
+    }
+
     pub fn hash(&self, k: &RtKey) -> usize {
         (jhash_3words(k.daddr, k.saddr ^ (u32::from(k.iif) << 5), u32::from(k.tos), self.seed) as usize)
             & self.hash_mask
