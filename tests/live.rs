@@ -27,6 +27,24 @@ fn live(args: &[&str], out: &std::path::Path) -> (String, serde_json::Value) {
 
 const SMALL: [&str; 5] = ["--", "--routes", "5000", "--cache", "nocache"];
 
+/// `fwdscope forward --duration 0 --device inline FLAGS`, once its segment says running.
+fn running_forwarder(flags: &[&str]) -> (std::process::Child, fwd_abi::Segment) {
+    let fwd = fwdscope()
+        .args(["forward", "--duration", "0", "--device", "inline"])
+        .args(flags)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("forwarder");
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(s) = fwd_abi::Segment::find_for(fwd.id()).filter(|s| s.state() == fwd_abi::State::Running) {
+            return (fwd, s);
+        }
+        assert!(t0.elapsed().as_secs() < 60, "forwarder did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_planted_cost_is_found_and_every_block_has_one_setting() {
     let _g = serial();
@@ -188,21 +206,8 @@ fn top_s_ab_loop_finds_the_planted_cost_and_leaves_b_in_force() {
     use compare::live::{ab_loop, LiveSetting};
     use std::sync::atomic::{AtomicBool, Ordering};
     let _g = serial();
-    let mut fwd = fwdscope()
-        .args(["forward", "--duration", "0", "--device", "inline"])
-        .args(&SMALL[1..])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("forwarder");
+    let (mut fwd, seg) = running_forwarder(&SMALL[1..]);
     let pid = fwd.id();
-    let t0 = std::time::Instant::now();
-    let seg = loop {
-        if let Some(s) = fwd_abi::Segment::find_for(pid).filter(|s| s.state() == fwd_abi::State::Running) {
-            break s;
-        }
-        assert!(t0.elapsed().as_secs() < 60, "forwarder did not start");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
     let threads = compare::live::wait_threads(pid, seg.n_workers()).expect("threads");
     let set = |label: &str, ns| LiveSetting {
         label: label.into(),
@@ -245,21 +250,20 @@ fn top_s_ab_loop_finds_the_planted_cost_and_leaves_b_in_force() {
 fn gc_tunables_switch_live() {
     use std::time::Duration;
     let _g = serial();
-    let mut fwd = fwdscope()
-        .args(["forward", "--duration", "0", "--device", "inline", "--routes", "5000", "--cache", "rtcache"])
-        .args(["--rt-hash-buckets", "1024", "--flows", "200000", "--pkts-per-flow", "1", "--gc-min-interval-ms", "500"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("forwarder");
-    let pid = fwd.id();
-    let t0 = std::time::Instant::now();
-    let seg = loop {
-        if let Some(s) = fwd_abi::Segment::find_for(pid).filter(|s| s.state() == fwd_abi::State::Running) {
-            break s;
-        }
-        assert!(t0.elapsed().as_secs() < 60, "forwarder did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut fwd, seg) = running_forwarder(&[
+        "--routes",
+        "5000",
+        "--cache",
+        "rtcache",
+        "--rt-hash-buckets",
+        "1024",
+        "--flows",
+        "200000",
+        "--pkts-per-flow",
+        "1",
+        "--gc-min-interval-ms",
+        "500",
+    ]);
     let start = seg.control().gc();
     assert_eq!((start.thresh, start.elasticity, start.min_interval_ms, start.timeout_s), (1024, 8, 500, 300));
     // Ignored GC requests over 300 ms under `g`, after 100 ms to settle.
