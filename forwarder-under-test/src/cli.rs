@@ -115,6 +115,10 @@ pub struct ForwarderArgs {
     /// Idle time after which a cache entry expires, in seconds.
     #[arg(long, default_value_t = 300)]
     pub gc_timeout: u64,
+    /// Whose route cache: 2.6 evicts from a chain longer than --gc-elasticity at insert;
+    /// 2.4 (2.4.21) does not, and fills to --max-size under a flood.
+    #[arg(long, value_enum, default_value_t = crate::config::RtVersion::V2_6)]
+    pub rtcache_version: crate::config::RtVersion,
     /// Concurrent flows of the synthetic traffic.
     #[arg(long, default_value_t = 32768)]
     pub flows: usize,
@@ -209,6 +213,7 @@ impl ForwarderArgs {
                 gc_elasticity: self.gc_elasticity,
                 gc_min_interval_ms: self.gc_min_interval_ms,
                 gc_timeout_s: self.gc_timeout,
+                version: self.rtcache_version,
                 ..RtParams::default()
             },
             traffic: TrafficProfile {

@@ -52,6 +52,25 @@ pub struct RtParams {
     pub gc_interval_s: u64,
     /// Jiffies per second of the cache's clock (default 1000).
     pub hz: u64,
+    /// Which kernel's route cache (default 2.6).
+    #[serde(default)]
+    pub version: RtVersion,
+}
+
+/// The route cache of which kernel: 2.6 evicts the lowest-scoring entry of a chain longer
+/// than gc_elasticity at insert (rt_intern_hash), so chains stay short and the cache rarely
+/// reaches max_size; 2.4.21 does not, so under a flood of new destinations the cache fills
+/// to max_size, chains grow to max_size / buckets, and GC (rt_garbage_collect, the same
+/// algorithm in both) then runs on nearly every allocation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+pub enum RtVersion {
+    #[value(name = "2.4")]
+    #[serde(rename = "2.4")]
+    V2_4,
+    #[default]
+    #[value(name = "2.6")]
+    #[serde(rename = "2.6")]
+    V2_6,
 }
 
 impl Default for RtParams {
@@ -65,6 +84,7 @@ impl Default for RtParams {
             gc_timeout_s: 300,
             gc_interval_s: 60,
             hz: 1000,
+            version: RtVersion::V2_6,
         }
     }
 }

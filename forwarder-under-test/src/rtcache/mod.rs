@@ -13,7 +13,7 @@ pub mod gc;
 
 use crate::burst::MAX_BURST;
 pub use crate::burst::NIL;
-use crate::config::RtParams;
+use crate::config::{RtParams, RtVersion};
 use crate::cpu::rdtsc;
 use crate::fib::{Fib, NO_ROUTE};
 use crate::slab::{fwd_slab_alloc, fwd_slab_alloc_bulk, fwd_slab_free_bulk, Depot, SlabCache};
@@ -432,7 +432,8 @@ fn rt_intern_hash(rt: &mut RtCache, h: usize, new: u32, now: u64) {
         prev = i;
         i = e.next;
     }
-    if cand != NIL && chain_length > rt.params.gc_elasticity {
+    // 2.4.21's rt_intern_hash inserted without evicting: chains grow until GC frees them.
+    if cand != NIL && chain_length > rt.params.gc_elasticity && rt.params.version == RtVersion::V2_6 {
         let next = rt.dst[cand as usize].next;
         if cand_prev == NIL {
             rt.buckets[h] = next;
@@ -514,6 +515,26 @@ mod tests {
         let mut d: Vec<u32> = rt.chains()[0].iter().map(|&i| rt.dst[i as usize].daddr & 0xff).collect();
         d.sort_unstable();
         assert_eq!(d, vec![15, 16, 17, 18, 19]);
+    }
+
+    /// 2.4.21's rt_intern_hash does not evict: the chain holds every entry until GC (here
+    /// below gc_thresh, so never) frees them.
+    #[test]
+    fn the_2_4_cache_inserts_without_evicting() {
+        let p = RtParams {
+            hash_buckets: 1,
+            gc_elasticity: 4,
+            gc_thresh: 1000,
+            version: RtVersion::V2_4,
+            ..Default::default()
+        };
+        let mut rt = RtCache::new(&p, 0, 1);
+        let f = fib();
+        for d in 0..20u32 {
+            let k = RtKey { daddr: 0x0101_0000 + d, saddr: 0xC612_0001, tos: 0, iif: 0 };
+            fwd_lookup_rtcache_input(&mut rt, &f, &k, u64::from(d)).unwrap();
+        }
+        assert_eq!((rt.chains()[0].len(), rt.entries), (20, 20));
     }
 
     #[test]
