@@ -23,6 +23,15 @@ pub struct WorkerThread {
     status: PathBuf,
 }
 
+impl WorkerThread {
+    /// Thread `tid` of process `pid`, watched as worker `worker` (a thread other than a
+    /// forwarder's worker whose waiting matters: a load generator's sender).
+    pub fn of(pid: u32, tid: u32, worker: usize) -> WorkerThread {
+        let dir = PathBuf::from(format!("/proc/{pid}/task/{tid}"));
+        WorkerThread { worker, tid, schedstat: dir.join("schedstat"), status: dir.join("status") }
+    }
+}
+
 /// The worker threads (`fwd-worker-N`) of process `pid`, by worker index.
 pub fn worker_threads(pid: u32) -> Result<Vec<WorkerThread>> {
     let dir = PathBuf::from(format!("/proc/{pid}/task"));

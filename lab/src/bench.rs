@@ -80,6 +80,9 @@ struct Measured {
     sent: u64,
     arrived: u64,
     seconds: f64,
+    /// Was the machine busy: the sender thread's and (fwdscope) the forwarder workers'
+    /// run-queue wait, the host's steal. A flagged run is left out of the comparison.
+    contention: compare::contention::Contention,
 }
 
 impl Measured {
@@ -112,8 +115,9 @@ fn bench_up(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[S
 }
 
 /// The sender at full speed for `seconds`, on a thread of its own (it enters the sender
-/// namespace): (packets sent, seconds).
-fn bench_send(a: &BenchOptions, at: Placement, seconds: f64) -> Result<(u64, f64)> {
+/// namespace): (packets sent, seconds, the sender thread's scheduler figures before and
+/// after: its waiting on a run queue means another process took its CPU).
+fn bench_send(a: &BenchOptions, at: Placement, seconds: f64) -> Result<(u64, f64, SenderSched)> {
     let o = SendOptions {
         name: a.name.clone(),
         flows: a.flows,
@@ -126,14 +130,24 @@ fn bench_send(a: &BenchOptions, at: Placement, seconds: f64) -> Result<(u64, f64
         seed: 1,
         cpu: at.sender,
     };
-    let sent = std::thread::Builder::new()
+    let (sent, sched) = std::thread::Builder::new()
         .name("lab-sender".into())
-        .spawn(move || send(&o))
+        .spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let me = compare::contention::WorkerThread::of(std::process::id(), unsafe { libc::gettid() } as u32, 0);
+            let before = me.read();
+            let sent = send(&o);
+            (sent, (before, me.read()))
+        })
         .context("starting the sender thread")?
         .join()
-        .map_err(|_| Error::Config("the sender thread panicked".into()))??;
-    Ok((sent.packets, sent.seconds))
+        .map_err(|_| Error::Config("the sender thread panicked".into()))?;
+    let sent = sent?;
+    Ok((sent.packets, sent.seconds, sched))
 }
+
+/// The sender thread's scheduler figures before and after sending.
+type SenderSched = (Option<compare::contention::ThreadReading>, Option<compare::contention::ThreadReading>);
 
 fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<Measured> {
     bench_up(a, lab, setup, at, flags)?;
@@ -141,11 +155,27 @@ fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags
     bench_send(a, at, 0.5)?;
     std::thread::sleep(std::time::Duration::from_millis(100));
     let r0 = lab.sink_received()?;
-    let (sent, seconds) = bench_send(a, at, a.seconds)?;
+    // The forwarder's workers (fwdscope), watched over the measured interval like the
+    // sender thread and the host.
+    let workers = match (setup, lab.forwarder_pid()) {
+        (Setup::Fwdscope, Some(pid)) => compare::contention::worker_threads(pid as u32).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let before = compare::contention::read(&workers);
+    let t0 = std::time::Instant::now();
+    let (sent, seconds, (s0, s1)) = bench_send(a, at, a.seconds)?;
+    let elapsed = t0.elapsed().as_nanos() as u64;
+    let after = compare::contention::read(&workers);
     // Frames still in flight (rings, backlogs) arrive within milliseconds.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let arrived = lab.sink_received()?.saturating_sub(r0);
-    Ok(Measured { setup, sent, arrived, seconds })
+    let with_sender = |r: compare::contention::Reading, s| {
+        let mut threads = r.threads;
+        threads.push(s);
+        compare::contention::Reading { threads, host: r.host }
+    };
+    let contention = compare::contention::between(&with_sender(before, s0), &with_sender(after, s1), elapsed);
+    Ok(Measured { setup, sent, arrived, seconds, contention })
 }
 
 /// The same load once more while recording (every CPU for the kernel, the lab's forwarder
@@ -168,7 +198,7 @@ fn bench_stages(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags:
         .spawn(move || record(&o, &std::sync::atomic::AtomicBool::new(false), None, &mut |_| {}))
         .context("starting the recorder thread")?;
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let sent = bench_send(a, at, a.seconds);
+    let sent = bench_send(a, at, a.seconds).map(|_| ());
     let recorded = recorder.join().map_err(|_| Error::Config("the recorder thread panicked".into()))?;
     sent?;
     recorded?;
@@ -275,36 +305,90 @@ fn report(
     let _ = writeln!(out, "fwdscope forwarder flags: {}; {}", flags.join(" "), ingress.trim());
     let _ = writeln!(
         out,
-        "{:<42} {:>4} {:>14} {:>25} {:>14} {:>8}",
-        "setup", "runs", "forwarded pps", "[min .. max]", "offered pps", "lost"
+        "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}",
+        "setup", "runs", "left out", "forwarded pps", "[min .. max]", "offered pps", "lost"
     );
+    let clean = |s: Setup| -> Vec<&Measured> {
+        runs.iter().filter(|m| m.setup == s && m.contention.flags.is_empty()).collect()
+    };
+    let left_out = |s: Setup| runs.iter().filter(|m| m.setup == s && !m.contention.flags.is_empty()).count();
+    // Too many runs left out: no confident comparison (the sweep's rule: over a quarter).
+    let busy = |s: Setup| {
+        let all = runs.iter().filter(|m| m.setup == s).count();
+        let out = left_out(s);
+        (out * 4 > all || out == all).then(|| format!("{out} of {all} runs of {} left out", s.label(at.dut)))
+    };
     let mut medians = Vec::new();
     for s in setups.iter().filter(|s| **s != Setup::SenderOnly) {
-        let mine: Vec<&Measured> = runs.iter().filter(|m| m.setup == *s).collect();
+        let mine = clean(*s);
         let pps: Vec<f64> = mine.iter().map(|m| m.pps()).collect();
         let (lo, hi) = pps.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
         let lost: u64 = mine.iter().map(|m| m.sent.saturating_sub(m.arrived)).sum();
         let sent: u64 = mine.iter().map(|m| m.sent).sum();
+        if mine.is_empty() {
+            // Every run left out: no figure at all rather than a made-up one.
+            let _ = writeln!(
+                out,
+                "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}",
+                s.label(at.dut),
+                0,
+                left_out(*s),
+                "-",
+                "-",
+                "-",
+                "-"
+            );
+            continue;
+        }
         let med = median(&pps);
         medians.push((*s, med, pps, lost > 0));
         let _ = writeln!(
             out,
-            "{:<42} {:>4} {:>14.0} {:>25} {:>14.0} {:>7.1}%",
+            "{:<42} {:>4} {:>8} {:>14.0} {:>25} {:>14.0} {:>7.1}%",
             s.label(at.dut),
             mine.len(),
+            left_out(*s),
             med,
             format!("[{lo:.0} .. {hi:.0}]"),
             median(&mine.iter().map(|m| m.offered()).collect::<Vec<_>>()),
             100.0 * lost as f64 / sent.max(1) as f64
         );
     }
-    let alone: Vec<f64> = runs.iter().filter(|m| m.setup == Setup::SenderOnly).map(|m| m.offered()).collect();
+    let alone: Vec<f64> = clean(Setup::SenderOnly).iter().map(|m| m.offered()).collect();
     let alone_med = median(&alone);
-    let _ =
-        writeln!(out, "{}: {} runs, {:.0} pps sent (median)", Setup::SenderOnly.label(at.dut), alone.len(), alone_med);
+    let alone_text = if alone.is_empty() { "-".to_string() } else { format!("{alone_med:.0}") };
+    let _ = writeln!(out, "{}: {} runs, {alone_text} pps sent (median)", Setup::SenderOnly.label(at.dut), alone.len());
     let fwd = medians.iter().find(|m| m.0 == Setup::Fwdscope);
     let best = medians.iter().filter(|m| m.0 != Setup::Fwdscope).max_by(|x, y| x.1.total_cmp(&y.1));
-    if let (Some((_, f, fp, _)), Some((k, kv, kp, _))) = (fwd, best) {
+    // Contention: which runs were left out and why.
+    let flagged: Vec<&Measured> = runs.iter().filter(|m| !m.contention.flags.is_empty()).collect();
+    let mut reasons: Vec<&str> = flagged.iter().flat_map(|m| m.contention.flags.iter().map(String::as_str)).collect();
+    reasons.sort_unstable();
+    reasons.dedup();
+    let _ = writeln!(
+        out,
+        "contention: {} of {} runs left out (the sender or a forwarder worker waiting to run over {:.0}% of a run, \
+         or steal over {:.0}%){}",
+        flagged.len(),
+        runs.len(),
+        compare::contention::MAX_RUNQ_SHARE * 100.0,
+        compare::contention::MAX_STEAL_SHARE * 100.0,
+        if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join("; ")) }
+    );
+    // The compared pair: fwdscope and the best kernel setup (or, with none measured, every
+    // kernel setup).
+    let kernels: Vec<Setup> = match best {
+        Some(b) => vec![b.0],
+        None => setups.iter().copied().filter(|s| matches!(s, Setup::Kernel | Setup::KernelRps)).collect(),
+    };
+    let undecided: Vec<String> = std::iter::once(Setup::Fwdscope).chain(kernels).filter_map(busy).collect();
+    if !undecided.is_empty() {
+        let _ = writeln!(
+            out,
+            "ratio fwdscope / best kernel setup: undecided: the machine was busy ({})",
+            undecided.join("; ")
+        );
+    } else if let (Some((_, f, fp, _)), Some((k, kv, kp, _))) = (fwd, best) {
         let p = welch_p(fp, kp);
         let _ = writeln!(
         out,
@@ -338,4 +422,64 @@ fn report(
     let _ = writeln!(out, "\n== kernel forwarding: stage split (record -a, Linux rules)\n{k_stages}");
     let _ = writeln!(out, "== fwdscope afpacket: stage split (record -p on the lab forwarder)\n{f_stages}");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use compare::contention::Contention;
+
+    fn run(setup: Setup, arrived: u64, busy: bool) -> Measured {
+        let flags = if busy { vec!["a worker waited to run 40% of the time".to_string()] } else { vec![] };
+        Measured {
+            setup,
+            sent: 2_000_000,
+            arrived,
+            seconds: 1.0,
+            contention: Contention { flags, ..Default::default() },
+        }
+    }
+
+    fn options() -> BenchOptions {
+        BenchOptions {
+            name: "t".into(),
+            routes: 10,
+            flows: 10,
+            seconds: 1.0,
+            repeat: 4,
+            size: 64,
+            forwarder_flags: vec![],
+            forwarder: ForwarderProgram::default(),
+        }
+    }
+
+    /// Runs the contention detector flagged are left out of the medians; when over a
+    /// quarter of a compared setup's runs are, the ratio is undecided, saying why.
+    #[test]
+    fn busy_runs_are_left_out_and_too_many_leave_the_ratio_undecided() {
+        let at = Placement { sender: Some(0), dut: Some(1) };
+        let setups = [Setup::Kernel, Setup::Fwdscope, Setup::SenderOnly];
+        let mut runs: Vec<Measured> = (0..4).map(|_| run(Setup::Kernel, 1_000_000, false)).collect();
+        runs.extend((0..4).map(|_| run(Setup::SenderOnly, 2_000_000, false)));
+        // One fwdscope run of four was slowed by a neighbour: left out, the rest decide.
+        runs.extend([1_500_000, 1_510_000, 1_490_000].map(|n| run(Setup::Fwdscope, n, false)));
+        runs.push(run(Setup::Fwdscope, 300_000, true));
+        let text = report(&options(), at, &setups, &[], "", &runs, "", "");
+        let row = text.lines().find(|l| l.starts_with("fwdscope afpacket")).expect("row");
+        assert!(row.contains("   3        1        1500000"), "{row}");
+        assert!(text.contains("contention: 1 of 12 runs left out") && text.contains("waited to run 40%"), "{text}");
+        assert!(
+            text.contains("ratio fwdscope / best kernel setup (kernel (softirq on the sender's CPU)): 1.50"),
+            "{text}"
+        );
+        // Two of four: over a quarter, no confident ratio.
+        runs[9].contention.flags = vec!["host steal 30% of CPU time".into()];
+        let text = report(&options(), at, &setups, &[], "", &runs, "", "");
+        assert!(
+            text.contains(
+                "ratio fwdscope / best kernel setup: undecided: the machine was busy (2 of 4 runs of fwdscope"
+            ),
+            "{text}"
+        );
+    }
 }
