@@ -41,19 +41,21 @@ pub fn build_id_from_notes(notes: &[u8]) -> Option<String> {
     None
 }
 
-/// The running kernel's build-id (/sys/kernel/notes) and the address of its `_text`
-/// (/proc/kallsyms, zero when hidden from this user): what a recording needs to check,
+/// The running kernel's build-id (/sys/kernel/notes): what a recording needs to check,
 /// later and elsewhere, that kernel symbols belong to the kernel it sampled.
-pub fn running_kernel() -> (Option<String>, Option<u64>) {
-    let id = std::fs::read("/sys/kernel/notes").ok().and_then(|b| build_id_from_notes(&b));
-    let text = std::fs::read_to_string("/proc/kallsyms").ok().and_then(|t| {
-        t.lines().find_map(|l| {
-            let mut f = l.split_whitespace();
-            let (a, _, n) = (f.next()?, f.next()?, f.next()?);
-            (n == "_text").then(|| u64::from_str_radix(a, 16).ok()).flatten()
-        })
-    });
-    (id, text.filter(|&a| a != 0))
+pub fn running_kernel_build_id() -> Option<String> {
+    std::fs::read("/sys/kernel/notes").ok().and_then(|b| build_id_from_notes(&b))
+}
+
+/// The address of `_text` in a kallsyms text (`ADDRESS TYPE NAME` lines); None when
+/// absent or hidden (all zeros, as /proc/kallsyms shows it to an unprivileged reader).
+pub fn kallsyms_text_address(kallsyms: &[u8]) -> Option<u64> {
+    kallsyms.split(|&b| b == b'\n').find_map(|l| {
+        let l = std::str::from_utf8(l).ok()?;
+        let mut f = l.split_whitespace();
+        let (a, _, n) = (f.next()?, f.next()?, f.next()?);
+        (n == "_text").then(|| u64::from_str_radix(a, 16).ok()).flatten().filter(|&a| a != 0)
+    })
 }
 
 /// Fill in build-ids the kernel did not supply, reading each distinct file once.
@@ -65,5 +67,16 @@ pub fn fill_build_ids(maps: &mut [Mapping]) {
         }
         let id = cache.entry(m.path.clone()).or_insert_with(|| read_build_id(std::path::Path::new(&m.path)));
         m.build_id = id.clone();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn text_address_from_kallsyms_only_when_visible() {
+        let k = b"ffffffff81000000 T _stext\nffffffff81000000 T _text\nffffffff81000100 t f\n";
+        assert_eq!(super::kallsyms_text_address(k), Some(0xffff_ffff_8100_0000));
+        assert_eq!(super::kallsyms_text_address(b"0000000000000000 T _text\n"), None, "hidden addresses");
+        assert_eq!(super::kallsyms_text_address(b"ffffffff81000000 T _stext\n"), None);
     }
 }

@@ -59,10 +59,10 @@ impl Machine {
             .and_then(|l| l.split(':').nth(1))
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
-        let (kernel_build_id, text) = crate::buildid::running_kernel();
         Machine {
-            kernel_build_id,
-            kernel_text: text.map(|a| format!("{a:#x}")),
+            kernel_build_id: crate::buildid::running_kernel_build_id(),
+            // Filled from the kallsyms snapshot a recording takes (read once).
+            kernel_text: None,
             hostname: read("/proc/sys/kernel/hostname"),
             kernel: read("/proc/sys/kernel/osrelease"),
             cpus: crate::perf_abi::online_cpus().len(),

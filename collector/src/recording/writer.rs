@@ -150,15 +150,17 @@ impl RecordingWriter {
         Ok(())
     }
 
-    /// Copy /proc/kallsyms (addresses are zero unless the reader may see them).
-    pub fn snapshot_kallsyms(&self) -> Result<bool> {
+    /// Copy /proc/kallsyms (addresses are zero unless the reader may see them). Returns
+    /// whether the addresses are visible, and the address of `_text` in the copy (the
+    /// recording's reference for the kernel's placement on this boot).
+    pub fn snapshot_kallsyms(&self) -> Result<(bool, Option<u64>)> {
         let p = self.dir.join("kallsyms");
         let text = std::fs::read("/proc/kallsyms").map_err(|e| Error::io("/proc/kallsyms", e))?;
         let visible = text.split(|&b| b == b'\n').take(100).any(|l| l.iter().take(16).any(|&c| c != b'0'));
         // Private even in a shared recording when it holds real addresses: /proc hides them
         // from other users (kptr_restrict), and so does this copy.
         write_atomic_mode(&p, &text, if visible { file_mode(false) } else { self.mode })?;
-        Ok(visible)
+        Ok((visible, crate::buildid::kallsyms_text_address(&text)))
     }
 }
 

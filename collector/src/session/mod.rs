@@ -283,9 +283,10 @@ pub fn record(
 ) -> Result<Meta> {
     let writer = RecordingWriter::create_with(&opts.output, opts.force, opts.shared)?;
     let mut notes = Vec::new();
+    let mut kernel_text = None;
     match writer.snapshot_kallsyms() {
-        Ok(true) => {}
-        Ok(false) => {
+        Ok((true, text)) => kernel_text = text,
+        Ok((false, _)) => {
             notes.push("kallsyms addresses are hidden (kptr_restrict): kernel symbols cannot be resolved".to_string())
         }
         Err(e) => notes.push(format!("no kallsyms snapshot: {e}")),
@@ -301,7 +302,7 @@ pub fn record(
         target: opts.target.describe(),
         target_pid: target.pid,
         forwarder: None,
-        machine: Machine::current(),
+        machine: Machine { kernel_text: kernel_text.map(|a| format!("{a:#x}")), ..Machine::current() },
         sampling,
         counting: counting_info,
         start_unix_ns: unix_ns(),
