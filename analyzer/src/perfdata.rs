@@ -114,11 +114,10 @@ pub fn check_modules(
     look: &crate::symbolize::kernel::KernelLookup,
     ks: &mut crate::symbolize::kernel::KernelSymbols,
 ) {
-    let this_machine = ks.source.starts_with("kernel: this machine's");
     if ks.kallsyms.is_none() {
         return;
     }
-    if !this_machine {
+    if !ks.from_this_machine {
         if !pd.modules.is_empty() {
             ks.source.push_str(&format!(
                 "; {} module(s) named from the same file, unchecked (a kallsyms file records no module build-ids)",
@@ -127,9 +126,8 @@ pub fn check_modules(
         }
         return;
     }
-    let sys = look.this_machine.as_ref().and_then(|(notes, _)| notes.parent()).map(|kernel| kernel.join("../module"));
+    let Some(sys) = look.this_machine.as_ref().map(|t| &t.modules) else { return };
     for m in &pd.modules {
-        let Some(sys) = &sys else { break };
         let dir = sys.join(&m.name);
         let here_id = std::fs::read(dir.join("notes/.note.gnu.build-id"))
             .ok()
@@ -790,5 +788,71 @@ mod tests {
         assert_eq!(a, b);
         assert!(b.len() > 100 && b.len() < kept.samples.len());
         assert_eq!((kept.kernel.clone(), kept.maps.len()), (grouped.kernel.clone(), grouped.maps.len()));
+    }
+
+    /// With this machine's kallsyms, a recorded module is named only when this machine has
+    /// the same build of it loaded at the recorded place.
+    #[test]
+    fn modules_of_another_build_or_load_stay_unnamed() {
+        use crate::symbolize::kernel::{KernelLookup, KernelSymbols, ThisMachine};
+        let d = std::env::temp_dir().join(format!("fwdscope-modules-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let module = |name: &str, id: u8, text: &str| {
+            let m = d.join("module").join(name);
+            std::fs::create_dir_all(m.join("notes")).unwrap();
+            std::fs::create_dir_all(m.join("sections")).unwrap();
+            let mut notes = Vec::new();
+            for v in [4u32, 20, 3] {
+                notes.extend_from_slice(&v.to_le_bytes());
+            }
+            notes.extend_from_slice(b"GNU\0");
+            notes.extend_from_slice(&[id; 20]);
+            std::fs::write(m.join("notes/.note.gnu.build-id"), notes).unwrap();
+            std::fs::write(m.join("sections/.text"), text).unwrap();
+        };
+        module("ixgbe", 0xaa, "0xffffffffc0a00000\n");
+        module("e1000e", 0xbb, "0xffffffffc0b00000\n");
+        module("tg3", 0xcc, "0xffffffffc0f00000\n");
+        let rec = |name: &str, start: u64, id: u8| KernelModule {
+            name: name.into(),
+            start,
+            len: 0x10000,
+            build_id: Some(format!("{id:02x}").repeat(20)),
+        };
+        let pd = PerfData {
+            modules: vec![
+                rec("ixgbe", 0xffffffffc0a00000, 0xaa),     // same build, same place: named
+                rec("e1000e", 0xffffffffc0b00000, 0x11),    // another build
+                rec("tg3", 0xffffffffc0c00000, 0xcc),       // loaded elsewhere now
+                rec("mlx5_core", 0xffffffffc0d00000, 0xdd), // not loaded here
+            ],
+            ..Default::default()
+        };
+        let look = KernelLookup {
+            given: None,
+            buildid_dir: None,
+            this_machine: Some(ThisMachine {
+                notes: d.join("notes"),
+                kallsyms: d.join("kallsyms"),
+                modules: d.join("module"),
+            }),
+        };
+        let mut ks = KernelSymbols {
+            kallsyms: Some(crate::symbolize::Kallsyms::parse("ffffffff81000000 T _text\n")),
+            from_this_machine: true,
+            ..Default::default()
+        };
+        check_modules(&pd, &look, &mut ks);
+        let starts: Vec<u64> = ks.unnamed.iter().map(|u| u.0).collect();
+        assert_eq!(starts, [0xffffffffc0b00000, 0xffffffffc0c00000, 0xffffffffc0d00000]);
+        assert!(ks.warnings[0].contains("[e1000e]") && ks.warnings[0].contains(&"bb".repeat(20)), "{:?}", ks.warnings);
+        assert!(ks.warnings[1].contains("[tg3]") && ks.warnings[1].contains("loaded at 0xffffffffc0f00000"));
+        assert!(ks.warnings[2].contains("[mlx5_core] (not loaded on this machine)"), "{:?}", ks.warnings);
+        // With a given kallsyms file, modules cannot be checked: said in the source line.
+        let mut given =
+            KernelSymbols { kallsyms: ks.kallsyms.take(), source: "kernel: --kallsyms k".into(), ..Default::default() };
+        check_modules(&pd, &look, &mut given);
+        assert!(given.unnamed.is_empty() && given.source.contains("4 module(s) named from the same file, unchecked"));
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

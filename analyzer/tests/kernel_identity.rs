@@ -10,7 +10,7 @@
 use analyzer::perfdata::{read_perf_data, read_perf_data_with_kernel};
 use analyzer::rules::{Rules, KERNEL_UNKNOWN};
 use analyzer::stages::perfdata_table_with;
-use analyzer::symbolize::kernel::{KernelLookup, KernelSymbols};
+use analyzer::symbolize::kernel::{KernelLookup, KernelSymbols, ThisMachine};
 use analyzer::symbolize::Symbolizer;
 use std::path::{Path, PathBuf};
 
@@ -37,10 +37,14 @@ fn notes(id: &str) -> Vec<u8> {
     v
 }
 
+/// A stand-in for this machine: notes file `notes` in `d`, kallsyms `ks`, no modules.
+fn machine(d: &Path, notes: &str, ks: PathBuf) -> ThisMachine {
+    ThisMachine { notes: d.join(notes), kallsyms: ks, modules: d.join("module") }
+}
+
 fn kernel_named(path: &Path, look: &KernelLookup) -> (u64, u64, KernelSymbols) {
     let (pd, ks) = read_perf_data_with_kernel(path, look, true).unwrap();
-    let source =
-        KernelSymbols { kallsyms: None, source: ks.source.clone(), warnings: ks.warnings.clone(), unnamed: vec![] };
+    let source = KernelSymbols { source: ks.source.clone(), warnings: ks.warnings.clone(), ..Default::default() };
     let t = perfdata_table_with(&pd, Symbolizer::with_kernel(pd.maps.clone(), ks), &Rules::builtin()).unwrap();
     let kernel = |named: bool| {
         t.symbols
@@ -70,12 +74,14 @@ fn the_golden_file_is_named_only_by_a_kernel_of_its_build() {
     std::fs::write(&ks, text).unwrap();
     // "This machine" runs the recorded build: every kernel sample is named.
     std::fs::write(d.join("notes-same"), notes(&recorded)).unwrap();
-    let look = KernelLookup { given: None, buildid_dir: None, this_machine: Some((d.join("notes-same"), ks.clone())) };
+    let look =
+        KernelLookup { given: None, buildid_dir: None, this_machine: Some(machine(&d, "notes-same", ks.clone())) };
     let (named, unnamed, src) = kernel_named(&file, &look);
     assert!(named > 2000 && unnamed == 0, "named {named}, unnamed {unnamed}: {}", src.source);
     // Another build with the same kallsyms text: not one kernel sample gets a name.
     std::fs::write(d.join("notes-other"), notes(&"ab".repeat(20))).unwrap();
-    let look = KernelLookup { given: None, buildid_dir: None, this_machine: Some((d.join("notes-other"), ks.clone())) };
+    let look =
+        KernelLookup { given: None, buildid_dir: None, this_machine: Some(machine(&d, "notes-other", ks.clone())) };
     let (named, unnamed, src) = kernel_named(&file, &look);
     assert_eq!(named, 0, "{}", src.source);
     assert!(unnamed > 2000);
@@ -84,7 +90,8 @@ fn the_golden_file_is_named_only_by_a_kernel_of_its_build() {
     let cache = d.join("debug");
     std::fs::create_dir_all(cache.join("[kernel.kallsyms]").join(&recorded)).unwrap();
     std::fs::copy(&ks, cache.join("[kernel.kallsyms]").join(&recorded).join("kallsyms")).unwrap();
-    let look = KernelLookup { given: None, buildid_dir: Some(cache), this_machine: Some((d.join("notes-other"), ks)) };
+    let look =
+        KernelLookup { given: None, buildid_dir: Some(cache), this_machine: Some(machine(&d, "notes-other", ks)) };
     let (named, unnamed, src) = kernel_named(&file, &look);
     assert!(named > 2000 && unnamed == 0, "{}", src.source);
     assert!(src.source.contains("build-id cache"), "{}", src.source);

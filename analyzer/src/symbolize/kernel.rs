@@ -29,9 +29,32 @@ pub struct KernelLookup {
     pub given: Option<PathBuf>,
     /// perf's build-id cache directory. Default: `$PERF_BUILDID_DIR`, else `$HOME/.debug`.
     pub buildid_dir: Option<PathBuf>,
-    /// This machine's kernel: its build-id file and kallsyms. Default: /sys/kernel/notes
-    /// and /proc/kallsyms; None to never use this machine (tests of foreign files).
-    pub this_machine: Option<(PathBuf, PathBuf)>,
+    /// This machine's kernel. Default: [`ThisMachine::running`]; None to never use this
+    /// machine (tests of foreign files).
+    pub this_machine: Option<ThisMachine>,
+}
+
+/// Where this machine's kernel describes itself.
+#[derive(Debug, Clone)]
+pub struct ThisMachine {
+    /// The kernel's ELF notes (its build-id). Default /sys/kernel/notes.
+    pub notes: PathBuf,
+    /// Its symbols. Default /proc/kallsyms.
+    pub kallsyms: PathBuf,
+    /// Its loaded modules (NAME/notes/.note.gnu.build-id, NAME/sections/.text). Default
+    /// /sys/module.
+    pub modules: PathBuf,
+}
+
+impl ThisMachine {
+    /// The running kernel's files.
+    pub fn running() -> ThisMachine {
+        ThisMachine {
+            notes: "/sys/kernel/notes".into(),
+            kallsyms: "/proc/kallsyms".into(),
+            modules: "/sys/module".into(),
+        }
+    }
 }
 
 impl Default for KernelLookup {
@@ -39,11 +62,7 @@ impl Default for KernelLookup {
         let buildid_dir = std::env::var_os("PERF_BUILDID_DIR")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".debug")));
-        KernelLookup {
-            given: None,
-            buildid_dir,
-            this_machine: Some(("/sys/kernel/notes".into(), "/proc/kallsyms".into())),
-        }
+        KernelLookup { given: None, buildid_dir, this_machine: Some(ThisMachine::running()) }
     }
 }
 
@@ -59,6 +78,9 @@ pub struct KernelSymbols {
     /// Address ranges (start, length) whose names cannot be trusted (a module of another
     /// build or load): left unnamed.
     pub unnamed: Vec<(u64, u64)>,
+    /// Whether the symbols are this machine's running kernel's (its modules can then be
+    /// checked against /sys/module).
+    pub from_this_machine: bool,
 }
 
 pub use collector::buildid::build_id_from_notes;
@@ -131,7 +153,7 @@ pub fn kernel_symbols(id: &KernelIdentity, look: &KernelLookup, what: &str) -> c
     let Some(build_id) = &id.build_id else {
         // No build-id recorded (an old perf, or the file's feature sections were cut): this
         // machine's symbols only when the reference address proves the same boot.
-        let Some((_, kallsyms)) = &look.this_machine else {
+        let Some(ThisMachine { kallsyms, .. }) = &look.this_machine else {
             out.source = "kernel: none (no build-id recorded)".into();
             return Ok(out);
         };
@@ -145,6 +167,7 @@ pub fn kernel_symbols(id: &KernelIdentity, look: &KernelLookup, what: &str) -> c
                     hex(r.1)
                 );
                 out.kallsyms = Some(k);
+                out.from_this_machine = true;
             }
             _ => {
                 out.source = "kernel: none (no build-id recorded, and this machine's kernel is not provably the \
@@ -179,7 +202,7 @@ pub fn kernel_symbols(id: &KernelIdentity, look: &KernelLookup, what: &str) -> c
         }
     }
     // 3. This machine, when it runs that build.
-    if let Some((notes, kallsyms)) = &look.this_machine {
+    if let Some(ThisMachine { notes, kallsyms, .. }) = &look.this_machine {
         let running = running_build_id(notes);
         if running.as_deref() == Some(build_id.as_str()) {
             if let Ok(mut k) = Kallsyms::load(kallsyms) {
@@ -190,6 +213,7 @@ pub fn kernel_symbols(id: &KernelIdentity, look: &KernelLookup, what: &str) -> c
                     if moved.is_some() { "; another boot: moved to the recorded _text (KASLR)" } else { "" }
                 );
                 out.kallsyms = Some(k);
+                out.from_this_machine = true;
                 return Ok(out);
             }
         }
@@ -249,7 +273,8 @@ mod tests {
         let d = dir("choose");
         std::fs::write(d.join("notes"), notes(&[0xaa; 20])).unwrap();
         std::fs::write(d.join("kallsyms"), KS).unwrap();
-        let here = Some((d.join("notes"), d.join("kallsyms")));
+        let here =
+            Some(ThisMachine { notes: d.join("notes"), kallsyms: d.join("kallsyms"), modules: d.join("module") });
         let aa = "aa".repeat(20);
         let look = KernelLookup { given: None, buildid_dir: Some(d.join("cache")), this_machine: here.clone() };
         // Same build, same boot: this machine.
