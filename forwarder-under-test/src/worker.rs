@@ -402,8 +402,12 @@ impl Worker {
             self.set_spin(spin);
         }
         self.setting = c.setting.load(Ordering::Relaxed);
-        let max = self.rt.params.max_size.min(u32::MAX as usize) as u32;
-        self.rt.set_gc(c.gc().clamped(max));
+        // GC tunables: the forwarder wrote its start values at start-up; a zero elasticity
+        // (a block never written) leaves the cache's as they are.
+        let gc = c.gc();
+        if gc.elasticity != 0 {
+            self.rt.set_gc(gc.clamped(self.rt.params.max_size.min(u32::MAX as usize) as u32));
+        }
         let f = c.flush.load(Ordering::Relaxed);
         if f != self.flush_seen {
             self.flush_seen = f;

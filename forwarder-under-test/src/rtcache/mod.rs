@@ -189,12 +189,9 @@ impl RtCache {
     }
 
     #[inline(always)]
-    /// Apply GC tunables changed while running (a live comparison's setting). A zero
-    /// elasticity (a control block never written) leaves the tunables as they are.
+    /// Apply GC tunables changed while running (a live comparison's setting), already
+    /// within their bounds ([`fwd_abi::GcTunables::clamped`]).
     pub fn set_gc(&mut self, g: fwd_abi::GcTunables) {
-        if g.elasticity == 0 {
-            return;
-        }
         let hz = self.params.hz;
         self.params.gc_thresh = g.thresh as usize;
         self.params.gc_elasticity = g.elasticity as usize;
