@@ -3,7 +3,7 @@
 
 mod cmd;
 
-use cmd::{diff, export, forward, lab, record, report, stat, sweep, top};
+use cmd::{diff, export, forward, lab, metrics, record, report, stat, sweep, top};
 
 use clap::{Parser, Subcommand};
 
@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the bundled forwarder and print rtstat-like lines every -i seconds.
-    Forward(forwarder::cli::ForwardArgs),
+    Forward(forward::ForwardCmd),
     /// Sample the forwarder (flags after `--`), a PID (-p) or every CPU (-a) into a recording.
     Record(record::RecordArgs),
     /// Count events per interval: Mpps, cycles or ns per packet, IPC, misses per packet.
@@ -32,6 +32,8 @@ enum Cmd {
     Sweep(sweep::SweepArgs),
     /// The live, top-like view: stages, symbols, rtstat; keys change prefetch and cache mode.
     Top(top::TopArgs),
+    /// Serve a running forwarder's counters to Prometheus (OpenMetrics over HTTP).
+    Metrics(metrics::MetricsArgs),
     /// Network namespaces and veth pairs for real-interface runs (198.18.0.0/15 only).
     #[command(subcommand)]
     Lab(lab::LabCmd),
@@ -49,12 +51,13 @@ fn main() {
         Some(Cmd::Top(a)) => top::run(&a),
         Some(Cmd::Sweep(a)) => sweep::run(&a),
         Some(Cmd::Lab(c)) => lab::run(&c),
+        Some(Cmd::Metrics(a)) => metrics::run(&a),
         None => {
             // The embedded default: a few seconds of the bundled forwarder on its synthetic NIC.
             use clap::FromArgMatches;
-            let m = <forwarder::cli::ForwardArgs as clap::Args>::augment_args(clap::Command::new("forward"))
+            let m = <forward::ForwardCmd as clap::Args>::augment_args(clap::Command::new("forward"))
                 .get_matches_from(["forward"]);
-            match forwarder::cli::ForwardArgs::from_arg_matches(&m) {
+            match forward::ForwardCmd::from_arg_matches(&m) {
                 Ok(a) => forward::run(&a),
                 Err(e) => Err(e.into()),
             }

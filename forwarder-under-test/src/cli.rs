@@ -5,7 +5,7 @@ use crate::config::{CacheMode, Config, DriverKind, RtParams, TableSource};
 use crate::fib::FibKind;
 use crate::nic::synthetic::{DmaModel, GenMode};
 use crate::report::Summary;
-use crate::run::Forwarder;
+use crate::run::{Forwarder, RunInfo};
 use crate::traffic::{DstPattern, TrafficProfile};
 use crate::{Error, Result};
 use fwd_abi::rtstat::IntervalRow;
@@ -262,6 +262,21 @@ pub struct ForwardArgs {
 /// Run a forwarder as `forward` does, writing interval lines and the summary to `out`.
 /// Stops at `--duration`, on `interrupted`, or when a controller asks through the segment.
 pub fn run_forward(args: &ForwardArgs, out: &mut dyn Write, interrupted: &AtomicBool) -> Result<Summary> {
+    run_forward_with(args, out, interrupted, &mut |_| Ok(Box::new(())))
+}
+
+/// Something started beside a running forwarder (an exporter reading its stats segment):
+/// called once the forwarder runs, with what was set up; what it returns is kept until the
+/// forwarder has stopped, then dropped. An error stops the forwarder and ends the run.
+pub type OnStart<'a> = &'a mut dyn FnMut(&RunInfo) -> std::result::Result<Box<dyn std::any::Any>, String>;
+
+/// [`run_forward`], with `on_start` run once the forwarder is up.
+pub fn run_forward_with(
+    args: &ForwardArgs,
+    out: &mut dyn Write,
+    interrupted: &AtomicBool,
+    on_start: OnStart,
+) -> Result<Summary> {
     if !(args.interval.is_finite() && args.interval > 0.0) {
         return Err(Error::Config(format!("-i {}: expected a positive number of seconds", args.interval)));
     }
@@ -272,6 +287,13 @@ pub fn run_forward(args: &ForwardArgs, out: &mut dyn Write, interrupted: &Atomic
     let fwd = Forwarder::start(&cfg)?;
     let io = |e: std::io::Error| Error::io("<stdout>", e);
     let info = &fwd.info;
+    let beside = match on_start(info) {
+        Ok(b) => b,
+        Err(msg) => {
+            fwd.stop()?;
+            return Err(Error::Config(msg));
+        }
+    };
     // Output errors (a closed pipe) end the run, but only after the forwarder is stopped
     // cleanly below: its workers joined and its stats segment removed.
     let written = (|| -> Result<fwd_abi::Snapshot> {
@@ -319,6 +341,7 @@ pub fn run_forward(args: &ForwardArgs, out: &mut dyn Write, interrupted: &Atomic
     })();
     let info = fwd.info.clone();
     let seg = fwd.stop()?;
+    drop(beside);
     let first = written?;
     let last = seg.snapshot();
     let summary = Summary::new(&first, &last, &cfg, &info);

@@ -493,11 +493,28 @@ impl Segment {
 
     /// A consistent copy of worker `w`'s counters.
     pub fn read_worker(&self, w: usize) -> Vec<u64> {
+        loop {
+            if let Some(v) = self.read_worker_within(w, std::time::Duration::from_secs(1)) {
+                return v;
+            }
+        }
+    }
+
+    /// A consistent copy of worker `w`'s counters, or None when the block stayed
+    /// mid-write for `patience`: its writer was stopped or killed while publishing (a
+    /// reader in another process must not spin forever on it).
+    pub fn read_worker_within(&self, w: usize, patience: std::time::Duration) -> Option<Vec<u64>> {
         let (seq, ctrs) = self.block(w);
         let mut out = vec![0u64; self.n_counters];
+        let mut deadline = None;
         loop {
             let s1 = seq.load(Ordering::Acquire);
             if s1 & 1 == 1 {
+                let now = std::time::Instant::now();
+                let until = *deadline.get_or_insert(now + patience);
+                if now >= until {
+                    return None;
+                }
                 std::hint::spin_loop();
                 continue;
             }
@@ -506,7 +523,7 @@ impl Segment {
             }
             fence(Ordering::Acquire);
             if seq.load(Ordering::Relaxed) == s1 {
-                return out;
+                return Some(out);
             }
         }
     }
@@ -518,6 +535,13 @@ impl Segment {
             names: None,
             workers: (0..self.n_workers).map(|w| self.read_worker(w)).collect(),
         }
+    }
+
+    /// A snapshot of every worker, or None when a worker's block stayed mid-write for
+    /// `patience` (see [`Segment::read_worker_within`]).
+    pub fn snapshot_within(&self, patience: std::time::Duration) -> Option<Snapshot> {
+        let workers = (0..self.n_workers).map(|w| self.read_worker_within(w, patience)).collect::<Option<Vec<_>>>()?;
+        Some(Snapshot { at: std::time::Instant::now(), names: None, workers })
     }
 
     /// Ask for a prefetch depth change.
@@ -647,6 +671,29 @@ mod tests {
         let e = Segment::create(&path, 1, "{}", 0).err().expect("refused").to_string();
         assert!(e.contains("not a fwdscope stats segment"), "{e}");
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A block left mid-write (its writer stopped or killed while publishing) makes a
+    /// patient read give up instead of spinning forever; once it is whole it reads again.
+    #[test]
+    fn a_block_left_mid_write_is_given_up_on() {
+        let path = std::env::temp_dir().join(format!("fwdscope-midwrite-{}.stats", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let seg = Segment::create(&path, 2, "{}", 0).unwrap();
+        let mut v = vec![0u64; N_COUNTERS];
+        v[Ctr::TxPackets as usize] = 42;
+        seg.publish(1, &v);
+        let (seq, _) = seg.block(1);
+        let even = seq.load(Ordering::Relaxed);
+        seq.store(even + 1, Ordering::Release);
+        let t = std::time::Instant::now();
+        assert!(seg.read_worker_within(1, std::time::Duration::from_millis(20)).is_none());
+        assert!(t.elapsed() >= std::time::Duration::from_millis(20));
+        assert!(seg.snapshot_within(std::time::Duration::from_millis(5)).is_none());
+        assert!(seg.read_worker_within(0, std::time::Duration::from_millis(5)).is_some());
+        seq.store(even + 2, Ordering::Release);
+        let snap = seg.snapshot_within(std::time::Duration::from_millis(5)).expect("whole again");
+        assert_eq!(snap.get(1, Ctr::TxPackets), 42);
     }
 
     /// A symlink planted at a segment's path is never followed into writing its target,

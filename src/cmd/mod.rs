@@ -4,6 +4,7 @@ pub mod diff;
 pub mod export;
 pub mod forward;
 pub mod lab;
+pub mod metrics;
 pub mod record;
 pub mod report;
 pub mod stat;
