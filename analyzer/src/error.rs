@@ -33,6 +33,9 @@ pub enum Error {
     /// An export could not be produced.
     #[error("export: {0}")]
     Export(String),
+    /// A dataset (or a run being added to one) is unusable: the path and what is wrong.
+    #[error("dataset {path}: {msg}")]
+    Dataset { path: String, msg: String },
     /// The recording could not be read.
     #[error(transparent)]
     Recording(#[from] collector::Error),

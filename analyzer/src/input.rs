@@ -1,6 +1,7 @@
 //! What the analyzer reads, told apart in one place: a recording directory (`fwdscope
-//! record`), a perf.data file (by its `PERFILE2` magic), or a text profile (opreport or
-//! `perf report --stdio`). `report`, `diff`, `export` and `top --replay` all open their
+//! record`), a dataset of them across hosts (`_dataset.json`, see [`crate::dataset`]), a
+//! perf.data file (by its `PERFILE2` magic), or a text profile (opreport or `perf report
+//! --stdio`). `report`, `diff`, `export` and `top --replay` all open their
 //! inputs here, so an input is the same kind of thing to each of them.
 
 use crate::export::Profile;
@@ -25,6 +26,8 @@ pub enum Input {
     PerfData(PathBuf),
     /// A text profile, parsed.
     Text(TextProfile),
+    /// A dataset of runs across hosts, or a partition of one (its run.json files read).
+    Dataset(crate::dataset::Dataset),
 }
 
 /// Open `path`: a directory is a recording; a file starting with [`PERF_DATA_MAGIC`] is
@@ -39,6 +42,9 @@ pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
     let kind = |found: String| Error::InputKind { path: path.display().to_string(), found };
     let md = std::fs::metadata(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
     if md.is_dir() {
+        if crate::dataset::root_of(path).is_some() {
+            return Ok(Input::Dataset(crate::dataset::Dataset::open(path)?));
+        }
         if !path.join("meta.json").exists() {
             let found = if path.join("results.parquet").exists() {
                 "a sweep directory (results.parquet; `report --html FILE -i DIR` makes its page)".to_string()
@@ -100,8 +106,8 @@ pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
 }
 
 /// What the analyzer reads, for errors about an input of another kind.
-pub const ACCEPTED: &str = "a recording directory (fwdscope record), a perf.data file (perf record), or a text \
-     profile (opreport, perf report --stdio)";
+pub const ACCEPTED: &str = "a recording directory (fwdscope record), a dataset of recordings or a partition of \
+     one (fwdscope record --dataset), a perf.data file (perf record), or a text profile (opreport, perf report --stdio)";
 
 /// Where a perf.data file's kernel symbols are looked for: `kallsyms` if given, else the
 /// defaults of [`KernelLookup`].
@@ -129,6 +135,7 @@ impl Input {
             Input::Recording(_) => "recording",
             Input::PerfData(_) => "perf.data",
             Input::Text(_) => "text profile",
+            Input::Dataset(_) => "dataset",
         }
     }
 
@@ -143,6 +150,7 @@ impl Input {
                 crate::stages::perfdata_table_with(&pd, Symbolizer::with_kernel(pd.maps.clone(), ks), rules)
             }
             Input::Text(t) => Ok(crate::stages::profile_table(t, rules)),
+            Input::Dataset(d) => d.stage_table(rules),
         }
     }
 
@@ -162,6 +170,11 @@ impl Input {
             Input::Text(t) => Err(Error::Export(format!(
                 "a {} profile is a table of symbols without stacks: nothing to export (report reads it)",
                 t.format
+            ))),
+            Input::Dataset(d) => Err(Error::Export(format!(
+                "{}: a dataset keeps its stacks in stacks.parquet per run (read them directly); export reads one run's recording: -i {}",
+                d.selected.display(),
+                d.runs[0].dir.join(crate::dataset::RECORDING_DIR).display()
             ))),
         }
     }

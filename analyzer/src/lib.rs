@@ -9,6 +9,7 @@
 
 pub mod aggregate;
 pub mod crosscheck;
+pub mod dataset;
 pub mod diff;
 mod error;
 pub mod export;

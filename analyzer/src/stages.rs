@@ -116,7 +116,7 @@ pub enum SortKey {
 }
 
 /// Forwarded packets per worker during the recording: last `tx_packets` minus first.
-fn packets_per_worker(rec: &Recording) -> Result<HashMap<i32, u64>> {
+pub(crate) fn packets_per_worker(rec: &Recording) -> Result<HashMap<i32, u64>> {
     let tx = fwd_abi::COUNTER_NAMES[fwd_abi::Ctr::TxPackets as usize];
     Ok(crate::crosscheck::worker_deltas(rec)?
         .into_iter()
@@ -218,6 +218,24 @@ pub enum By {
     Process,
     /// Nothing did: it stays in `other`.
     None,
+}
+
+impl By {
+    pub const ALL: [By; 5] = [By::Symbol, By::Inline, By::Callchain, By::Process, By::None];
+    /// Its name in tables and datasets (`symbol`, `inline`, `callchain`, `process`, `none`).
+    pub fn name(self) -> &'static str {
+        match self {
+            By::Symbol => "symbol",
+            By::Inline => "inline",
+            By::Callchain => "callchain",
+            By::Process => "process",
+            By::None => "none",
+        }
+    }
+    /// The attribution of a name given by [`By::name`].
+    pub fn from_name(s: &str) -> Option<By> {
+        By::ALL.into_iter().find(|b| b.name() == s)
+    }
 }
 
 /// One address attributed: its symbol and the stage it is charged to.
@@ -363,18 +381,32 @@ impl Attributor {
     }
 }
 
-/// Symbolize and attribute grouped samples.
-fn attribute(groups: &[crate::aggregate::Group], at: &mut Attributor, names: &HashMap<u32, String>) -> Vec<Item> {
-    let mut items = Vec::with_capacity(groups.len());
-    for g in groups {
-        let mut a = at.attribute(g.pid, g.ip, g.kernel, &g.callchain);
+impl Attributor {
+    /// One group of samples attributed as every table and export counts it: its address
+    /// and callchain ([`Attributor::attribute`]), then, for a sample nothing named, its
+    /// thread's name (a rule's `process` patterns). Returns it with the thread's name.
+    pub fn attribute_group(
+        &mut self,
+        g: &crate::aggregate::Group,
+        names: &HashMap<u32, String>,
+    ) -> (Attributed, String) {
+        let mut a = self.attribute(g.pid, g.ip, g.kernel, &g.callchain);
         let thread = names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid));
-        if a.by == By::None && a.stage == OTHER && at.rules().rule_stage(&a.symbol.name).is_none() {
-            if let Some(st) = names.get(&g.tid).and_then(|n| at.rules().process_stage(n)) {
+        if a.by == By::None && a.stage == OTHER && self.rules().rule_stage(&a.symbol.name).is_none() {
+            if let Some(st) = names.get(&g.tid).and_then(|n| self.rules().process_stage(n)) {
                 a.stage = st.to_string();
                 a.by = By::Process;
             }
         }
+        (a, thread)
+    }
+}
+
+/// Symbolize and attribute grouped samples.
+fn attribute(groups: &[crate::aggregate::Group], at: &mut Attributor, names: &HashMap<u32, String>) -> Vec<Item> {
+    let mut items = Vec::with_capacity(groups.len());
+    for g in groups {
+        let (a, thread) = at.attribute_group(g, names);
         items.push(Item {
             symbol: a.symbol.name,
             dso: a.symbol.dso,
@@ -448,25 +480,25 @@ pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTabl
     t
 }
 
-struct Head {
-    event: String,
-    requested: String,
-    fallback: Option<String>,
-    unit: String,
-    packets: Option<u64>,
+pub(crate) struct Head {
+    pub(crate) event: String,
+    pub(crate) requested: String,
+    pub(crate) fallback: Option<String>,
+    pub(crate) unit: String,
+    pub(crate) packets: Option<u64>,
 }
 
 /// Attributed samples of one symbol in one thread.
-struct Item {
-    symbol: String,
-    dso: String,
+pub(crate) struct Item {
+    pub(crate) symbol: String,
+    pub(crate) dso: String,
     /// The stage charged (the symbol's own, an inlined function's, or a caller's).
-    stage: String,
+    pub(crate) stage: String,
     /// How.
-    by: By,
-    thread: Option<String>,
-    samples: u64,
-    period: u64,
+    pub(crate) by: By,
+    pub(crate) thread: Option<String>,
+    pub(crate) samples: u64,
+    pub(crate) period: u64,
 }
 
 fn stage_rows(by_stage: HashMap<String, (u64, u64)>, total: u64, packets: Option<u64>) -> Vec<StageRow> {
@@ -486,7 +518,7 @@ fn stage_rows(by_stage: HashMap<String, (u64, u64)>, total: u64, packets: Option
 }
 
 /// Aggregate attributed items into the table.
-fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
+pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     // Saturating sums: a text profile may claim any counts.
     let total: u64 = items.iter().fold(0u64, |a, i| a.saturating_add(i.samples));
     let pct = |n: u64| if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 };

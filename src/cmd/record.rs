@@ -10,8 +10,22 @@ use std::time::Duration;
 #[derive(clap::Args, Debug)]
 pub struct RecordArgs {
     /// Output directory.
-    #[arg(short = 'o', long)]
-    pub output: PathBuf,
+    #[arg(short = 'o', long, required_unless_present = "dataset", conflicts_with = "dataset")]
+    pub output: Option<PathBuf>,
+    /// Add the recording to this dataset as DIR/host=H/run=R (created if new): the
+    /// recording, its symbolized and attributed stack table (stacks.parquet) and run.json,
+    /// moved into place whole when done.
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// The host partition [default: this machine's hostname].
+    #[arg(long, requires = "dataset")]
+    pub host: Option<String>,
+    /// The run partition [default: the start time, UTC, and this process's PID].
+    #[arg(long, requires = "dataset")]
+    pub run: Option<String>,
+    /// The run's setting column [default: the forwarder's cache, fib and prefetch at start].
+    #[arg(long, requires = "dataset")]
+    pub setting: Option<String>,
     /// Overwrite an existing recording.
     #[arg(long)]
     pub force: bool,
@@ -114,7 +128,24 @@ pub fn run(a: &RecordArgs) -> Result<()> {
         // Before anything is created: a refused frequency leaves no output behind.
         collector::perf_abi::check_sample_freq(a.freq)?;
     }
-    let mut opts = RecordOptions::new(a.output.clone(), target(&a.target)?);
+    // A dataset run is recorded into its staging directory, published when complete.
+    let staging = match &a.dataset {
+        Some(dir) => {
+            let host = match &a.host {
+                Some(h) => h.clone(),
+                None => collector::recording::Machine::current().hostname,
+            };
+            let run = a.run.clone().unwrap_or_else(default_run_name);
+            Some(analyzer::dataset::Staging::new(dir, &host, &run)?)
+        }
+        None => None,
+    };
+    let output = match (&staging, &a.output) {
+        (Some(s), _) => s.recording_dir(),
+        (None, Some(o)) => o.clone(),
+        (None, None) => bail!("give an output directory (-o) or a dataset (--dataset)"),
+    };
+    let mut opts = RecordOptions::new(output.clone(), target(&a.target)?);
     opts.force = a.force;
     opts.event = event;
     opts.freq = Some(a.freq);
@@ -131,11 +162,39 @@ pub fn run(a: &RecordArgs) -> Result<()> {
     let meta = record(&opts, &stop.flag, None, &mut |note| eprintln!("fwdscope record: {note}"))?;
     eprintln!("fwdscope record: {}", meta.summary());
     if a.keep_symbols {
-        let rec = collector::recording::Recording::open(&a.output)?;
-        let n = analyzer::symbolize::write_symbol_maps(&a.output, &rec.maps()?)?;
-        eprintln!("fwdscope record: symbol maps of {n} binaries in {}", a.output.join("symbols").display());
+        let rec = collector::recording::Recording::open(&output)?;
+        let n = analyzer::symbolize::write_symbol_maps(&output, &rec.maps()?)?;
+        eprintln!("fwdscope record: symbol maps of {n} binaries in {}", output.join("symbols").display());
+    }
+    if let Some(s) = staging {
+        let rules = analyzer::rules::Rules::builtin_with(None)?;
+        let (dir, info) = s.publish(a.setting.as_deref(), &rules)?;
+        eprintln!(
+            "fwdscope record: dataset run {} ({} stacks, {} samples, setting `{}`)",
+            dir.display(),
+            info.stacks,
+            info.samples,
+            info.setting
+        );
     }
     Ok(())
+}
+
+/// `20261201T141503Z-4242`: the start time (UTC) and this process's PID.
+fn default_run_name() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z-{}", rem / 3600, rem % 3600 / 60, rem % 60, std::process::id())
 }
 
 /// `-m`: ring buffer pages, a power of two from 1 to 65536 (as perf requires).

@@ -23,8 +23,9 @@ pub enum Sort {
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// A recording directory (from `fwdscope record`), a perf.data file, or a text profile
-    /// (opreport, or `perf report --stdio`).
+    /// A recording directory (from `fwdscope record`), a dataset or a partition of one
+    /// (`record --dataset`: every run under it together), a perf.data file, or a text
+    /// profile (opreport, or `perf report --stdio`).
     #[arg(short = 'i', long)]
     pub input: PathBuf,
     /// Extra stage rules (TOML), tried before the built-in forwarder and kernel rules.
@@ -56,6 +57,9 @@ pub struct ReportArgs {
     /// setting and the distribution of the paired differences.
     #[arg(long, value_name = "OUT")]
     pub html: Option<PathBuf>,
+    /// For a dataset (record --dataset): stage shares with a column per host, run or setting.
+    #[arg(long, value_enum)]
+    pub by: Option<analyzer::dataset::GroupBy>,
 }
 
 pub fn run(a: &ReportArgs) -> Result<()> {
@@ -75,6 +79,24 @@ pub fn run(a: &ReportArgs) -> Result<()> {
         return Ok(());
     }
     let rules = Rules::builtin_with(a.stages.as_deref())?;
+    if let Some(by) = a.by {
+        let ds = match analyzer::input::open_with(&a.input, a.strict)? {
+            analyzer::input::Input::Dataset(d) => d,
+            other => anyhow::bail!(
+                "--by {}: {} is a {}; --by groups the runs of a dataset (record --dataset)",
+                by.name(),
+                a.input.display(),
+                other.kind()
+            ),
+        };
+        let g = ds.grouped(by)?;
+        match a.format {
+            Format::Table => print!("# {}\n{}", ds.summary(), g.text()),
+            Format::Json => println!("{}", serde_json::to_string_pretty(&g)?),
+            Format::Csv => print!("{}", g.csv()),
+        }
+        return Ok(());
+    }
     let mut t = analyzer::input::open_with(&a.input, a.strict)?.stage_table(&rules, a.kallsyms.as_deref())?;
     // The text table carries them itself; JSON and CSV readers see them here too.
     if !matches!(a.format, Format::Table) {

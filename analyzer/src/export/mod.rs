@@ -36,6 +36,13 @@ pub struct Stack {
     pub thread: String,
     /// Charged stage (the leaf's own, or its nearest caller's with a stage).
     pub stage: String,
+    /// How the stage was found (own symbol, inlined function, callchain, thread name).
+    #[serde(skip)]
+    pub by: crate::stages::By,
+    /// The sampled function as the stage table names it (the attributed symbol: for an
+    /// address inside an inlined stage function, the function it was inlined into).
+    #[serde(skip)]
+    pub symbol: String,
     /// The sampled function's DSO.
     pub dso: String,
     /// Frames, root first; inlined functions appear as frames of their own.
@@ -69,7 +76,7 @@ pub fn stacks(groups: &[Group], at: &mut Attributor, names: &HashMap<u32, String
     let mut cache: HashMap<(u32, u64, bool), Vec<String>> = HashMap::new();
     let mut out = Vec::with_capacity(groups.len());
     for g in groups {
-        let a = at.attribute(g.pid, g.ip, g.kernel, &g.callchain);
+        let (a, thread) = at.attribute_group(g, names);
         let mut frames_of = |at: &mut Attributor, pid: u32, addr: u64, kernel: bool| -> Vec<String> {
             cache
                 .entry((pid, addr, kernel))
@@ -86,8 +93,10 @@ pub fn stacks(groups: &[Group], at: &mut Attributor, names: &HashMap<u32, String
         }
         frames_leaf_first.reverse();
         out.push(Stack {
-            thread: names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid)),
+            thread,
             stage: a.stage,
+            by: a.by,
+            symbol: a.symbol.name,
             dso: a.symbol.dso,
             frames: frames_leaf_first,
             samples: g.samples,

@@ -1,0 +1,189 @@
+//! Recordings as one dataset (`record --dataset`): a dataset of one run reports exactly what
+//! its recording reports; `report --by host` gives each host the table of its own
+//! partition; `diff` compares partitions; and the bad cases (a partition written twice, a
+//! dataset directory that cannot be written, a run of another schema version, runs of
+//! different events) are refused naming the path, with nothing half-written left visible.
+
+mod common;
+
+use common::{fwdscope, perf_allows, tmpdir, Need};
+use std::path::Path;
+
+fn record(ds: &Path, host: &str, run: &str, fwd: &[&str]) -> std::process::Output {
+    fwdscope()
+        .args(["record", "-F", "999", "--duration", "1", "--dataset"])
+        .arg(ds)
+        .args(["--host", host, "--run", run, "--", "--duration", "0", "--routes", "3000", "--no-pin"])
+        .args(fwd)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Stage name -> samples, from `report --format json`.
+fn stage_samples(json: &str) -> Vec<(String, u64)> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let mut out: Vec<(String, u64)> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["stage"].as_str().unwrap().to_string(), r["samples"].as_u64().unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+fn report_json(input: &Path) -> String {
+    ok(&fwdscope().args(["report", "--format", "json", "--top", "1000", "-i"]).arg(input).output().unwrap())
+}
+
+#[test]
+fn a_dataset_reports_what_its_recordings_report() {
+    if !perf_allows(Need::Sample) {
+        return;
+    }
+    let dir = tmpdir("dataset");
+    let ds = dir.join("ds");
+    let o = record(&ds, "alpha", "r1", &["--cache", "nocache"]);
+    ok(&o);
+    let o = record(&ds, "beta", "r1", &["--cache", "rtcache"]);
+    ok(&o);
+    let o = record(&ds, "beta", "r2", &["--cache", "rtcache"]);
+    ok(&o);
+
+    // One run: the same stage table and symbols as its recording, read without binaries.
+    let alpha = ds.join("host=alpha").join("run=r1");
+    let from_recording = report_json(&alpha.join("recording"));
+    let from_dataset = report_json(&alpha);
+    assert_eq!(stage_samples(&from_dataset), stage_samples(&from_recording));
+    let syms = |j: &str| {
+        let v: serde_json::Value = serde_json::from_str(j).unwrap();
+        let mut s: Vec<(String, String, u64)> = v["symbols"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["symbol"].as_str().unwrap().into(),
+                    r["stage"].as_str().unwrap().into(),
+                    r["samples"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        s.sort();
+        s
+    };
+    assert_eq!(syms(&from_dataset), syms(&from_recording));
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(alpha.join("run.json")).unwrap()).unwrap();
+    assert_eq!(info["setting"], "cache=nocache fib=lctrie prefetch=2");
+    assert_eq!(info["host"], "alpha");
+
+    // --by host: each column is that host's partition, reported on its own.
+    let by_host: serde_json::Value = serde_json::from_str(&ok(&fwdscope()
+        .args(["report", "--by", "host", "--format", "json", "-i"])
+        .arg(&ds)
+        .output()
+        .unwrap()))
+    .unwrap();
+    let stages: Vec<String> =
+        by_host["stages"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+    for g in by_host["groups"].as_array().unwrap() {
+        let host = g["key"].as_str().unwrap();
+        let own = stage_samples(&report_json(&ds.join(format!("host={host}"))));
+        let mut col: Vec<(String, u64)> = stages
+            .iter()
+            .zip(g["shares"].as_array().unwrap())
+            .map(|(s, v)| (s.clone(), v[0].as_u64().unwrap()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        col.sort();
+        assert_eq!(col, own.into_iter().filter(|(_, n)| *n > 0).collect::<Vec<_>>(), "host {host}");
+    }
+    assert_eq!(by_host["groups"][1]["runs"], 2);
+
+    // diff compares partitions.
+    let d = ok(&fwdscope().arg("diff").arg(ds.join("host=alpha")).arg(ds.join("host=beta")).output().unwrap());
+    assert!(d.contains("lookup"), "{d}");
+
+    // The same partition again: refused naming it, the first run untouched.
+    let o = record(&ds, "alpha", "r1", &[]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("host=alpha/run=r1") && e.contains("exists already"), "{e}");
+    assert_eq!(stage_samples(&report_json(&alpha)), stage_samples(&from_recording));
+    // Nothing of it is left under .staging.
+    let staged: Vec<_> = std::fs::read_dir(ds.join(".staging")).unwrap().collect();
+    assert!(staged.is_empty(), "{staged:?}");
+
+    // A run of another schema version: refused naming its run.json.
+    let mixed = dir.join("mixed");
+    copy_dir(&ds, &mixed);
+    let rj = mixed.join("host=beta").join("run=r2").join("run.json");
+    let text = std::fs::read_to_string(&rj).unwrap().replace("\"schema_version\": 1", "\"schema_version\": 2");
+    std::fs::write(&rj, text).unwrap();
+    let o = fwdscope().args(["report", "-i"]).arg(&mixed).output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("run=r2/run.json") && e.contains("must not mix versions"), "{e}");
+    // Runs of different events: refused, naming the events.
+    let text = std::fs::read_to_string(&rj).unwrap().replace("\"schema_version\": 2", "\"schema_version\": 1");
+    std::fs::write(&rj, text.replace("\"event\": \"cpu-clock\"", "\"event\": \"cycles\"")).unwrap();
+    let o = fwdscope().args(["report", "-i"]).arg(&mixed).output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("different events") && e.contains("cycles: 1 run(s)"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_dataset_that_cannot_be_written_is_refused_before_recording() {
+    let dir = tmpdir("dataset-bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let o = fwdscope()
+        .args(["record", "--duration", "1", "--dataset"])
+        .arg(file.join("ds"))
+        .args(["--", "--duration", "0"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("a-file/ds"), "{e}");
+    // Bad partition names never become paths.
+    let o = fwdscope()
+        .args(["record", "--duration", "1", "--host", "../x", "--dataset"])
+        .arg(dir.join("ds"))
+        .args(["--", "--duration", "0"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("host `../x`"), "{e}");
+    // A dataset of another schema version is not written to.
+    let other = dir.join("v9");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("_dataset.json"), r#"{"format":"fwdscope-dataset","schema_version":9}"#).unwrap();
+    let o = fwdscope()
+        .args(["record", "--duration", "1", "--dataset"])
+        .arg(&other)
+        .args(["--", "--duration", "0"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("schema version 9"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &p);
+        } else {
+            std::fs::copy(e.path(), &p).unwrap();
+        }
+    }
+}
