@@ -137,6 +137,41 @@ fn a_dataset_reports_what_its_recordings_report() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A sweep's runs land in the dataset with their settings' labels; the sweep's own
+/// runs/NNN link to them (and its results are computed from them).
+#[test]
+fn a_sweep_adds_its_runs_with_their_settings() {
+    if !perf_allows(Need::Sample) {
+        return;
+    }
+    let dir = tmpdir("dataset-sweep");
+    let (ds, out) = (dir.join("ds"), dir.join("sweep"));
+    let o = fwdscope()
+        .args(["sweep", "--prefetch", "0,3", "--repeat", "1", "--duration", "0.5", "-o"])
+        .arg(&out)
+        .arg("--dataset")
+        .arg(&ds)
+        .args(["--host", "lab1", "--run-prefix", "sw", "--", "--routes", "3000", "--no-pin"])
+        .output()
+        .unwrap();
+    ok(&o);
+    let g: serde_json::Value = serde_json::from_str(&ok(&fwdscope()
+        .args(["report", "--by", "setting", "--format", "json", "-i"])
+        .arg(&ds)
+        .output()
+        .unwrap()))
+    .unwrap();
+    let keys: Vec<&str> = g["groups"].as_array().unwrap().iter().map(|x| x["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["prefetch 0", "prefetch 3"]);
+    for n in ["001", "002"] {
+        let link = out.join("runs").join(n);
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(link.join("meta.json").is_file());
+    }
+    assert!(ds.join("host=lab1/run=sw-002/stacks.parquet").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_dataset_that_cannot_be_written_is_refused_before_recording() {
     let dir = tmpdir("dataset-bad");

@@ -39,6 +39,18 @@ pub struct SweepOptions {
     pub program_args: Vec<String>,
     /// Forwarder flags every run shares (default none).
     pub shared_flags: Vec<String>,
+    /// Also add every run to this dataset (default none): see [`DatasetTarget`].
+    pub dataset: Option<DatasetTarget>,
+}
+
+/// Where a sweep's runs go in a dataset: `DIR/host=HOST/run=PREFIX-NNN` (NNN the run's
+/// number in the sweep), with the setting's label as the run's setting; the sweep's own
+/// `runs/NNN` then links to the partition's recording.
+#[derive(Debug, Clone)]
+pub struct DatasetTarget {
+    pub dir: PathBuf,
+    pub host: String,
+    pub run_prefix: String,
 }
 
 impl SweepOptions {
@@ -56,6 +68,7 @@ impl SweepOptions {
             program,
             program_args,
             shared_flags: Vec::new(),
+            dataset: None,
         }
     }
 }
@@ -144,13 +157,18 @@ struct Runner<'a> {
 }
 
 impl Runner<'_> {
-    fn run_one(&mut self, s: &Setting, dir: &Path) -> Result<RunResult> {
+    fn run_one(&mut self, s: &Setting, dir: &Path, number: usize) -> Result<RunResult> {
         let (o, duration) = (self.o, self.o.duration);
         let mut args = o.program_args.clone();
         args.extend(o.shared_flags.iter().cloned());
         args.extend(s.flags.iter().cloned());
         args.extend(["--duration".to_string(), duration.to_string(), "-i".into(), duration.to_string()]);
-        let mut ro = RecordOptions::new(dir.to_path_buf(), Target::Forwarder { program: o.program.clone(), args });
+        let staging = match &o.dataset {
+            Some(d) => Some(analyzer::dataset::Staging::new(&d.dir, &d.host, &format!("{}-{number:03}", d.run_prefix))?),
+            None => None,
+        };
+        let out = staging.as_ref().map_or_else(|| dir.to_path_buf(), |st| st.recording_dir());
+        let mut ro = RecordOptions::new(out, Target::Forwarder { program: o.program.clone(), args });
         ro.force = true;
         ro.freq = Some(o.freq);
         ro.callchain = o.callchain;
@@ -168,6 +186,12 @@ impl Runner<'_> {
             let _ = f.join();
         }
         recorded?;
+        if let Some(st) = staging {
+            let (part, _) = st.publish(Some(&s.label), &Rules::builtin())?;
+            let rec_dir = part.join(analyzer::dataset::RECORDING_DIR);
+            let rec_dir = std::fs::canonicalize(&rec_dir).map_err(|e| Error::io(&rec_dir, e))?;
+            std::os::unix::fs::symlink(&rec_dir, dir).map_err(|e| Error::io(dir, e))?;
+        }
         self.recording += t_rec.elapsed();
         let t_an = Instant::now();
         let rec = Recording::open(dir)?;
@@ -225,7 +249,7 @@ pub fn run(o: &SweepOptions) -> Result<String> {
         let s = &sets[si];
         bar.set_message(format!("{} (repeat {})", s.label, r + 1));
         let dir = runs_dir.join(format!("{:03}", k + 1));
-        let mut res = runner.run_one(s, &dir).map_err(|e| Error::Run {
+        let mut res = runner.run_one(s, &dir, k + 1).map_err(|e| Error::Run {
             run: k + 1,
             setting: s.label.clone(),
             source: Box::new(e),

@@ -135,7 +135,7 @@ pub fn run(a: &RecordArgs) -> Result<()> {
                 Some(h) => h.clone(),
                 None => collector::recording::Machine::current().hostname,
             };
-            let run = a.run.clone().unwrap_or_else(default_run_name);
+            let run = a.run.clone().unwrap_or_else(analyzer::dataset::default_run_name);
             Some(analyzer::dataset::Staging::new(dir, &host, &run)?)
         }
         None => None,
@@ -180,24 +180,6 @@ pub fn run(a: &RecordArgs) -> Result<()> {
     Ok(())
 }
 
-/// `20261201T141503Z-4242`: the start time (UTC) and this process's PID.
-fn default_run_name() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z-{}", rem / 3600, rem % 3600 / 60, rem % 60, std::process::id())
-}
-
-/// `-m`: ring buffer pages, a power of two from 1 to 65536 (as perf requires).
 fn pages(s: &str) -> std::result::Result<usize, String> {
     let v: usize = s.trim().parse().map_err(|_| format!("`{s}`: expected a whole number of pages"))?;
     if !v.is_power_of_two() || v > 65536 {

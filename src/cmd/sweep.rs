@@ -78,6 +78,16 @@ pub struct SweepArgs {
     /// Record callchains (charges shared helpers to their caller's stage; costs a little).
     #[arg(short = 'g')]
     pub callchain: bool,
+    /// Also add every run to this dataset (as `record --dataset` does): run names
+    /// PREFIX-NNN, the setting's label as the run's setting. Not with --live.
+    #[arg(long, value_name = "DIR", conflicts_with = "live")]
+    pub dataset: Option<PathBuf>,
+    /// The dataset's host partition [default: this machine's hostname].
+    #[arg(long, requires = "dataset")]
+    pub host: Option<String>,
+    /// The prefix of the dataset's run names [default: the start time, UTC, and the PID].
+    #[arg(long, requires = "dataset")]
+    pub run_prefix: Option<String>,
     /// Forwarder flags every run shares (after `--`).
     #[arg(last = true)]
     pub rest: Vec<String>,
@@ -116,6 +126,11 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     o.callchain = a.callchain;
     o.shared_flags = a.rest.clone();
     o.experiment = exp;
+    o.dataset = a.dataset.as_ref().map(|dir| compare::runner::DatasetTarget {
+        dir: dir.clone(),
+        host: a.host.clone().unwrap_or_else(|| collector::recording::Machine::current().hostname),
+        run_prefix: a.run_prefix.clone().unwrap_or_else(analyzer::dataset::default_run_name),
+    });
     print!("{}", compare::runner::run(&o)?);
     println!("runs: {}/runs/NNN  results: {}/results.parquet", a.output.display(), a.output.display());
     Ok(())
