@@ -83,6 +83,26 @@ fn a_dataset_reports_what_its_recordings_report() {
     assert_eq!(info["setting"], "cache=nocache fib=lctrie prefetch=2");
     assert_eq!(info["host"], "alpha");
 
+    // pprof of a dataset run's recording carries the run's host, run and setting.
+    let pb = dir.join("alpha.pb.gz");
+    ok(&fwdscope()
+        .args(["export", "-f", "pprof", "-i"])
+        .arg(alpha.join("recording"))
+        .arg("-o")
+        .arg(&pb)
+        .output()
+        .unwrap());
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&std::fs::read(&pb).unwrap()[..]), &mut raw).unwrap();
+    let pp: analyzer::export::pprof::PProfile = prost::Message::decode(&raw[..]).unwrap();
+    let s = |i: i64| pp.string_table[i as usize].clone();
+    let labels: std::collections::BTreeSet<(String, String)> =
+        pp.sample.iter().flat_map(|x| x.label.iter().map(|l| (s(l.key), s(l.str)))).collect();
+    for want in [("host", "alpha"), ("run", "r1"), ("setting", "cache=nocache fib=lctrie prefetch=2")] {
+        assert!(labels.contains(&(want.0.to_string(), want.1.to_string())), "{want:?} not in {labels:?}");
+    }
+    assert!(pp.time_nanos > 0 && pp.duration_nanos > 500_000_000, "{} {}", pp.time_nanos, pp.duration_nanos);
+
     // --by host: each column is that host's partition, reported on its own.
     let by_host: serde_json::Value = serde_json::from_str(&ok(&fwdscope()
         .args(["report", "--by", "host", "--format", "json", "-i"])

@@ -77,10 +77,24 @@ fn exports_carry_the_hand_written_stacks() {
     let pp: analyzer::export::pprof::PProfile = prost::Message::decode(&raw[..]).unwrap();
     let s = |i: i64| pp.string_table[i as usize].as_str();
     assert_eq!(s(pp.sample_type[0].r#type), "samples");
-    assert_eq!((s(pp.sample_type[1].r#type), s(pp.sample_type[1].unit)), ("cpu-clock", "nanoseconds"));
+    // A clock event is CPU time as profile stores (Pyroscope, Parca) expect it:
+    // cpu/nanoseconds, the period type the same, the mean sampling period as `period`.
+    assert_eq!((s(pp.sample_type[1].r#type), s(pp.sample_type[1].unit)), ("cpu", "nanoseconds"));
+    let pt = pp.period_type.as_ref().unwrap();
+    assert_eq!((s(pt.r#type), s(pt.unit)), ("cpu", "nanoseconds"));
+    assert_eq!(pp.period, 250_000);
+    assert!(pp.comment.iter().any(|&c| s(c).contains("event used cpu-clock")));
     let total: i64 = pp.sample.iter().map(|x| x.value[0]).sum();
     let period: i64 = pp.sample.iter().map(|x| x.value[1]).sum();
     assert_eq!((total, period), (7, 1_750_000));
+    // host, run and setting on every sample: the recording's machine and directory.
+    let dir_name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    for x in &pp.sample {
+        let label = |k: &str| x.label.iter().find(|l| s(l.key) == k).map(|l| s(l.str).to_string());
+        assert_eq!(label("run").as_deref(), Some(dir_name.as_str()));
+        assert_eq!(label("host"), Some(rec.meta.machine.hostname.clone()));
+        assert_eq!(label("setting").as_deref(), Some("-"), "no forwarder configuration in this recording");
+    }
     let lookup_sample = pp.sample.iter().find(|x| x.value[0] == 4).unwrap();
     assert_eq!(lookup_sample.location_id.len(), 2);
     let stage = lookup_sample.label.iter().find(|l| s(l.key) == "stage").unwrap();

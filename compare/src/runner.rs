@@ -164,7 +164,9 @@ impl Runner<'_> {
         args.extend(s.flags.iter().cloned());
         args.extend(["--duration".to_string(), duration.to_string(), "-i".into(), duration.to_string()]);
         let staging = match &o.dataset {
-            Some(d) => Some(analyzer::dataset::Staging::new(&d.dir, &d.host, &format!("{}-{number:03}", d.run_prefix))?),
+            Some(d) => {
+                Some(analyzer::dataset::Staging::new(&d.dir, &d.host, &format!("{}-{number:03}", d.run_prefix))?)
+            }
             None => None,
         };
         let out = staging.as_ref().map_or_else(|| dir.to_path_buf(), |st| st.recording_dir());

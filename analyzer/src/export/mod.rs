@@ -67,6 +67,13 @@ pub struct Profile {
     pub stacks: Vec<Stack>,
     /// Mappings (for pprof).
     pub maps: Vec<collector::records::Mapping>,
+    /// Labels of the whole profile, put on every pprof sample: `host`, `run`, `setting`
+    /// for a recording (a dataset run's own, else the machine's hostname, the recording
+    /// directory's name and the forwarder's settings).
+    pub labels: Vec<(String, String)>,
+    /// When sampling started (Unix ns) and how long it ran, when known.
+    pub start_unix_ns: Option<u64>,
+    pub duration_ns: Option<u64>,
 }
 
 /// Symbolize grouped samples into stacks. The stage of each stack is the [`Attributor`]'s
@@ -129,7 +136,36 @@ pub fn recording_profile(
     let names = crate::stages::thread_names(&rec.tasks()?);
     let event = rec.meta.sampling.used.clone();
     let stacks = with_attributor(sym, rules, |at| stacks(&groups, at, &names));
-    Ok(Profile { unit: unit_of(&event), event, stacks, maps: rec.maps()? })
+    let m = &rec.meta;
+    Ok(Profile {
+        unit: unit_of(&event),
+        event,
+        stacks,
+        maps: rec.maps()?,
+        labels: recording_labels(rec),
+        start_unix_ns: Some(m.start_unix_ns).filter(|&t| t > 0),
+        duration_ns: m.end_unix_ns.map(|e| e.saturating_sub(m.start_unix_ns)),
+    })
+}
+
+/// `host`, `run` and `setting` of a recording: from the dataset run it belongs to (its
+/// run.json beside it), else the machine's hostname, the directory's name and the
+/// forwarder's settings.
+fn recording_labels(rec: &collector::recording::Recording) -> Vec<(String, String)> {
+    let run_file = rec.dir.parent().map(|p| p.join(crate::dataset::RUN_FILE));
+    let info: Option<crate::dataset::RunInfo> = run_file
+        .filter(|_| rec.dir.file_name().is_some_and(|n| n == crate::dataset::RECORDING_DIR))
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let (host, run, setting) = match info {
+        Some(i) => (i.host, i.run, i.setting),
+        None => (
+            rec.meta.machine.hostname.clone(),
+            rec.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            crate::dataset::setting_of(rec.meta.forwarder.as_ref()),
+        ),
+    };
+    vec![("host".into(), host), ("run".into(), run), ("setting".into(), setting)]
 }
 
 /// The profile of a perf.data file, symbolized through `sym` (built from its mappings and
@@ -139,7 +175,15 @@ pub fn perfdata_profile(pd: &crate::perfdata::PerfData, sym: &mut Symbolizer, ru
     let groups = crate::aggregate::group(df)?;
     let names = crate::stages::thread_names(&pd.tasks);
     let stacks = with_attributor(sym, rules, |at| stacks(&groups, at, &names));
-    Ok(Profile { unit: unit_of(&pd.event), event: pd.event.clone(), stacks, maps: pd.maps.clone() })
+    Ok(Profile {
+        unit: unit_of(&pd.event),
+        event: pd.event.clone(),
+        stacks,
+        maps: pd.maps.clone(),
+        labels: Vec::new(),
+        start_unix_ns: None,
+        duration_ns: None,
+    })
 }
 
 /// The formats a profile can be written in.

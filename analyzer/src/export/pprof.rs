@@ -1,8 +1,13 @@
 //! pprof's profile.proto as prost messages (field numbers from
 //! github.com/google/pprof/proto/profile.proto) and the conversion of a [`Profile`]'s
-//! stacks into it: values `samples/count` and the event's period, labels `stage` and
-//! `thread` on every sample, one location per address with its DWARF inline lines, and
-//! mappings with their build-ids.
+//! stacks into it: values `samples/count` and the sampled time or events, labels `stage`,
+//! `thread` (and the profile's `host`, `run`, `setting`) on every sample, one location per
+//! address with its DWARF inline lines, and mappings with their build-ids.
+//!
+//! The value types follow what profile stores expect of CPU profiles (as Go's runtime
+//! writes them): a clock event (cpu-clock, task-clock) is `cpu/nanoseconds`, with the same
+//! period type and the mean sampling period as `period`; a counted event is
+//! `EVENT/count`. The event actually used is named in the profile's comment.
 
 use super::Profile;
 use crate::symbolize::Symbolizer;
@@ -24,6 +29,10 @@ pub struct PProfile {
     pub function: Vec<Function>,
     #[prost(string, repeated, tag = "6")]
     pub string_table: Vec<String>,
+    #[prost(int64, tag = "9")]
+    pub time_nanos: i64,
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
     #[prost(message, optional, tag = "11")]
     pub period_type: Option<ValueType>,
     #[prost(int64, tag = "12")]
@@ -145,8 +154,14 @@ impl Strings {
 pub fn build(p: &Profile, sym: &mut Symbolizer) -> PProfile {
     let mut st = Strings::new();
     let samples_t = ValueType { r#type: st.id("samples"), unit: st.id("count") };
-    let period_t = ValueType { r#type: st.id(&p.event), unit: st.id(&p.unit) };
+    let period_t = if p.unit == "nanoseconds" {
+        ValueType { r#type: st.id("cpu"), unit: st.id("nanoseconds") }
+    } else {
+        ValueType { r#type: st.id(&p.event), unit: st.id("count") }
+    };
     let (k_stage, k_thread) = (st.id("stage"), st.id("thread"));
+    let profile_labels: Vec<Label> =
+        p.labels.iter().map(|(k, v)| Label { key: st.id(k), str: st.id(v), ..Default::default() }).collect();
     let mut mappings: Vec<PMapping> = Vec::new();
     let mut mapping_ids: HashMap<(u32, u64), u64> = HashMap::new(); // (pid, start)
     let mut kernel_mapping: Option<u64> = None;
@@ -221,13 +236,19 @@ pub fn build(p: &Profile, sym: &mut Symbolizer) -> PProfile {
         samples.push(PSample {
             location_id: ids,
             value: vec![s.samples as i64, s.period as i64],
-            label: vec![
+            label: [
                 Label { key: k_stage, str: st.id(&s.stage), ..Default::default() },
                 Label { key: k_thread, str: st.id(&s.thread), ..Default::default() },
-            ],
+            ]
+            .into_iter()
+            .chain(profile_labels.iter().cloned())
+            .collect(),
         });
     }
     let comment = vec![st.id(&format!("fwdscope {}: event used {}", env!("CARGO_PKG_VERSION"), p.event))];
+    let (n, sum) =
+        p.stacks.iter().fold((0u64, 0u64), |(n, t), s| (n.saturating_add(s.samples), t.saturating_add(s.period)));
+    let period = if n == 0 { 0 } else { (sum as f64 / n as f64).round() as i64 };
     PProfile {
         sample_type: vec![samples_t, period_t.clone()],
         sample: samples,
@@ -235,8 +256,10 @@ pub fn build(p: &Profile, sym: &mut Symbolizer) -> PProfile {
         location: locations,
         function: functions,
         string_table: st.table,
+        time_nanos: p.start_unix_ns.map_or(0, |t| t.min(i64::MAX as u64) as i64),
+        duration_nanos: p.duration_ns.map_or(0, |t| t.min(i64::MAX as u64) as i64),
         period_type: Some(period_t),
-        period: 0,
+        period,
         comment,
         default_sample_type: 0,
     }
