@@ -3,7 +3,7 @@
 # Installs notebooks/requirements.txt with pip when a module is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! python3 -c "import polars, matplotlib, nbclient, nbformat, ipykernel" 2>/dev/null; then
+if ! python3 -c "import polars, duckdb, matplotlib, nbclient, nbformat, ipykernel" 2>/dev/null; then
   python3 -m pip install -q -r notebooks/requirements.txt 2>/dev/null \
     || python3 -m pip install -q --break-system-packages -r notebooks/requirements.txt
 fi

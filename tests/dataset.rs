@@ -242,3 +242,23 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The fixture dataset the fleet notebook reads, and the report it checks DuckDB and polars
+/// against: the saved report is what this build prints for that dataset.
+#[test]
+fn the_notebook_fixture_report_is_current() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/notebooks");
+    let now: serde_json::Value = serde_json::from_str(&ok(&fwdscope()
+        .args(["report", "--by", "host", "--format", "json", "-i"])
+        .arg(root.join("dataset"))
+        .output()
+        .unwrap()))
+    .unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("dataset-by-host.json")).unwrap()).unwrap();
+    assert_eq!(
+        now, saved,
+        "regenerate fixtures/notebooks/dataset-by-host.json with `fwdscope report --by host --format json`"
+    );
+    assert_eq!(now["groups"].as_array().unwrap().len(), 2);
+}

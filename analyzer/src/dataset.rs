@@ -185,6 +185,9 @@ impl Staging {
                 binaries.entry(m.path.clone()).or_insert_with(|| b.clone());
             }
         }
+        if let Some(k) = &rec.meta.machine.kernel_build_id {
+            binaries.insert("[kernel.kallsyms]".into(), k.clone());
+        }
         let setting = setting.map_or_else(|| setting_of(rec.meta.forwarder.as_ref()), str::to_string);
         let per_worker = crate::stages::packets_per_worker(&rec)?;
         let packets: u64 = per_worker.values().sum();
@@ -274,7 +277,16 @@ fn stacks_parquet(info: &RunInfo, stacks: &[Stack]) -> Result<Vec<u8>> {
     use polars::prelude::*;
     let n = stacks.len();
     let same = |v: &str| vec![v.to_string(); n];
-    let build_id = |dso: &str| info.binaries.get(dso).cloned().unwrap_or_default();
+    // Stacks name a DSO by its file name (or the kernel's `[kernel.kallsyms]`); the run's
+    // binaries are keyed by path.
+    let by_name: HashMap<&str, &str> = info
+        .binaries
+        .iter()
+        .map(|(path, id)| (path.rsplit('/').next().unwrap_or(path.as_str()), id.as_str()))
+        .collect();
+    let build_id = |dso: &str| {
+        info.binaries.get(dso).map(String::as_str).or_else(|| by_name.get(dso).copied()).unwrap_or("").to_string()
+    };
     let mut df = DataFrame::new_infer_height(vec![
         Column::new("host".into(), same(&info.host)),
         Column::new("run".into(), same(&info.run)),
