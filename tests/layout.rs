@@ -1,6 +1,6 @@
 //! The workspace's layout holds: no module of any crate depends on a sibling that depends
 //! back on it (directly or around a longer loop), the forwarder's burst and CPU modules are
-//! leaves, and the observers (collector, analyzer, tui) reach the forwarder only through
+//! leaves, and the observers (collector, analyzer, tui, exporter) reach the forwarder only through
 //! its published ABI crate, never by linking the forwarder library.
 //!
 //! Module dependencies are read from the sources: every `crate::a::b` path (in `use` lists
@@ -277,7 +277,7 @@ fn observers_reach_the_forwarder_only_through_its_abi() {
             pkg
         }
     }
-    for observer in ["fwd-abi", "collector", "analyzer", "tui"] {
+    for observer in ["fwd-abi", "collector", "analyzer", "tui", "exporter"] {
         let mut seen = BTreeSet::new();
         let mut todo = vec![observer.to_string()];
         while let Some(p) = todo.pop() {

@@ -188,7 +188,7 @@ impl Staging {
         if let Some(k) = &rec.meta.machine.kernel_build_id {
             binaries.insert("[kernel.kallsyms]".into(), k.clone());
         }
-        let setting = setting.map_or_else(|| setting_of(rec.meta.forwarder.as_ref()), str::to_string);
+        let setting = setting.map_or_else(|| crate::export::setting_of(rec.meta.forwarder.as_ref()), str::to_string);
         let per_worker = crate::stages::packets_per_worker(&rec)?;
         let packets: u64 = per_worker.values().sum();
         let info = RunInfo {
@@ -253,23 +253,14 @@ fn partition(dataset: &Path, host: &str, run: &str) -> PathBuf {
     dataset.join(format!("host={host}")).join(format!("run={run}"))
 }
 
-/// `cache=.. fib=.. prefetch=..` from a forwarder's configuration (as meta.json keeps it:
-/// `{"config": {...}, "info": {...}}`); `-` for targets that are no forwarder.
-pub fn setting_of(forwarder: Option<&serde_json::Value>) -> String {
-    let Some(v) = forwarder else { return "-".into() };
-    let cfg = v.get("config").unwrap_or(v);
-    let text = |k: &str| cfg.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
-    let mut parts = Vec::new();
-    for k in ["cache", "fib", "prefetch"] {
-        if let Some(x) = text(k) {
-            parts.push(format!("{k}={x}"));
-        }
+/// The dataset run a recording directory belongs to (`host=H/run=R/recording`), from the
+/// run.json beside it.
+pub fn run_of_recording(dir: &Path) -> Option<RunInfo> {
+    if dir.file_name()? != RECORDING_DIR {
+        return None;
     }
-    if parts.is_empty() {
-        "-".into()
-    } else {
-        parts.join(" ")
-    }
+    let text = std::fs::read_to_string(dir.parent()?.join(RUN_FILE)).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// The stack table of one run as Parquet.

@@ -160,7 +160,13 @@ impl Input {
         match self {
             Input::Recording(rec) => {
                 let mut sym = Symbolizer::for_recording(rec)?;
-                Ok((crate::export::recording_profile(rec, &mut sym, rules)?, sym))
+                let mut p = crate::export::recording_profile(rec, &mut sym, rules)?;
+                // A dataset run's recording is labelled as the run.
+                if let Some(run) = crate::dataset::run_of_recording(&rec.dir) {
+                    p.labels =
+                        vec![("host".into(), run.host), ("run".into(), run.run), ("setting".into(), run.setting)];
+                }
+                Ok((p, sym))
             }
             Input::PerfData(p) => {
                 let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(kallsyms), false)?;

@@ -9,8 +9,9 @@
 //! - `folded`: `thread;root;...;leaf COUNT` lines (Brendan Gregg's format, read by inferno
 //!   and flamegraph.pl);
 //! - `svg`: an inferno flame graph of the folded stacks;
-//! - `pprof`: gzipped profile.proto (values `samples/count` and the event's period; labels
-//!   `stage` and `thread`; mappings with build-ids), read by `go tool pprof`;
+//! - `pprof`: gzipped profile.proto (values `samples/count` and `cpu/nanoseconds` or
+//!   `EVENT/count`; labels `stage`, `thread`, `host`, `run`, `setting`; mappings with
+//!   build-ids), read by `go tool pprof` and profile stores;
 //! - `speedscope`: speedscope's file format (one sampled profile per thread);
 //! - `csv`, `json`, `parquet`: one row per stack: thread, stage, leaf, dso, stack, samples,
 //!   period.
@@ -148,24 +149,30 @@ pub fn recording_profile(
     })
 }
 
-/// `host`, `run` and `setting` of a recording: from the dataset run it belongs to (its
-/// run.json beside it), else the machine's hostname, the directory's name and the
-/// forwarder's settings.
+/// `host`, `run` and `setting` of a recording: the machine's hostname, the directory's
+/// name and the forwarder's settings (a dataset run's own replace them: see
+/// [`crate::input::Input::profile`]).
 fn recording_labels(rec: &collector::recording::Recording) -> Vec<(String, String)> {
-    let run_file = rec.dir.parent().map(|p| p.join(crate::dataset::RUN_FILE));
-    let info: Option<crate::dataset::RunInfo> = run_file
-        .filter(|_| rec.dir.file_name().is_some_and(|n| n == crate::dataset::RECORDING_DIR))
-        .and_then(|f| std::fs::read_to_string(f).ok())
-        .and_then(|t| serde_json::from_str(&t).ok());
-    let (host, run, setting) = match info {
-        Some(i) => (i.host, i.run, i.setting),
-        None => (
-            rec.meta.machine.hostname.clone(),
-            rec.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-            crate::dataset::setting_of(rec.meta.forwarder.as_ref()),
-        ),
-    };
-    vec![("host".into(), host), ("run".into(), run), ("setting".into(), setting)]
+    vec![
+        ("host".into(), rec.meta.machine.hostname.clone()),
+        ("run".into(), rec.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())),
+        ("setting".into(), setting_of(rec.meta.forwarder.as_ref())),
+    ]
+}
+
+/// `cache=.. fib=.. prefetch=..` from a forwarder's configuration (as meta.json keeps it:
+/// `{"config": {...}, "info": {...}}`); `-` for targets that are no forwarder.
+pub fn setting_of(forwarder: Option<&serde_json::Value>) -> String {
+    let Some(v) = forwarder else { return "-".into() };
+    let cfg = v.get("config").unwrap_or(v);
+    let text = |k: &str| cfg.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
+    let parts: Vec<String> =
+        ["cache", "fib", "prefetch"].into_iter().filter_map(|k| Some(format!("{k}={}", text(k)?))).collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(" ")
+    }
 }
 
 /// The profile of a perf.data file, symbolized through `sym` (built from its mappings and
