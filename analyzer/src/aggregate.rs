@@ -25,9 +25,23 @@ fn err(what: &str, e: impl std::fmt::Display) -> Error {
 
 /// Group a samples frame (the columns of `samples.parquet`).
 pub fn group(df: DataFrame) -> Result<Vec<Group>> {
+    Ok(group_keyed(df, None)?.into_iter().map(|(_, g)| g).collect())
+}
+
+/// Group a samples frame that carries a `window` column (u32) as well: distinct stacks per
+/// window, with the window each belongs to.
+pub fn group_by_window(df: DataFrame) -> Result<Vec<(u32, Group)>> {
+    group_keyed(df, Some("window"))
+}
+
+fn group_keyed(df: DataFrame, extra: Option<&str>) -> Result<Vec<(u32, Group)>> {
+    let mut keys = vec![col("pid"), col("tid"), col("kernel"), col("ip"), col("callchain")];
+    if let Some(k) = extra {
+        keys.push(col(k));
+    }
     let out = df
         .lazy()
-        .group_by([col("pid"), col("tid"), col("kernel"), col("ip"), col("callchain")])
+        .group_by(keys)
         .agg([len().cast(DataType::UInt64).alias("samples"), col("period").sum().alias("period")])
         .collect()
         .map_err(|e| err("grouping samples", e))?;
@@ -51,6 +65,10 @@ pub fn group(df: DataFrame) -> Result<Vec<Group>> {
     };
     let (ip, samples, period) = (u64s("ip")?, u64s("samples")?, u64s("period")?);
     let (pid, tid) = (u32s("pid")?, u32s("tid")?);
+    let keyed = match extra {
+        Some(k) => u32s(k)?,
+        None => vec![0; ip.len()],
+    };
     let kernel: Vec<bool> = out
         .column("kernel")
         .and_then(|c| c.bool().cloned())
@@ -65,7 +83,7 @@ pub fn group(df: DataFrame) -> Result<Vec<Group>> {
             Some(s) => s.as_ref().u64().map(|c| c.iter().flatten().collect()).unwrap_or_default(),
             None => Vec::new(),
         };
-        groups.push(Group {
+        let g = Group {
             pid: pid[i],
             tid: tid[i],
             kernel: kernel[i],
@@ -73,7 +91,8 @@ pub fn group(df: DataFrame) -> Result<Vec<Group>> {
             callchain,
             samples: samples[i],
             period: period[i],
-        });
+        };
+        groups.push((keyed[i], g));
     }
     Ok(groups)
 }

@@ -5,7 +5,9 @@
 //! addr2line context per binary); [`aggregate`] groups samples in polars; [`stages`] builds
 //! the stage table of a recording, a perf.data file or a text profile; [`input`] tells
 //! those three apart; [`diff`] puts tables side by side; [`export`] writes stacks for other
-//! tools; [`import`] and [`perfdata`] read other profilers' files.
+//! tools; [`import`] and [`perfdata`] read other profilers' files; [`dataset`] keeps runs
+//! of many hosts as one Hive-partitioned dataset; [`windows`] splits samples by thread and
+//! time window (a live comparison's blocks).
 
 pub mod aggregate;
 pub mod crosscheck;
@@ -19,6 +21,7 @@ pub mod perfdata;
 pub mod rules;
 pub mod stages;
 pub mod symbolize;
+pub mod windows;
 
 pub use error::{Error, Result};
 

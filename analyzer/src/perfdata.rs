@@ -219,6 +219,19 @@ fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::P
             ));
         }
     }
+    // The old `event types` section: entries of an attr (attr_size bytes) and the (offset,
+    // size) of its id list, read by the library (which sizes the list by it) when present.
+    let (et_off, et_size) = (at(56), at(64));
+    for k in 0..et_size / (attr_size + 16) {
+        let ids_at = et_off + k * (attr_size + 16) + attr_size;
+        let (o, sz) = read_section(r, ids_at).map_err(io)?;
+        if o.checked_add(sz).is_none_or(|end| end > len) {
+            return Err(bad(
+                path,
+                format!("offset {ids_at}: id list {o}+{sz} of event type {k} runs past the end ({len} bytes)"),
+            ));
+        }
+    }
     // The feature sections' table follows the data section: one (offset, size) per set bit,
     // in bit order.
     let table = at(40) + at(48);

@@ -26,6 +26,7 @@ pub mod paired;
 pub mod plan;
 pub mod results;
 pub mod runner;
+pub mod stage_split;
 pub mod stats;
 
 pub use error::{Error, Result};

@@ -14,14 +14,22 @@
 //! stole time. Snapshots every 10 ms within each block give how long the rate took to
 //! settle after each kind of switch.
 //!
+//! With [`LiveOptions::record`], the collector samples the forwarder all along, and the
+//! samples are split into the blocks by the same publish stamps ([`crate::stage_split`]):
+//! the stages of each setting, from the same run.
+//!
 //! Outputs in the output directory: `blocks.parquet` (one row per block and worker),
-//! `live.json` (settings, effects, verdicts, settle times), `table.txt` (what is printed),
-//! `forwarder.log` (the forwarder's own output).
+//! `live.json` (settings, effects, verdicts, settle times, stages per setting), `table.txt`
+//! (what is printed), `forwarder.log` (the forwarder's own output), `recording/` (the
+//! samples, when recorded).
 
 use crate::contention::{self, Contention, WorkerThread};
 use crate::experiments::Experiment;
 use crate::paired::{self, BlockRate, Effect, Verdict};
 use crate::{Error, Result};
+use analyzer::rules::Rules;
+use collector::recording::Recording;
+use collector::session::{record, RecordOptions, Target};
 use fwd_abi::{CacheMode, Ctr, Request, Segment, Snapshot, State};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -194,6 +202,9 @@ pub struct LiveOptions {
     pub shared_flags: Vec<String>,
     /// The historic experiment the settings come from (its then-and-now lines).
     pub experiment: Option<Experiment>,
+    /// Record samples alongside (default none): the stages of each setting come from
+    /// them, split by the workers' publish stamps (see [`crate::stage_split`]).
+    pub record: Option<RecordAlong>,
     /// Snapshot every 10 ms inside each block to measure how long the rate takes to settle
     /// after each kind of switch (default false: the controller then wakes twice per
     /// block, since its wake-ups take CPU from the forwarder's threads on a small machine).
@@ -222,9 +233,19 @@ impl LiveOptions {
             program_args,
             shared_flags: Vec::new(),
             experiment: None,
+            record: None,
             trace: false,
         }
     }
+}
+
+/// Sampling alongside a live comparison, into `OUTPUT/recording`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordAlong {
+    /// Samples per second (the sweep's -F).
+    pub freq: u64,
+    /// Frame-pointer callchains (the sweep's -g).
+    pub callchain: bool,
 }
 
 /// One worker in one block.
@@ -300,6 +321,41 @@ pub struct LiveResult {
     pub settle: Vec<Settle>,
     /// Why the comparison ended early, if it did (what was measured is kept).
     pub incomplete: Option<String>,
+    /// Stages per setting, when samples were recorded alongside.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<crate::stage_split::StageSplit>,
+    /// Why the stages per setting are missing although samples were asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages_error: Option<String>,
+}
+
+/// The collector sampling the forwarder on a thread of its own, until told to stop.
+struct Recorder {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Result<PathBuf>>,
+}
+
+impl Recorder {
+    fn start(o: &LiveOptions, r: RecordAlong, pid: u32) -> Recorder {
+        let dir = o.output.join("recording");
+        let mut ro = RecordOptions::new(dir.clone(), Target::Pid(pid as i32));
+        ro.force = true;
+        ro.freq = Some(r.freq);
+        ro.callchain = r.callchain;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            record(&ro, &flag, None, &mut |_| {})?;
+            Ok(dir)
+        });
+        Recorder { stop, thread }
+    }
+
+    /// Stop sampling; the recording's directory.
+    fn stop(self) -> Result<PathBuf> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().map_err(|_| Error::Config("the recorder thread panicked".into()))?
+    }
 }
 
 /// The forwarder child: killed if still running when dropped.
@@ -511,6 +567,7 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     };
     let pid = fwd.child.id();
     let threads = wait_threads(pid, seg.n_workers())?;
+    let recorder = o.record.map(|r| Recorder::start(o, r, pid));
     // A setting that leaves a field unset runs with the forwarder's starting value of it
     // (switching back to it must undo what another setting changed).
     let mut settings = o.settings.clone();
@@ -537,8 +594,26 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    let recorded = recorder.map(Recorder::stop);
     fwd.stop(Some(&seg));
-    let result = summarize(o, pid, blocks, incomplete);
+    let mut result = summarize(o, pid, blocks, incomplete);
+    if let Some(rec) = recorded {
+        let mut tids = vec![0u32; seg.n_workers()];
+        for t in &threads {
+            if let Some(slot) = tids.get_mut(t.worker) {
+                *slot = t.tid;
+            }
+        }
+        let labels: Vec<String> = o.settings.iter().map(|s| s.label.clone()).collect();
+        let split = rec.and_then(|dir| {
+            let rec = Recording::open(&dir)?;
+            crate::stage_split::split(&rec, &Rules::builtin(), &result.blocks, &tids, &labels)
+        });
+        match split {
+            Ok(s) => result.stages = Some(s),
+            Err(e) => result.stages_error = Some(e.to_string()),
+        }
+    }
     write_outputs(o, &result)?;
     Ok(result)
 }
@@ -835,6 +910,8 @@ fn summarize(o: &LiveOptions, pid: u32, blocks: Vec<Block>, incomplete: Option<S
         results,
         settle,
         incomplete,
+        stages: None,
+        stages_error: None,
     }
 }
 
@@ -931,6 +1008,12 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
             "device: inline in each worker (live mode's default): its cost is in every setting alike, so ratios are \
              diluted by it and ns/packet differences are not"
         );
+    }
+    if let Some(st) = &r.stages {
+        s.push_str(&st.text());
+    }
+    if let Some(e) = &r.stages_error {
+        let _ = writeln!(s, "\nstages per setting: not available: {e}");
     }
     if let Some(e) = &o.experiment {
         let base = r.results.first().and_then(|x| x.setting.reported);

@@ -78,6 +78,10 @@ pub struct SweepArgs {
     /// Record callchains (charges shared helpers to their caller's stage; costs a little).
     #[arg(short = 'g')]
     pub callchain: bool,
+    /// With --live: sample the forwarder all along (-F, -g) and give each setting's stages
+    /// from the samples, split into the blocks by the workers' own publish stamps.
+    #[arg(long, requires = "live")]
+    pub record: bool,
     /// Also add every run to this dataset (as `record --dataset` does): run names
     /// PREFIX-NNN, the setting's label as the run's setting. Not with --live.
     #[arg(long, value_name = "DIR", conflicts_with = "live")]
@@ -173,6 +177,7 @@ fn live(a: &SweepArgs) -> Result<()> {
     o.discard = std::time::Duration::from_millis(a.discard_ms);
     o.duration = a.duration.unwrap_or(30.0);
     o.trace = a.settle;
+    o.record = a.record.then_some(compare::live::RecordAlong { freq: a.freq, callchain: a.callchain });
     if let Some(seed) = a.seed {
         o.seed = seed;
     }
