@@ -125,6 +125,17 @@ pub fn stage_totals_by_window(rec: &Recording, rules: &Rules, windows: &[Window]
     Ok(WindowTotals { unit: collector::events::period_unit(&event), event, windows: out, outside, other_threads })
 }
 
+/// The forwarder's worker threads of a recording, by worker index (their `fwd-worker-N`
+/// names in the recorded COMM events).
+pub fn worker_tids(rec: &Recording) -> Result<Vec<(usize, u32)>> {
+    let mut out: Vec<(usize, u32)> = crate::stages::thread_names(&rec.tasks()?)
+        .into_iter()
+        .filter_map(|(tid, name)| Some((fwd_abi::threads::worker_index(&name)?, tid)))
+        .collect();
+    out.sort_unstable();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,12 @@ pub struct Experiment {
     /// Forwarder flags every setting shares.
     #[serde(default)]
     pub flags: Vec<String>,
+    /// The settings are steps taken one after another on one running forwarder, as the
+    /// post took them (default false): each setting's run replays the steps before it,
+    /// each `duration` seconds long and switched live, and is measured over its own last
+    /// step's second half. A step's flags are what it changes (live-changeable ones only).
+    #[serde(default)]
+    pub phased: bool,
     pub setting: Vec<ExperimentSetting>,
 }
 
@@ -38,7 +44,11 @@ pub struct ExperimentSetting {
     #[serde(default)]
     pub flags: Vec<String>,
     pub reported: Option<f64>,
-    /// Fraction of the run at which the route cache is flushed.
+    /// Route-cache entries reported then (rtstat's `size`), when the post gave them.
+    #[serde(default)]
+    pub reported_entries: Option<f64>,
+    /// Fraction of the run (of its step, in a phased experiment) at which the route cache
+    /// is flushed.
     pub flush_at: Option<f64>,
 }
 
@@ -69,52 +79,105 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
     if let Some(s) = e.setting.iter().find(|s| s.flush_at.is_some_and(|f| !(0.0..1.0).contains(&f))) {
         return Err(bad(None, format!("setting `{}`: flush_at is a fraction of the run, 0 to 1", s.label)));
     }
+    if e.phased {
+        for s in &e.setting[1..] {
+            crate::live::LiveSetting::from_flags(&s.label, &s.flags).map_err(|x| bad(None, x.to_string()))?;
+        }
+    }
     Ok(e)
 }
 
 impl Experiment {
     pub fn settings(&self) -> Vec<Setting> {
+        let first = &self.setting[..1.min(self.setting.len())];
         self.setting
             .iter()
-            .map(|s| Setting {
+            .enumerate()
+            .map(|(i, s)| Setting {
                 label: s.label.clone(),
                 params: BTreeMap::new(),
-                flags: self.flags.iter().chain(&s.flags).cloned().collect(),
-                flush_at: s.flush_at,
+                // Phased: every run starts as the first step; the later steps switch live.
+                flags: if self.phased {
+                    self.flags.iter().chain(first.iter().flat_map(|f| &f.flags)).cloned().collect()
+                } else {
+                    self.flags.iter().chain(&s.flags).cloned().collect()
+                },
+                flush_at: if self.phased { None } else { s.flush_at },
                 reported: s.reported,
+                reported_entries: s.reported_entries,
+                steps: if self.phased {
+                    self.setting[1..=i]
+                        .iter()
+                        .map(|x| crate::plan::Step {
+                            label: x.label.clone(),
+                            flags: x.flags.clone(),
+                            flush_at: x.flush_at,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
             })
             .collect()
     }
 }
 
 /// An experiment's settings beside what was reported then, each as a ratio to the first
-/// setting (absolute rates are not comparable across two decades of hardware).
+/// setting (absolute rates are not comparable across two decades of hardware), with the
+/// route-cache sizes then and now when the experiment reports sizes, and whether the
+/// settings come out in the same order.
 pub fn then_and_now(sets: &[Setting], sums: &[Summary], unit: &str) -> String {
     let w = sets.iter().map(|s| s.label.len()).max().unwrap_or(7).max(7);
     let base_then = sets.first().and_then(|s| s.reported);
     let base_now = sums.first().map(|s| s.median);
+    let sizes = sets.iter().any(|s| s.reported_entries.is_some());
     let mut out = format!("\nthen and now, as ratios to `{}`:\n", sets.first().map_or("", |s| s.label.as_str()));
     out.push_str(&format!(
-        "  {:<w$} {:>14} {:>8} {:>12} {:>8}\n",
+        "  {:<w$} {:>14} {:>8} {:>12} {:>8}",
         "setting",
         format!("then ({unit})"),
         "ratio",
         "now (Mpps)",
         "ratio"
     ));
+    if sizes {
+        out.push_str(&format!(" {:>13} {:>13}", "then entries", "now entries"));
+    }
+    out.push('\n');
+    let now_of = |s: &Setting| sums.iter().find(|x| x.setting == s.label);
     for s in sets {
-        let now = sums.iter().find(|x| x.setting == s.label).map(|x| x.median);
+        let now = now_of(s).map(|x| x.median);
         let ratio = |v: Option<f64>, b: Option<f64>| match (v, b) {
             (Some(v), Some(b)) if b > 0.0 => format!("{:.3}", v / b),
             _ => "-".into(),
         };
         out.push_str(&format!(
-            "  {:<w$} {:>14} {:>8} {:>12} {:>8}\n",
+            "  {:<w$} {:>14} {:>8} {:>12} {:>8}",
             s.label,
             s.reported.map_or("-".into(), |v| format!("{v:.0}")),
             ratio(s.reported, base_then),
             now.map_or("-".into(), |v| format!("{v:.3}")),
             ratio(now, base_now),
+        ));
+        if sizes {
+            let e = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+            out.push_str(&format!(" {:>13} {:>13}", e(s.reported_entries), e(now_of(s).and_then(|x| x.cache_entries))));
+        }
+        out.push('\n');
+    }
+    // The order then and now, slowest first.
+    let order = |key: &dyn Fn(&Setting) -> Option<f64>| -> Option<Vec<&str>> {
+        let mut v: Vec<(&str, f64)> = sets.iter().map(|s| Some((s.label.as_str(), key(s)?))).collect::<Option<_>>()?;
+        v.sort_by(|a, b| a.1.total_cmp(&b.1));
+        Some(v.into_iter().map(|x| x.0).collect())
+    };
+    if let (Some(then), Some(now)) = (order(&|s| s.reported), order(&|s| now_of(s).map(|x| x.median))) {
+        let same = then == now;
+        out.push_str(&format!(
+            "  order, slowest first: then {}; now {}{}\n",
+            then.join(" < "),
+            now.join(" < "),
+            if same { " (the same)" } else { " (DIFFERENT)" }
         ));
     }
     out
@@ -158,6 +221,7 @@ mod tests {
                 ci95: (*m, *m),
                 stages: BTreeMap::new(),
                 clocks: BTreeMap::new(),
+                cache_entries: None,
                 best: false,
                 vs_best: None,
             })
@@ -168,5 +232,54 @@ mod tests {
         assert!(row.contains("805") && row.contains("1.065") && row.contains("1.100"), "{row}");
         let row = t.lines().find(|l| l.trim_start().starts_with("prefetch 5")).unwrap();
         assert!(row.ends_with("-"), "not measured: {row}");
+    }
+
+    /// A phased experiment: every run starts as the first step, and setting k replays
+    /// steps 1..=k live (the flush where its step asks); sizes then and now and the order
+    /// are printed.
+    #[test]
+    fn phased_settings_replay_the_steps_before_them() {
+        let e = load_experiment("rtcache-flood-2003").unwrap();
+        assert!(e.phased);
+        let sets = e.settings();
+        assert_eq!(sets.len(), 4);
+        assert!(sets.iter().all(|s| s.flags == e.flags), "every run starts as the first step");
+        let steps: Vec<Vec<&str>> = sets.iter().map(|s| s.steps.iter().map(|x| x.label.as_str()).collect()).collect();
+        assert_eq!(steps[0], Vec::<&str>::new());
+        assert_eq!(steps[3], ["gc_min_interval 0", "then flush", "then small gc_thresh"]);
+        assert_eq!(sets[3].steps[1].flush_at, Some(0.1));
+        assert_eq!(sets[3].steps[0].flags, ["--gc-min-interval-ms", "0"]);
+        let sums: Vec<Summary> = [(1.0, 65000.0), (0.9, 60000.0), (2.0, 8200.0), (3.0, 1400.0)]
+            .iter()
+            .zip(&sets)
+            .map(|(&(m, n), s)| Summary {
+                setting: s.label.clone(),
+                runs: 1,
+                left_out: 0,
+                median: m,
+                mean: m,
+                ci95: (m, m),
+                stages: BTreeMap::new(),
+                clocks: BTreeMap::new(),
+                cache_entries: Some(n),
+                best: false,
+                vs_best: None,
+            })
+            .collect();
+        let t = then_and_now(&sets, &sums, "kpps");
+        let row = t.lines().find(|l| l.trim_start().starts_with("then flush")).unwrap();
+        assert!(row.contains("8204") && row.ends_with("8200"), "{row}");
+        let order = t.lines().find(|l| l.contains("order, slowest first")).unwrap();
+        assert!(order.contains("now gc_min_interval 0 < default gc") && order.ends_with("(DIFFERENT)"), "{order}");
+        // A step that cannot change live is refused at load, naming it.
+        let p = std::env::temp_dir().join(format!("fwdscope-phased-{}.toml", std::process::id()));
+        std::fs::write(
+            &p,
+            "title = \"t\"\nsource = \"s\"\nunit = \"kpps\"\nrepeat = 1\nduration = 1.0\nphased = true\n[[setting]]\nlabel = \"a\"\n[[setting]]\nlabel = \"b\"\nflags = [\"--fib\", \"hash\"]\nreported = 1.0\n",
+        )
+        .unwrap();
+        let err = load_experiment(p.to_str().unwrap()).unwrap_err().to_string();
+        assert!(err.contains("setting b: --fib cannot change while the forwarder runs"), "{err}");
+        std::fs::remove_file(&p).unwrap();
     }
 }

@@ -160,6 +160,21 @@ impl LiveSetting {
         }
     }
 
+    /// The request for this setting on a running forwarder, fields left unset keeping
+    /// their current values (`seg`'s control block), tagged `tag`.
+    pub fn request_over(&self, seg: &Segment, tag: u64) -> Request {
+        let c = seg.control();
+        let cur = |a: &std::sync::atomic::AtomicU32| a.load(std::sync::atomic::Ordering::Relaxed);
+        Request {
+            prefetch: self.prefetch,
+            cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| u32::from(m.code())),
+            spin_ns: Some(self.spin_ns.unwrap_or_else(|| cur(&c.spin_ns))),
+            gc: Some(self.gc.over(c.gc())),
+            flush: false,
+            setting: tag,
+        }
+    }
+
     /// The kind of switch from `prev` to this setting (for the settle figures).
     fn switch_kind(&self, prev: &LiveSetting) -> &'static str {
         if self.cache != prev.cache {

@@ -26,6 +26,20 @@ pub struct Setting {
     pub flush_at: Option<f64>,
     /// What was reported then, in the experiment's unit.
     pub reported: Option<f64>,
+    /// Route-cache entries reported then (an experiment's), when known.
+    pub reported_entries: Option<f64>,
+    /// A phased experiment's steps after the first, applied live one after another, each
+    /// a run duration apart (empty: an ordinary run).
+    pub steps: Vec<Step>,
+}
+
+/// A step of a phased experiment: live-changeable flags, and when in the step the route
+/// cache is flushed (a fraction of it).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Step {
+    pub label: String,
+    pub flags: Vec<String>,
+    pub flush_at: Option<f64>,
 }
 
 /// Every combination of the axes' values, first axis outermost (one setting, `base`, when

@@ -20,6 +20,10 @@ pub struct RunResult {
     pub params: BTreeMap<String, String>,
     pub repeat: usize,
     pub mpps: f64,
+    /// Median route-cache entries over the measured part of the run, when the forwarder
+    /// published them.
+    #[serde(default)]
+    pub cache_entries: Option<f64>,
     /// Sampled cost per forwarded packet by stage (ns or events).
     pub stages: BTreeMap<String, f64>,
     /// The forwarder's stage clocks, ns per forwarded packet by stage (empty when off).
@@ -65,6 +69,8 @@ pub struct Summary {
     pub stages: BTreeMap<String, f64>,
     /// Median stage clocks, ns per forwarded packet, over the runs that had them.
     pub clocks: BTreeMap<String, f64>,
+    /// Median route-cache entries over the runs that published them.
+    pub cache_entries: Option<f64>,
     pub best: bool,
     /// Against the best setting (none for the best itself).
     pub vs_best: Option<Comparison>,
@@ -135,6 +141,10 @@ pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
                 ci95,
                 stages: stage_vals.into_iter().map(|(k, v)| (k, median(&v))).collect(),
                 clocks: clock_vals.into_iter().map(|(k, v)| (k, median(&v))).collect(),
+                cache_entries: {
+                    let e: Vec<f64> = of(s).iter().filter_map(|r| r.cache_entries).collect();
+                    (!e.is_empty()).then(|| median(&e))
+                },
                 best: is_best,
                 vs_best,
             }
@@ -247,6 +257,7 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
         ));
     }
     cols.push(Column::new("mpps".into(), runs.iter().map(|r| r.mpps).collect::<Vec<_>>()));
+    cols.push(Column::new("cache_entries".into(), runs.iter().map(|r| r.cache_entries).collect::<Vec<_>>()));
     for st in &stages {
         cols.push(Column::new(
             format!("{st}_per_packet").into(),
@@ -289,6 +300,10 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
     let mpps: Vec<f64> =
         col("mpps")?.f64().map_err(|_| bad("`mpps` is not f64"))?.iter().map(|v| v.unwrap_or(f64::NAN)).collect();
     // Written since the contention detector; older results have neither column.
+    let entries: Vec<Option<f64>> = match df.column("cache_entries") {
+        Ok(c) => c.f64().map_err(|_| bad("`cache_entries` is not f64"))?.iter().collect(),
+        Err(_) => vec![None; df.height()],
+    };
     let runq: Vec<Option<f64>> = match df.column("runq_share") {
         Ok(c) => c.f64().map_err(|_| bad("`runq_share` is not f64"))?.iter().collect(),
         Err(_) => vec![None; df.height()],
@@ -322,6 +337,7 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
             params: BTreeMap::new(),
             repeat: repeats[i] as usize,
             mpps: mpps[i],
+            cache_entries: entries[i],
             stages: stages.iter().filter_map(|(s, v)| Some((s.clone(), v[i]?))).collect(),
             clocks: clocks.iter().filter_map(|(s, v)| Some((s.clone(), v[i]?))).collect(),
             runq_share: runq[i],
@@ -382,6 +398,7 @@ mod tests {
                     params: BTreeMap::new(),
                     repeat: i,
                     mpps: mean * (1.0 + sd * z),
+                    cache_entries: None,
                     stages: BTreeMap::new(),
                     clocks: BTreeMap::new(),
                     runq_share: Some(0.01),
@@ -425,6 +442,7 @@ mod tests {
             r.stages.insert("lookup".into(), 21.5);
         }
         all[2].contention = vec!["a worker waited to run 9% of the time".into(), "steal".into()];
+        all[1].cache_entries = Some(8204.0);
         let dir = std::env::temp_dir().join(format!("fwdscope-sweep-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let p = dir.join("results.parquet");
@@ -433,11 +451,15 @@ mod tests {
         let back = read_results(&dir).expect("read back");
         assert_eq!(back[2].contention, all[2].contention);
         assert_eq!((back[0].runq_share, back[0].contention.len()), (Some(0.01), 0));
+        assert_eq!((back[0].cache_entries, back[1].cache_entries), (None, Some(8204.0)));
         use polars::prelude::SerReader;
         let df = polars::prelude::ParquetReader::new(std::fs::File::open(&p).expect("open")).finish().expect("read");
         assert_eq!(df.height(), 3);
         let names: Vec<String> = df.get_column_names().iter().map(|s| s.to_string()).collect();
-        assert_eq!(names, ["setting", "repeat", "prefetch", "mpps", "lookup_per_packet", "runq_share", "contention"]);
+        assert_eq!(
+            names,
+            ["setting", "repeat", "prefetch", "mpps", "cache_entries", "lookup_per_packet", "runq_share", "contention"]
+        );
         let mpps = df.column("mpps").expect("mpps").f64().expect("f64").get(1).expect("value");
         assert_eq!(mpps, all[1].mpps);
         std::fs::remove_dir_all(&dir).expect("remove");

@@ -145,6 +145,122 @@ fn flush_later(pid: std::sync::mpsc::Receiver<i32>, after: Duration) -> std::thr
     })
 }
 
+/// Apply a phased run's steps to the forwarder whose PID arrives on `pid`: step `j` at `j`
+/// step lengths after its segment appeared (flushing the route cache `flush_at` into the
+/// step when asked). Returns when the last step was applied (CLOCK_MONOTONIC ns).
+fn steps_later(
+    pid: std::sync::mpsc::Receiver<i32>,
+    step: Duration,
+    steps: Vec<crate::plan::Step>,
+) -> std::thread::JoinHandle<Result<u64>> {
+    std::thread::spawn(move || {
+        let pid = pid
+            .recv_timeout(Duration::from_secs(60))
+            .map_err(|_| Error::Config("the forwarder of a phased run never started".into()))?;
+        let t0 = Instant::now();
+        let seg = loop {
+            match fwd_abi::Segment::find_for(pid as u32) {
+                Some(seg) => break seg,
+                None if t0.elapsed() < Duration::from_secs(60) => std::thread::sleep(Duration::from_millis(5)),
+                None => {
+                    return Err(Error::Config(format!("forwarder {pid}: no stats segment to switch the steps through")))
+                }
+            }
+        };
+        let start = Instant::now();
+        let mut applied = 0u64;
+        for (j, st) in steps.iter().enumerate() {
+            let at = step * (j as u32 + 1);
+            std::thread::sleep(at.saturating_sub(start.elapsed()));
+            let live = crate::live::LiveSetting::from_flags(&st.label, &st.flags)?;
+            seg.apply(&live.request_over(&seg, j as u64 + 1));
+            applied = fwd_abi::rows::mono_ns();
+            if let Some(f) = st.flush_at {
+                std::thread::sleep((at + step.mul_f64(f)).saturating_sub(start.elapsed()));
+                seg.request_flush();
+            }
+        }
+        Ok(applied)
+    })
+}
+
+/// A run's figures over a window: from `from_ns` (CLOCK_MONOTONIC) to its end.
+struct Measured {
+    mpps: f64,
+    /// Median route-cache entries (all workers) at the counter snapshots in the window.
+    entries: Option<f64>,
+    /// Sampled cost per forwarded packet by stage (the workers' samples in the window).
+    stages: std::collections::BTreeMap<String, f64>,
+    /// The stage clocks' ns per forwarded packet over the window.
+    clocks: std::collections::BTreeMap<String, f64>,
+}
+
+fn measure_window(rec: &Recording, from_ns: u64) -> Result<Measured> {
+    use std::collections::{BTreeMap, HashMap};
+    let rows: Vec<_> = rec.counters()?.into_iter().filter(|r| r.is_forwarder() && r.time >= from_ns).collect();
+    // Per (worker, counter): first and last value in the window.
+    let mut first: HashMap<(i32, &str), (u64, u64)> = HashMap::new();
+    let mut last: HashMap<(i32, &str), (u64, u64)> = HashMap::new();
+    for r in &rows {
+        first.entry((r.worker, r.name.as_str())).or_insert((r.time, r.value));
+        last.insert((r.worker, r.name.as_str()), (r.time, r.value));
+    }
+    let mut deltas: HashMap<&str, u64> = HashMap::new();
+    for (k, (_, v)) in &last {
+        *deltas.entry(k.1).or_default() += v.saturating_sub(first.get(k).map_or(0, |f| f.1));
+    }
+    let d = |c: fwd_abi::Ctr| deltas.get(fwd_abi::COUNTER_NAMES[c as usize]).copied().unwrap_or(0);
+    let forwarded = d(fwd_abi::Ctr::TxPackets);
+    let tx: Vec<_> = rows.iter().filter(|r| r.name == "tx_packets").collect();
+    let (t0, t1) = (tx.iter().map(|r| r.time).min(), tx.iter().map(|r| r.time).max());
+    let secs = match (t0, t1) {
+        (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e9,
+        _ => {
+            return Err(Error::Config(format!(
+                "{}: no forwarder counters in the measured window (the last step's second half)",
+                rec.dir.display()
+            )))
+        }
+    };
+    let mut by_time: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.name == "rt_entries") {
+        *by_time.entry(r.time).or_default() += r.value;
+    }
+    let sizes: Vec<f64> = by_time.values().map(|&v| v as f64).collect();
+    let entries = (!sizes.is_empty()).then(|| crate::stats::median(&sizes));
+    // Samples of the workers inside the window.
+    let windows: Vec<analyzer::windows::Window> = analyzer::windows::worker_tids(rec)?
+        .into_iter()
+        .map(|(_, tid)| analyzer::windows::Window { tid, start_ns: from_ns, end_ns: u64::MAX })
+        .collect();
+    let mut stages = BTreeMap::new();
+    if !windows.is_empty() && forwarded > 0 {
+        let totals = analyzer::windows::stage_totals_by_window(rec, &Rules::builtin(), &windows)?;
+        for w in &totals.windows {
+            for (st, (_, period)) in w {
+                *stages.entry(st.clone()).or_insert(0.0) += *period as f64 / forwarded as f64;
+            }
+        }
+    }
+    let info = rec.meta.forwarder.as_ref().map(|f| &f["info"]);
+    let tsc_hz = info.and_then(|i| i["tsc_hz"].as_u64()).unwrap_or(0);
+    let clocks = fwd_abi::clocks::ClockReport::new(d, tsc_hz, forwarded)
+        .filter(|_| tsc_hz > 0 && forwarded > 0)
+        .map(|c| c.ns_by_stage().into_iter().collect())
+        .unwrap_or_default();
+    Ok(Measured { mpps: forwarded as f64 / secs / 1e6, entries, stages, clocks })
+}
+
+/// Median route-cache entries (all workers) over a recording's counter snapshots.
+fn recording_median_entries(rec: &Recording) -> Result<Option<f64>> {
+    let mut by_time: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+    for r in rec.forwarder_counter("rt_entries")? {
+        *by_time.entry(r.time).or_default() += r.value;
+    }
+    let sizes: Vec<f64> = by_time.values().map(|&v| v as f64).collect();
+    Ok((!sizes.is_empty()).then(|| crate::stats::median(&sizes)))
+}
+
 /// What every run of a sweep shares, and where its time went.
 struct Runner<'a> {
     o: &'a SweepOptions,
@@ -159,10 +275,12 @@ struct Runner<'a> {
 impl Runner<'_> {
     fn run_one(&mut self, s: &Setting, dir: &Path, number: usize) -> Result<RunResult> {
         let (o, duration) = (self.o, self.o.duration);
+        // A phased run replays the steps before this setting: one run duration each.
+        let total = duration * (s.steps.len() + 1) as f64;
         let mut args = o.program_args.clone();
         args.extend(o.shared_flags.iter().cloned());
         args.extend(s.flags.iter().cloned());
-        args.extend(["--duration".to_string(), duration.to_string(), "-i".into(), duration.to_string()]);
+        args.extend(["--duration".to_string(), total.to_string(), "-i".into(), total.to_string()]);
         let staging = match &o.dataset {
             Some(d) => {
                 Some(analyzer::dataset::Staging::new(&d.dir, &d.host, &format!("{}-{number:03}", d.run_prefix))?)
@@ -179,6 +297,11 @@ impl Runner<'_> {
             ro.notify_pid = Some(tx);
             flush_later(rx, Duration::from_secs_f64(duration * f))
         });
+        let stepper = (!s.steps.is_empty()).then(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            ro.notify_pid = Some(tx);
+            steps_later(rx, Duration::from_secs_f64(duration), s.steps.clone())
+        });
         let t_rec = Instant::now();
         let host0 = crate::contention::read_host();
         let recorded = record(&ro, &AtomicBool::new(false), None, &mut |_| {});
@@ -187,6 +310,11 @@ impl Runner<'_> {
         if let Some(f) = flusher {
             let _ = f.join();
         }
+        let last_step = match stepper.map(|t| t.join()) {
+            None => None,
+            Some(Ok(r)) => Some(r?),
+            Some(Err(_)) => return Err(Error::Config("the thread switching the steps panicked".into())),
+        };
         recorded?;
         if let Some(st) = staging {
             let (part, _) = st.publish(Some(&s.label), &Rules::builtin())?;
@@ -206,13 +334,34 @@ impl Runner<'_> {
             }
             _ => None,
         };
+        // A phased run is measured over its last step's second half (the whole run
+        // otherwise).
+        let window = match last_step {
+            Some(at) => Some(measure_window(&rec, at + (duration * 0.5e9) as u64)?),
+            None => None,
+        };
+        let stages = match &window {
+            Some(w) => w.stages.clone(),
+            None => t.stages.iter().filter_map(|r| Some((r.stage.clone(), r.per_packet?))).collect(),
+        };
+        let clocks = match &window {
+            Some(w) => w.clocks.clone(),
+            None => t.clock_check.as_ref().map(|c| c.clocks.ns_by_stage().into_iter().collect()).unwrap_or_default(),
+        };
         let res = RunResult {
             setting: s.label.clone(),
             params: s.params.clone(),
             repeat: 0,
-            mpps: recording_mpps(&rec)?,
-            stages: t.stages.iter().filter_map(|r| Some((r.stage.clone(), r.per_packet?))).collect(),
-            clocks: t.clock_check.as_ref().map(|c| c.clocks.ns_by_stage().into_iter().collect()).unwrap_or_default(),
+            mpps: match &window {
+                Some(w) => w.mpps,
+                None => recording_mpps(&rec)?,
+            },
+            cache_entries: match &window {
+                Some(w) => w.entries,
+                None => recording_median_entries(&rec)?,
+            },
+            stages,
+            clocks,
             runq_share,
             contention: crate::contention::flags(runq_share.unwrap_or(0.0), steal.unwrap_or(0.0)),
         };
@@ -280,7 +429,10 @@ pub fn run(o: &SweepOptions) -> Result<String> {
     if let Some(e) = &o.experiment {
         text.push_str(&then_and_now(sets, &sums, &e.unit));
     }
-    let forwarding = Duration::from_secs_f64(o.duration * plan.len() as f64);
+    // A phased run forwards through every step before its own.
+    let forwarding = Duration::from_secs_f64(
+        plan.iter().map(|&(si, _)| o.duration * (sets[si].steps.len() + 1) as f64).sum::<f64>(),
+    );
     let overhead = wall.saturating_sub(forwarding);
     let secs = |d: Duration| d.as_secs_f64();
     text.push_str(&format!(

@@ -119,6 +119,10 @@ pub struct ForwarderArgs {
     /// 2.4 (2.4.21) does not, and fills to --max-size under a flood.
     #[arg(long, value_enum, default_value_t = crate::config::RtVersion::V2_6)]
     pub rtcache_version: crate::config::RtVersion,
+    /// Jiffies per second of the route cache's clock (its GC ages and intervals count in
+    /// them): 2.4 kernels on x86 ran HZ=100, 2.6 mostly 1000.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub rt_hz: u64,
     /// Concurrent flows of the synthetic traffic.
     #[arg(long, default_value_t = 32768)]
     pub flows: usize,
@@ -214,6 +218,7 @@ impl ForwarderArgs {
                 gc_min_interval_ms: self.gc_min_interval_ms,
                 gc_timeout_s: self.gc_timeout,
                 version: self.rtcache_version,
+                hz: self.rt_hz,
                 ..RtParams::default()
             },
             traffic: TrafficProfile {

@@ -149,6 +149,13 @@ fn live(a: &SweepArgs) -> Result<()> {
         );
     }
     let (exp, sets) = experiment_and_settings(a)?;
+    if let Some(e) = exp.as_ref().filter(|e| e.phased) {
+        anyhow::bail!(
+            "experiment `{}` is phased: its steps build on one another on one forwarder, in order, so they cannot \
+             alternate in blocks; run it without --live",
+            e.title
+        );
+    }
     let mut live = Vec::new();
     for (i, s) in sets.iter().enumerate() {
         if s.flush_at.is_some() {
