@@ -223,6 +223,24 @@ fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::P
     // size) of its id list, read by the library (which sizes the list by it) when present.
     let (et_off, et_size) = (at(56), at(64));
     for k in 0..et_size / (attr_size + 16) {
+        // The library reads each attr by its own size field, then skips to attr_size: a
+        // size between two perf_event_attr versions leaves it short of where it skips from,
+        // so it would read the id list from elsewhere.
+        let own_at = et_off + k * (attr_size + 16) + 4;
+        r.seek(SeekFrom::Start(own_at)).map_err(io)?;
+        let mut own = [0u8; 4];
+        r.read_exact(&mut own).map_err(io)?;
+        let own = u64::from(u32::from_le_bytes(own));
+        let version_size = [64, 72, 80, 96, 104, 112, 120].contains(&own) || own >= 128;
+        if !version_size || own > attr_size {
+            return Err(bad(
+                path,
+                format!(
+                    "offset {own_at}: event type {k} attr size field {own}: expected a perf_event_attr version size \
+                     (64, 72, 80, 96, 104, 112, 120, or 128 and up) of at most {attr_size}"
+                ),
+            ));
+        }
         let ids_at = et_off + k * (attr_size + 16) + attr_size;
         let (o, sz) = read_section(r, ids_at).map_err(io)?;
         if o.checked_add(sz).is_none_or(|end| end > len) {

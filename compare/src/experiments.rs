@@ -81,7 +81,7 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
     }
     if e.phased {
         for s in &e.setting[1..] {
-            crate::live::LiveSetting::from_flags(&s.label, &s.flags).map_err(|x| bad(None, x.to_string()))?;
+            crate::live_setting::LiveSetting::from_flags(&s.label, &s.flags).map_err(|x| bad(None, x.to_string()))?;
         }
     }
     Ok(e)
@@ -167,7 +167,9 @@ pub fn then_and_now(sets: &[Setting], sums: &[Summary], unit: &str) -> String {
     }
     // The order then and now, slowest first.
     let order = |key: &dyn Fn(&Setting) -> Option<f64>| -> Option<Vec<&str>> {
-        let mut v: Vec<(&str, f64)> = sets.iter().map(|s| Some((s.label.as_str(), key(s)?))).collect::<Option<_>>()?;
+        // Only when every setting has a number (runs all left out give NaN: no order).
+        let mut v: Vec<(&str, f64)> =
+            sets.iter().map(|s| Some((s.label.as_str(), key(s).filter(|x| x.is_finite())?))).collect::<Option<_>>()?;
         v.sort_by(|a, b| a.1.total_cmp(&b.1));
         Some(v.into_iter().map(|x| x.0).collect())
     };
@@ -271,6 +273,10 @@ mod tests {
         assert!(row.contains("8204") && row.ends_with("8200"), "{row}");
         let order = t.lines().find(|l| l.contains("order, slowest first")).unwrap();
         assert!(order.contains("now gc_min_interval 0 < default gc") && order.ends_with("(DIFFERENT)"), "{order}");
+        // A setting whose runs were all left out has no rate: no order is claimed.
+        let mut gone = sums.clone();
+        gone[1].median = f64::NAN;
+        assert!(!then_and_now(&sets, &gone, "kpps").contains("order, slowest first"));
         // A step that cannot change live is refused at load, naming it.
         let p = std::env::temp_dir().join(format!("fwdscope-phased-{}.toml", std::process::id()));
         std::fs::write(

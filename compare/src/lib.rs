@@ -9,6 +9,9 @@
 //!   the table;
 //! - [`live`]: a live comparison: one forwarder, settings switched through its control
 //!   block in short balanced blocks, each block measured by the workers' own stamps;
+//! - [`live_setting`]: what can switch live and the control-block request for it;
+//! - [`stage_split`]: samples recorded alongside a live comparison split into its blocks:
+//!   stages per setting;
 //! - [`paired`]: the live comparison's statistics: block order, paired log-rate
 //!   differences, intervals, Holm's correction, verdicts;
 //! - [`contention`]: whether the machine let the workers run (run-queue wait, involuntary
@@ -22,6 +25,7 @@ mod error;
 pub mod experiments;
 pub mod html;
 pub mod live;
+pub mod live_setting;
 pub mod paired;
 pub mod plan;
 pub mod results;

@@ -25,12 +25,13 @@
 
 use crate::contention::{self, Contention, WorkerThread};
 use crate::experiments::Experiment;
+pub use crate::live_setting::{GcSetting, LiveSetting};
 use crate::paired::{self, BlockRate, Effect, Verdict};
 use crate::{Error, Result};
 use analyzer::rules::Rules;
 use collector::recording::Recording;
 use collector::session::{record, RecordOptions, Target};
-use fwd_abi::{CacheMode, Ctr, Request, Segment, Snapshot, State};
+use fwd_abi::{CacheMode, Ctr, Segment, Snapshot, State};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -49,147 +50,6 @@ pub const BLOCK: Duration = Duration::from_millis(50);
 pub const DISCARD: Duration = Duration::from_millis(10);
 /// Interval of the snapshots that trace a block (for the settle figures).
 const TRACE: Duration = Duration::from_millis(10);
-
-/// One setting of a live comparison: what the control block is asked for.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct LiveSetting {
-    pub label: String,
-    pub prefetch: Option<u32>,
-    pub cache: Option<String>,
-    pub spin_ns: Option<u32>,
-    /// Route-cache GC tunables (`--gc-thresh`, `--gc-elasticity`, `--gc-min-interval-ms`,
-    /// `--gc-timeout`); unset ones keep the forwarder's start values.
-    pub gc: GcSetting,
-    /// What was reported in the historic post, in the experiment's unit.
-    pub reported: Option<f64>,
-}
-
-/// GC tunables a live setting changes (None: the forwarder's start value).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct GcSetting {
-    pub thresh: Option<u32>,
-    pub elasticity: Option<u32>,
-    pub min_interval_ms: Option<u32>,
-    pub timeout_s: Option<u32>,
-}
-
-impl GcSetting {
-    /// These tunables over `base` (the forwarder's start values).
-    fn over(&self, base: fwd_abi::GcTunables) -> fwd_abi::GcTunables {
-        fwd_abi::GcTunables {
-            thresh: self.thresh.unwrap_or(base.thresh),
-            elasticity: self.elasticity.unwrap_or(base.elasticity),
-            min_interval_ms: self.min_interval_ms.unwrap_or(base.min_interval_ms),
-            timeout_s: self.timeout_s.unwrap_or(base.timeout_s),
-        }
-    }
-}
-
-impl LiveSetting {
-    /// From forwarder flags (`--prefetch N`, `--cache MODE`, `--spin-ns N`); any other flag
-    /// cannot change while the forwarder runs and is refused, naming it.
-    pub fn from_flags(label: &str, flags: &[String]) -> Result<LiveSetting> {
-        let mut s = LiveSetting {
-            label: label.to_string(),
-            prefetch: None,
-            cache: None,
-            spin_ns: None,
-            gc: GcSetting::default(),
-            reported: None,
-        };
-        let mut it = flags.iter();
-        while let Some(f) = it.next() {
-            let (name, inline) = match f.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (f.as_str(), None),
-            };
-            let mut value = || -> Result<String> {
-                inline
-                    .clone()
-                    .or_else(|| it.next().cloned())
-                    .ok_or_else(|| Error::Config(format!("setting {label}: {name} needs a value")))
-            };
-            let num = |v: String, max: u32| -> Result<u32> {
-                v.parse::<u32>().ok().filter(|x| *x <= max).ok_or_else(|| {
-                    Error::Config(format!("setting {label}: {name} {v}: expected a whole number 0..={max}"))
-                })
-            };
-            match name {
-                "--prefetch" => s.prefetch = Some(num(value()?, 8)?),
-                "--spin-ns" => s.spin_ns = Some(num(value()?, fwd_abi::segment::MAX_SPIN_NS)?),
-                // The route-cache GC tunables, within the bounds the forwarder takes at start
-                // (gc-thresh must also stay below the running forwarder's max_size: workers
-                // clamp it there).
-                "--gc-thresh" => s.gc.thresh = Some(num(value()?, 1 << 26)?),
-                "--gc-elasticity" => {
-                    s.gc.elasticity = Some(num(value()?, 1024)?.max(1));
-                }
-                "--gc-min-interval-ms" => s.gc.min_interval_ms = Some(num(value()?, 3_600_000)?),
-                "--gc-timeout" => s.gc.timeout_s = Some(num(value()?, 86_400)?),
-                "--cache" => {
-                    let v = value()?;
-                    if CacheMode::from_name(&v).is_none() {
-                        return Err(Error::Config(format!(
-                            "setting {label}: --cache {v}: expected rtcache, nocache or nhcache"
-                        )));
-                    }
-                    s.cache = Some(v);
-                }
-                other => {
-                    return Err(Error::Config(format!(
-                        "setting {label}: {other} cannot change while the forwarder runs (live mode switches \
-                         --prefetch, --cache, --spin-ns and the GC tunables --gc-thresh, --gc-elasticity, \
-                         --gc-min-interval-ms, --gc-timeout); compare it with the multi-process sweep (without --live)"
-                    )))
-                }
-            }
-        }
-        Ok(s)
-    }
-
-    fn request(&self, tag: u64) -> Request {
-        Request {
-            prefetch: self.prefetch,
-            cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| u32::from(m.code())),
-            spin_ns: Some(self.spin_ns.unwrap_or(0)),
-            // Every block sets all four ([`fill_unset`] gave the unset ones the forwarder's
-            // values), so a switch back restores the baseline's.
-            gc: Some(self.gc.over(fwd_abi::GcTunables::default())),
-            flush: false,
-            setting: tag,
-        }
-    }
-
-    /// The request for this setting on a running forwarder, fields left unset keeping
-    /// their current values (`seg`'s control block), tagged `tag`.
-    pub fn request_over(&self, seg: &Segment, tag: u64) -> Request {
-        let c = seg.control();
-        let cur = |a: &std::sync::atomic::AtomicU32| a.load(std::sync::atomic::Ordering::Relaxed);
-        Request {
-            prefetch: self.prefetch,
-            cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| u32::from(m.code())),
-            spin_ns: Some(self.spin_ns.unwrap_or_else(|| cur(&c.spin_ns))),
-            gc: Some(self.gc.over(c.gc())),
-            flush: false,
-            setting: tag,
-        }
-    }
-
-    /// The kind of switch from `prev` to this setting (for the settle figures).
-    fn switch_kind(&self, prev: &LiveSetting) -> &'static str {
-        if self.cache != prev.cache {
-            "cache mode"
-        } else if self.prefetch != prev.prefetch {
-            "prefetch"
-        } else if self.spin_ns.unwrap_or(0) != prev.spin_ns.unwrap_or(0) {
-            "calibration"
-        } else if self.gc != prev.gc {
-            "GC tunables"
-        } else {
-            "same setting"
-        }
-    }
-}
 
 /// Options of a live comparison.
 #[derive(Debug, Clone)]
@@ -622,7 +482,29 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
         let labels: Vec<String> = o.settings.iter().map(|s| s.label.clone()).collect();
         let split = rec.and_then(|dir| {
             let rec = Recording::open(&dir)?;
-            crate::stage_split::split(&rec, &Rules::builtin(), &result.blocks, &tids, &labels)
+            // Counted blocks only (no flags, measured), each worker that ran the block's
+            // settings through its interval.
+            let counted: Vec<crate::stage_split::CountedBlock> = result
+                .blocks
+                .iter()
+                .filter(|b| b.flags.is_empty() && b.mpps.is_some())
+                .map(|b| crate::stage_split::CountedBlock {
+                    setting: b.setting,
+                    unit: b.unit,
+                    workers: b
+                        .workers
+                        .iter()
+                        .filter(|w| w.assigned)
+                        .map(|w| crate::stage_split::WorkerInterval {
+                            worker: w.worker,
+                            start_ns: w.start_mono_ns,
+                            end_ns: w.end_mono_ns,
+                            packets: w.packets,
+                        })
+                        .collect(),
+                })
+                .collect();
+            crate::stage_split::split(&rec, &Rules::builtin(), &counted, &tids, &labels)
         });
         match split {
             Ok(s) => result.stages = Some(s),

@@ -172,7 +172,7 @@ fn steps_later(
         for (j, st) in steps.iter().enumerate() {
             let at = step * (j as u32 + 1);
             std::thread::sleep(at.saturating_sub(start.elapsed()));
-            let live = crate::live::LiveSetting::from_flags(&st.label, &st.flags)?;
+            let live = crate::live_setting::LiveSetting::from_flags(&st.label, &st.flags)?;
             seg.apply(&live.request_over(&seg, j as u64 + 1));
             applied = fwd_abi::rows::mono_ns();
             if let Some(f) = st.flush_at {

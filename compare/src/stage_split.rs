@@ -5,7 +5,6 @@
 //! packets those workers forwarded in it; per setting, the pooled figure with a t interval
 //! over units, and the paired difference against the baseline unit by unit.
 
-use crate::live::Block;
 use crate::{Error, Result};
 use analyzer::rules::Rules;
 use analyzer::windows::{stage_totals_by_window, Window};
@@ -51,20 +50,41 @@ pub struct StageSplit {
     pub settings: Vec<SettingStages>,
 }
 
-/// Split `rec`'s samples by the counted blocks (no flags, measured) and compute the
-/// stages per setting. `tids[w]` is worker `w`'s thread id; `labels` name the settings,
-/// the first being the baseline.
-pub fn split(rec: &Recording, rules: &Rules, blocks: &[Block], tids: &[u32], labels: &[String]) -> Result<StageSplit> {
+/// A counted block: its setting, its unit, and each worker's measured interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CountedBlock {
+    pub setting: usize,
+    pub unit: usize,
+    pub workers: Vec<WorkerInterval>,
+}
+
+/// A worker's interval in a block: from its first to its last publish under the block's
+/// settings (CLOCK_MONOTONIC), and the packets it forwarded in between.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkerInterval {
+    pub worker: usize,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub packets: u64,
+}
+
+/// Split `rec`'s samples by the counted blocks and compute the stages per setting.
+/// `tids[w]` is worker `w`'s thread id; `labels` name the settings, the first being the
+/// baseline.
+pub fn split(
+    rec: &Recording,
+    rules: &Rules,
+    blocks: &[CountedBlock],
+    tids: &[u32],
+    labels: &[String],
+) -> Result<StageSplit> {
     let mut windows = Vec::new();
     let mut owner = Vec::new(); // window -> block index in `blocks`
     for (bi, b) in blocks.iter().enumerate() {
-        if !b.flags.is_empty() || b.mpps.is_none() {
-            continue;
-        }
         for wb in &b.workers {
             let Some(&tid) = tids.get(wb.worker) else { continue };
-            if wb.assigned && wb.end_mono_ns > wb.start_mono_ns {
-                windows.push(Window { tid, start_ns: wb.start_mono_ns, end_ns: wb.end_mono_ns });
+            if wb.end_ns > wb.start_ns {
+                windows.push(Window { tid, start_ns: wb.start_ns, end_ns: wb.end_ns });
                 owner.push((bi, wb.packets));
             }
         }
