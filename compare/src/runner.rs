@@ -222,12 +222,7 @@ fn measure_window(rec: &Recording, from_ns: u64) -> Result<Measured> {
             )))
         }
     };
-    let mut by_time: BTreeMap<u64, u64> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.name == "rt_entries") {
-        *by_time.entry(r.time).or_default() += r.value;
-    }
-    let sizes: Vec<f64> = by_time.values().map(|&v| v as f64).collect();
-    let entries = (!sizes.is_empty()).then(|| crate::stats::median(&sizes));
+    let entries = median_entries(rows.iter().filter(|r| r.name == "rt_entries"));
     // Samples of the workers inside the window.
     let windows: Vec<analyzer::windows::Window> = analyzer::windows::worker_tids(rec)?
         .into_iter()
@@ -253,12 +248,18 @@ fn measure_window(rec: &Recording, from_ns: u64) -> Result<Measured> {
 
 /// Median route-cache entries (all workers) over a recording's counter snapshots.
 fn recording_median_entries(rec: &Recording) -> Result<Option<f64>> {
+    Ok(median_entries(rec.forwarder_counter("rt_entries")?.iter()))
+}
+
+/// The median over snapshots of `rt_entries` rows summed over workers (rows of one
+/// snapshot share its time).
+fn median_entries<'a>(rows: impl Iterator<Item = &'a fwd_abi::CounterRow>) -> Option<f64> {
     let mut by_time: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
-    for r in rec.forwarder_counter("rt_entries")? {
+    for r in rows {
         *by_time.entry(r.time).or_default() += r.value;
     }
     let sizes: Vec<f64> = by_time.values().map(|&v| v as f64).collect();
-    Ok((!sizes.is_empty()).then(|| crate::stats::median(&sizes)))
+    (!sizes.is_empty()).then(|| crate::stats::median(&sizes))
 }
 
 /// What every run of a sweep shares, and where its time went.
