@@ -114,9 +114,15 @@ impl ClockCheck {
 /// Counter deltas (last row minus first) of a recording's forwarder rows, per (worker,
 /// counter name).
 pub(crate) fn worker_deltas(rec: &Recording) -> Result<HashMap<(i32, String), u64>> {
+    worker_deltas_since(rec, 0)
+}
+
+/// [`worker_deltas`] over the rows stamped at `from_ns` (CLOCK_MONOTONIC) or later: a part
+/// of a run (a phased experiment's last step).
+pub fn worker_deltas_since(rec: &Recording, from_ns: u64) -> Result<HashMap<(i32, String), u64>> {
     let mut first: HashMap<(i32, String), u64> = HashMap::new();
     let mut last: HashMap<(i32, String), u64> = HashMap::new();
-    for r in rec.counters()?.into_iter().filter(|r| r.is_forwarder()) {
+    for r in rec.counters()?.into_iter().filter(|r| r.is_forwarder() && r.time >= from_ns) {
         first.entry((r.worker, r.name.clone())).or_insert(r.value);
         last.insert((r.worker, r.name), r.value);
     }
@@ -129,28 +135,41 @@ pub(crate) fn worker_deltas(rec: &Recording) -> Result<HashMap<(i32, String), u6
         .collect())
 }
 
-/// [`worker_deltas`] summed over workers, by counter name.
-fn counter_deltas(rec: &Recording) -> Result<HashMap<String, u64>> {
+/// [`worker_deltas_since`] summed over workers, by counter name.
+fn counter_deltas_since(rec: &Recording, from_ns: u64) -> Result<HashMap<String, u64>> {
     let mut out: HashMap<String, u64> = HashMap::new();
-    for ((_, name), d) in worker_deltas(rec)? {
+    for ((_, name), d) in worker_deltas_since(rec, from_ns)? {
         *out.entry(name).or_default() += d;
     }
     Ok(out)
+}
+
+/// The forwarder's stage clocks over a recording's counter rows from `from_ns` on (0: the
+/// whole recording), converted with the TSC rate its run recorded; None when the clocks
+/// were off, the rate is unknown or nothing was forwarded.
+pub fn clock_report_since(rec: &Recording, from_ns: u64) -> Result<Option<ClockReport>> {
+    let deltas = counter_deltas_since(rec, from_ns)?;
+    let d = |c: Ctr| deltas.get(COUNTER_NAMES[c as usize]).copied().unwrap_or(0);
+    let forwarded = d(Ctr::TxPackets);
+    let tsc_hz = tsc_hz_of(rec);
+    Ok(ClockReport::new(d, tsc_hz, forwarded).filter(|_| forwarded > 0 && tsc_hz > 0))
+}
+
+/// The TSC rate a forwarder recording's run info gives (0: not recorded).
+fn tsc_hz_of(rec: &Recording) -> u64 {
+    rec.meta.forwarder.as_ref().and_then(|f| f["info"]["tsc_hz"].as_u64()).unwrap_or(0)
 }
 
 /// The comparison for a recording of the forwarder, given the sampled `event` and the
 /// worker threads' stage totals (stage -> samples, period); None when the recording has no
 /// stage clocks (clocks off, a kernel or other target) or no packets.
 pub fn clock_check(rec: &Recording, event: &str, totals: &HashMap<String, (u64, u64)>) -> Result<Option<ClockCheck>> {
-    let deltas = counter_deltas(rec)?;
-    let d = |c: Ctr| deltas.get(COUNTER_NAMES[c as usize]).copied().unwrap_or(0);
-    let forwarded = d(Ctr::TxPackets);
-    let info = rec.meta.forwarder.as_ref().map(|f| &f["info"]);
-    let tsc_hz = info.and_then(|i| i["tsc_hz"].as_u64()).unwrap_or(0);
-    let tsc_source = info.and_then(|i| i["tsc_source"].as_str()).unwrap_or("not recorded").to_string();
-    let Some(clocks) = ClockReport::new(d, tsc_hz, forwarded).filter(|_| forwarded > 0 && tsc_hz > 0) else {
+    let Some(clocks) = clock_report_since(rec, 0)? else {
         return Ok(None);
     };
+    let (forwarded, tsc_hz) = (clocks.forwarded, clocks.tsc_hz);
+    let info = rec.meta.forwarder.as_ref().map(|f| &f["info"]);
+    let tsc_source = info.and_then(|i| i["tsc_source"].as_str()).unwrap_or("not recorded").to_string();
     let in_scope = |st: &str| is_forwarding_stage(st) || st == OTHER;
     let worker_samples: u64 = totals.iter().filter(|(s, _)| in_scope(s)).map(|(_, v)| v.0).sum();
     let ns_events = collector::events::is_clock(event);

@@ -98,7 +98,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
     } else {
         let body = serde_json::to_string_pretty(&DatasetFile { format: FORMAT.into(), schema_version: SCHEMA_VERSION })
             .map_err(|e| err(dir, e.to_string()))?;
-        write_atomic(&file, body.as_bytes())?;
+        write_shared(&file, body.as_bytes())?;
     }
     let probe = dir.join(STAGING).join(format!("probe-{}", std::process::id()));
     std::fs::create_dir_all(&probe).map_err(|e| err(dir, format!("not writable: {e}")))?;
@@ -126,7 +126,9 @@ fn read_dataset_file(dir: &Path) -> Result<DatasetFile> {
     Ok(d)
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Write a file several recorders may create at once (`_dataset.json`): through a
+/// temporary name of this process's own, then renamed into place.
+fn write_shared(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| io(path, e))
@@ -205,9 +207,9 @@ impl Staging {
             binaries,
         };
         let bytes = stacks_parquet(&info, &profile.stacks)?;
-        write_atomic(&self.dir.join(STACKS_FILE), &bytes)?;
+        collector::recording::write_atomic(&self.dir.join(STACKS_FILE), &bytes)?;
         let json = serde_json::to_string_pretty(&info).map_err(|e| err(&self.dir, e.to_string()))?;
-        write_atomic(&self.dir.join(RUN_FILE), json.as_bytes())?;
+        collector::recording::write_atomic(&self.dir.join(RUN_FILE), json.as_bytes())?;
         let target = self.target();
         let host_dir = self.dataset.join(format!("host={}", self.host));
         std::fs::create_dir_all(&host_dir).map_err(|e| io(&host_dir, e))?;

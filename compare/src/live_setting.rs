@@ -103,29 +103,27 @@ impl LiveSetting {
         Ok(s)
     }
 
+    /// The request for this setting in a live block, tagged `tag`.
     pub(crate) fn request(&self, tag: u64) -> Request {
-        Request {
-            prefetch: self.prefetch,
-            cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| u32::from(m.code())),
-            spin_ns: Some(self.spin_ns.unwrap_or(0)),
-            // Every block sets all four ([`fill_unset`] gave the unset ones the forwarder's
-            // values), so a switch back restores the baseline's.
-            gc: Some(self.gc.over(fwd_abi::GcTunables::default())),
-            flush: false,
-            setting: tag,
-        }
+        // Every block sets all four ([`crate::live::fill_unset`] gave the unset ones the
+        // forwarder's values), so a switch back restores the baseline's.
+        self.request_with(tag, fwd_abi::GcTunables::default(), 0)
     }
 
     /// The request for this setting on a running forwarder, fields left unset keeping
     /// their current values (`seg`'s control block), tagged `tag`.
     pub fn request_over(&self, seg: &Segment, tag: u64) -> Request {
         let c = seg.control();
-        let cur = |a: &std::sync::atomic::AtomicU32| a.load(std::sync::atomic::Ordering::Relaxed);
+        self.request_with(tag, c.gc(), c.spin_ns.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The request, unset GC tunables and calibration cost taken from `gc` and `spin_ns`.
+    fn request_with(&self, tag: u64, gc: fwd_abi::GcTunables, spin_ns: u32) -> Request {
         Request {
             prefetch: self.prefetch,
             cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| u32::from(m.code())),
-            spin_ns: Some(self.spin_ns.unwrap_or_else(|| cur(&c.spin_ns))),
-            gc: Some(self.gc.over(c.gc())),
+            spin_ns: Some(self.spin_ns.unwrap_or(spin_ns)),
+            gc: Some(self.gc.over(gc)),
             flush: false,
             setting: tag,
         }

@@ -196,24 +196,18 @@ struct Measured {
 }
 
 fn measure_window(rec: &Recording, from_ns: u64) -> Result<Measured> {
-    use std::collections::{BTreeMap, HashMap};
-    let rows: Vec<_> = rec.counters()?.into_iter().filter(|r| r.is_forwarder() && r.time >= from_ns).collect();
-    // Per (worker, counter): first and last value in the window.
-    let mut first: HashMap<(i32, &str), (u64, u64)> = HashMap::new();
-    let mut last: HashMap<(i32, &str), (u64, u64)> = HashMap::new();
-    for r in &rows {
-        first.entry((r.worker, r.name.as_str())).or_insert((r.time, r.value));
-        last.insert((r.worker, r.name.as_str()), (r.time, r.value));
-    }
-    let mut deltas: HashMap<&str, u64> = HashMap::new();
-    for (k, (_, v)) in &last {
-        *deltas.entry(k.1).or_default() += v.saturating_sub(first.get(k).map_or(0, |f| f.1));
-    }
-    let d = |c: fwd_abi::Ctr| deltas.get(fwd_abi::COUNTER_NAMES[c as usize]).copied().unwrap_or(0);
-    let forwarded = d(fwd_abi::Ctr::TxPackets);
-    let tx: Vec<_> = rows.iter().filter(|r| r.name == "tx_packets").collect();
-    let (t0, t1) = (tx.iter().map(|r| r.time).min(), tx.iter().map(|r| r.time).max());
-    let secs = match (t0, t1) {
+    let forwarded: u64 = analyzer::crosscheck::worker_deltas_since(rec, from_ns)?
+        .into_iter()
+        .filter(|((_, name), _)| name == "tx_packets")
+        .map(|(_, d)| d)
+        .sum();
+    let rows: Vec<_> = rec
+        .counters()?
+        .into_iter()
+        .filter(|r| r.is_forwarder() && r.time >= from_ns && (r.name == "tx_packets" || r.name == "rt_entries"))
+        .collect();
+    let tx = rows.iter().filter(|r| r.name == "tx_packets").map(|r| r.time);
+    let secs = match (tx.clone().min(), tx.max()) {
         (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e9,
         _ => {
             return Err(Error::Config(format!(
@@ -228,7 +222,7 @@ fn measure_window(rec: &Recording, from_ns: u64) -> Result<Measured> {
         .into_iter()
         .map(|(_, tid)| analyzer::windows::Window { tid, start_ns: from_ns, end_ns: u64::MAX })
         .collect();
-    let mut stages = BTreeMap::new();
+    let mut stages = std::collections::BTreeMap::new();
     if !windows.is_empty() && forwarded > 0 {
         let totals = analyzer::windows::stage_totals_by_window(rec, &Rules::builtin(), &windows)?;
         for w in &totals.windows {
@@ -237,10 +231,7 @@ fn measure_window(rec: &Recording, from_ns: u64) -> Result<Measured> {
             }
         }
     }
-    let info = rec.meta.forwarder.as_ref().map(|f| &f["info"]);
-    let tsc_hz = info.and_then(|i| i["tsc_hz"].as_u64()).unwrap_or(0);
-    let clocks = fwd_abi::clocks::ClockReport::new(d, tsc_hz, forwarded)
-        .filter(|_| tsc_hz > 0 && forwarded > 0)
+    let clocks = analyzer::crosscheck::clock_report_since(rec, from_ns)?
         .map(|c| c.ns_by_stage().into_iter().collect())
         .unwrap_or_default();
     Ok(Measured { mpps: forwarded as f64 / secs / 1e6, entries, stages, clocks })
