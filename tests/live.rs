@@ -102,7 +102,8 @@ fn a_planted_cost_is_found_and_every_block_has_one_setting() {
 
 /// Samples recorded alongside (`--record`) are split into the blocks by the workers' own
 /// publish stamps: the planted cost appears in the calibration stage of its setting only,
-/// about as large as planted, and every counted sample is in exactly one block.
+/// the sampled time over all stages moves by what the counters measured, and every counted
+/// sample is in exactly one block.
 #[test]
 fn stages_per_setting_come_from_the_same_run() {
     if !common::perf_allows(common::Need::Sample) {
@@ -143,13 +144,22 @@ fn stages_per_setting_come_from_the_same_run() {
     let (base, planted) = (calib(0), calib(1));
     let base_ns = base["per_packet"].as_f64().unwrap_or(0.0);
     let planted_ns = planted["per_packet"].as_f64().expect("calib ns/packet");
-    // 300 ns planted per packet: sampled in its stage, within what sampling at 3 kHz over a
-    // few seconds can tell; none where it was not planted.
+    // 300 ns planted per packet: found in its stage, decided, and none where it was not
+    // planted. How much of it the samples put in the stage itself varies on this VM: calib
+    // read 184 to 326 ns in runs here, the other stages of the same blocks growing by the
+    // rest (likely the sampling interrupt reaching the tight TSC loop late), hence the
+    // loose lower bound.
     assert!(base_ns < 20.0, "calibration cost sampled where none was planted: {base_ns} ns\n{text}");
-    assert!((200.0..=420.0).contains(&planted_ns), "planted 300 ns, sampled {planted_ns} ns\n{text}");
+    assert!((100.0..=420.0).contains(&planted_ns), "planted 300 ns, sampled {planted_ns} ns\n{text}");
     let d = &planted["delta"];
     assert!(d[1][0].as_f64().expect("low") > 0.0, "difference not decided: {d}\n{text}");
-    // The forwarding stages barely move between the two settings (the spin is apart).
+    // Whatever the split, the sampled time per packet over all stages moves by what the
+    // workers' own counters say the setting cost (an independent instrument: packets over
+    // their publish stamps).
+    let sampled: f64 =
+        st["settings"][1]["stages"].as_array().expect("stages").iter().filter_map(|f| f["delta"][0].as_f64()).sum();
+    let counted = j["results"][1]["delta_ns"][0].as_f64().expect("delta_ns");
+    assert!((sampled / counted - 1.0).abs() < 0.15, "sampled {sampled:.1} ns vs counted {counted:.1} ns\n{text}");
     assert!(st["in_blocks"].as_u64().expect("in_blocks") > 1000, "{st}");
     assert!(st["outside"].as_u64().expect("outside") > 0, "the discarded warm-ups hold samples too");
     assert!(out.join("recording").join("meta.json").exists());
