@@ -111,6 +111,16 @@ fn simple_families() -> Vec<Simple> {
             &[("", RxNoBuffer)],
         ),
         counter(
+            "fwdscope_xdp_fill_ring_empty",
+            "afxdp: times the kernel found the fill ring empty when a frame arrived (fill-ring starvation; the frame is then dropped: fwdscope_dropped_packets_total{reason=\"xdp_rx_dropped\"}).",
+            &[("", XdpFillRingEmpty)],
+        ),
+        counter(
+            "fwdscope_xdp_fill_invalid",
+            "afxdp: fill-ring addresses the kernel refused as invalid (rx_invalid_descs).",
+            &[("", XdpFillInvalid)],
+        ),
+        counter(
             "fwdscope_device_packets",
             "Packets the device produced or received for this worker's queue, whether or not the ring had room.",
             &[("", DevPackets)],

@@ -186,6 +186,16 @@ pub struct ForwarderArgs {
     /// table, /proc/net/arp).
     #[arg(long = "out", value_name = "IF")]
     pub out_if: Option<String>,
+    /// afxdp: how the XDP program attaches to the input interface.
+    #[arg(long, value_enum, default_value_t = crate::nic::afxdp::XdpMode::Auto)]
+    pub xdp_mode: crate::nic::afxdp::XdpMode,
+    /// afxdp: require zero-copy (an error where the driver cannot) [default: the kernel
+    /// picks zero-copy where the driver offers it, copy otherwise].
+    #[arg(long)]
+    pub xdp_zero_copy: bool,
+    /// afxdp: busy-poll the sockets (SO_PREFER_BUSY_POLL) [default: off].
+    #[arg(long)]
+    pub xdp_busy_poll: bool,
 }
 
 impl ForwarderArgs {
@@ -242,6 +252,11 @@ impl ForwarderArgs {
             stats_path: self.stats.clone(),
             in_if: self.in_if.clone(),
             out_if: self.out_if.clone(),
+            xdp: crate::nic::afxdp::XskOptions {
+                mode: self.xdp_mode,
+                zero_copy: self.xdp_zero_copy,
+                busy_poll: self.xdp_busy_poll,
+            },
         };
         cfg.validate()?;
         Ok(cfg)
@@ -312,6 +327,9 @@ pub fn run_forward_with(
                 cfg.driver, cfg.workers, cfg.cache, cfg.fib, info.routes, info.fib_build_ms, cfg.prefetch, info.gen_mode, info.stats_path
             )
             .map_err(io)?;
+            if let (Some(x), Some(i)) = (&info.xdp, &cfg.in_if) {
+                writeln!(out, "{}", x.line(i)).map_err(io)?;
+            }
             writeln!(out, "{}", IntervalRow::header()).map_err(io)?;
         }
         let seg = fwd.segment().clone();

@@ -153,6 +153,8 @@ pub enum DriverKind {
     Synthetic,
     /// Real interfaces through AF_PACKET rings (`--in IF --out IF`).
     Afpacket,
+    /// Real interfaces through AF_XDP sockets sharing one UMEM (`--in IF --out IF`).
+    Afxdp,
 }
 
 impl fmt::Display for DriverKind {
@@ -160,6 +162,7 @@ impl fmt::Display for DriverKind {
         f.write_str(match self {
             DriverKind::Synthetic => "synthetic",
             DriverKind::Afpacket => "afpacket",
+            DriverKind::Afxdp => "afxdp",
         })
     }
 }
@@ -214,6 +217,9 @@ pub struct Config {
     pub in_if: Option<String>,
     #[serde(default)]
     pub out_if: Option<String>,
+    /// afxdp: attach mode, zero-copy, busy polling (defaults in [`XskOptions`]).
+    #[serde(default)]
+    pub xdp: crate::nic::afxdp::XskOptions,
 }
 
 impl Default for Config {
@@ -240,6 +246,7 @@ impl Default for Config {
             stats_path: None,
             in_if: None,
             out_if: None,
+            xdp: Default::default(),
         }
     }
 }
@@ -262,12 +269,12 @@ impl Config {
             return Err(Error::Config("ring sizes must be 8 to 65536 descriptors".into()));
         }
         match (self.driver, &self.in_if, &self.out_if) {
-            (DriverKind::Afpacket, Some(_), Some(_)) | (DriverKind::Synthetic, None, None) => {}
-            (DriverKind::Afpacket, _, _) => {
-                return Err(Error::Config("--driver afpacket needs --in IF and --out IF".into()))
+            (DriverKind::Afpacket | DriverKind::Afxdp, Some(_), Some(_)) | (DriverKind::Synthetic, None, None) => {}
+            (d @ (DriverKind::Afpacket | DriverKind::Afxdp), _, _) => {
+                return Err(Error::Config(format!("--driver {d} needs --in IF and --out IF")))
             }
             (DriverKind::Synthetic, _, _) => {
-                return Err(Error::Config("--in and --out name interfaces for --driver afpacket".into()))
+                return Err(Error::Config("--in and --out name interfaces for --driver afpacket or afxdp".into()))
             }
         }
         if self.nexthops == 0 || self.nexthops > MAX_NEXTHOPS {

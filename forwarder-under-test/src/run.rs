@@ -5,6 +5,7 @@ use crate::config::{Config, DriverKind, TableSource};
 use crate::cpu::pin_to_cpu;
 use crate::fib::Fib;
 use crate::nic::afpacket::{AfpQueue, AfpRx, AfpTx};
+use crate::nic::afxdp::{XskQueue, XskReport};
 use crate::nic::synthetic::{run_device_thread, DmaModel, GenMode, GenQueue};
 use crate::nic::RxDevice;
 use crate::nic::{BufferArena, RxRing};
@@ -43,6 +44,9 @@ pub struct RunInfo {
     pub tsc_source: String,
     pub stats_path: String,
     pub cores: usize,
+    /// afxdp: the XDP attach mode and copy mode the kernel gave, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XskReport>,
 }
 
 /// Load or generate the table a config names (with aggregates if asked).
@@ -125,7 +129,44 @@ struct Queue {
     ring: Arc<RxRing>,
     inline: Option<GenQueue>,
     dev_stats: Arc<crate::nic::synthetic::DeviceStats>,
-    port: Option<AfpQueue>,
+    port: Option<PortQueue>,
+}
+
+/// A worker's real-interface port.
+enum PortQueue {
+    Afp(AfpQueue),
+    Xdp(XskQueue),
+}
+
+/// afxdp: the UMEM over the whole arena and each worker's sockets (worker `q` on queue `q`
+/// of both interfaces), opened before any thread starts. Returns the queues and the
+/// report of what the kernel gave (one line for all queues: the first queue's, with the
+/// queue count).
+fn open_xsk_ports(cfg: &Config, arena: &Arc<BufferArena>) -> Result<(Vec<XskQueue>, XskReport)> {
+    let (Some(i), Some(o)) = (&cfg.in_if, &cfg.out_if) else {
+        return Err(Error::Config("--driver afxdp needs --in IF and --out IF".into()));
+    };
+    let umem = crate::nic::afxdp::register_umem(arena, cfg.rx_ring as u32, cfg.tx_ring as u32)?;
+    let plans = crate::nic::afxdp::plan_queues(
+        i,
+        crate::nic::afxdp::queue_counts(i).0,
+        o,
+        crate::nic::afxdp::queue_counts(o).1,
+        cfg.workers,
+    )?;
+    let mut qs = Vec::new();
+    let mut first: Option<XskReport> = None;
+    let mut socks = 0;
+    for plan in &plans {
+        let (x, r) =
+            XskQueue::open(&umem, arena, (i, o), plan, (cfg.rx_ring as u32, cfg.tx_ring as u32), &cfg.xdp)?;
+        socks += x.rx_queue_ids().len();
+        qs.push(x);
+        first.get_or_insert(r);
+    }
+    let mut rep = first.ok_or_else(|| Error::Config("afxdp: no worker".into()))?;
+    rep.queues = socks;
+    Ok((qs, rep))
 }
 
 /// afpacket: each worker's sockets, opened before any thread starts so that a failure stops
@@ -208,8 +249,10 @@ fn spawn_worker(s: &Shared, q: Queue) -> Result<JoinHandle<()>> {
                 q.dev_stats,
                 Some(seg),
             );
-            if let Some(p) = q.port {
-                w.attach(p);
+            match q.port {
+                Some(PortQueue::Afp(p)) => w.attach(p),
+                Some(PortQueue::Xdp(p)) => w.attach_xdp(p),
+                None => {}
             }
             w.run(&stop);
         })
@@ -228,7 +271,8 @@ impl Forwarder {
         let fib = Arc::new(Fib::build(cfg.fib, &table.routes)?);
         let fib_build_ms = t0.elapsed().as_secs_f64() * 1e3;
         let afpacket = cfg.driver == DriverKind::Afpacket;
-        let nh_out = match (&cfg.out_if, afpacket) {
+        let afxdp = cfg.driver == DriverKind::Afxdp;
+        let nh_out = match (&cfg.out_if, afpacket || afxdp) {
             (Some(out), true) => resolve_nexthops_on(&table, out)?,
             _ => resolve_nexthops(&table),
         };
@@ -248,7 +292,7 @@ impl Forwarder {
                 default_path(std::process::id())
             }
         };
-        let info = RunInfo {
+        let mut info = RunInfo {
             table_source: table.source.clone(),
             routes: table.routes.len(),
             nexthops: table.nexthops.len(),
@@ -263,6 +307,22 @@ impl Forwarder {
             tsc_source: tsc.source.clone(),
             stats_path: stats_path.display().to_string(),
             cores,
+            xdp: None,
+        };
+        let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::burst::MAX_BURST + 256;
+        let count = (per_queue * cfg.workers) as u32;
+        // afxdp: the arena is the UMEM; the kernel puts a frame 256 bytes into its buffer.
+        let arena = Arc::new(if afxdp {
+            BufferArena::with_headroom(count, crate::nic::afxdp::HEADROOM)?
+        } else {
+            BufferArena::new(count)?
+        });
+        let mut xsk = if afxdp {
+            let (qs, rep) = open_xsk_ports(cfg, &arena)?;
+            info.xdp = Some(rep);
+            qs.into_iter()
+        } else {
+            Vec::new().into_iter()
         };
         let cfg_json = serde_json::json!({ "config": cfg, "info": info }).to_string();
         let seg = Arc::new(Segment::create(&stats_path, cfg.workers, &cfg_json, hz)?);
@@ -279,22 +339,28 @@ impl Forwarder {
             timeout_s: rt.gc_timeout_s.min(u32::MAX as u64) as u32,
         });
 
-        let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::burst::MAX_BURST + 256;
-        let arena = Arc::new(BufferArena::new((per_queue * cfg.workers) as u32)?);
         let depot = Depot::new("pktbuf", arena.count(), 64, cfg.workers);
-        let mut ports = open_ports(cfg)?.into_iter();
+        let mut ports = if afpacket { open_ports(cfg)? } else { Vec::new() }.into_iter();
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Shared { cfg: cfg.clone(), fib, nh_out, arena: arena.clone(), depot, seg: seg.clone(), stop };
         let mut queues = Vec::new();
         let mut dev_queues = Vec::new();
-        if afpacket {
+        if afpacket || afxdp {
             for id in 0..cfg.workers {
                 let ring = Arc::new(RxRing::new(cfg.rx_ring));
-                let mut port = ports.next();
-                if let Some(p) = port.as_mut() {
-                    // The kernel's rx ring is the device of this worker's descriptor ring.
-                    p.dev = RxDevice { ring: ring.clone(), filled: 0 };
-                }
+                // The kernel's rx ring is the device of this worker's descriptor ring.
+                let dev = RxDevice { ring: ring.clone(), filled: 0 };
+                let port = if afxdp {
+                    xsk.next().map(|mut p| {
+                        p.dev = dev;
+                        PortQueue::Xdp(p)
+                    })
+                } else {
+                    ports.next().map(|mut p| {
+                        p.dev = dev;
+                        PortQueue::Afp(p)
+                    })
+                };
                 queues.push(Queue { id, ring, inline: None, dev_stats: Arc::default(), port });
             }
         } else {

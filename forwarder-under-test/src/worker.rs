@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! nic        the synthetic device, when it runs inline (simulated DMA)
-//! driver rx  AF_PACKET: frames from the kernel's ring; then take completed descriptors
+//! driver rx  AF_PACKET: frames from the kernel's ring (AF_XDP: fill ring, XSK rx ring);
+//!            then take completed descriptors
 //! idle       an rx poll that found nothing (the burst ends there)
 //! slab       buffers for the slots taken; dst objects for the lookups ahead
 //! driver rx  post the fresh buffers
@@ -23,6 +24,7 @@ use crate::config::{CacheMode, Config};
 use crate::cpu::{rdtsc, tsc_hz};
 use crate::fib::Fib;
 use crate::nic::afpacket::AfpQueue;
+use crate::nic::afxdp::XskQueue;
 use crate::nic::synthetic::{fwd_nic_generate, DeviceStats, GenQueue};
 use crate::nic::{BufferArena, RxDriver, RxRing, TxRing};
 use crate::rtcache::gc::{fwd_gc_rt_cache_flush, fwd_gc_rt_check_expire};
@@ -30,9 +32,11 @@ use crate::rtcache::RtCache;
 use crate::slab::{fwd_slab_free_bulk, SlabCache};
 use crate::stages::calib::fwd_calib_spin;
 use crate::stages::driver_rx::{
-    fwd_driver_afp_rx, fwd_driver_rx_burst, fwd_driver_rx_post, rx_refill_all, rx_refill_alloc,
+    fwd_driver_afp_rx, fwd_driver_rx_burst, fwd_driver_xdp_rx, fwd_driver_rx_post, rx_refill_all, rx_refill_alloc,
 };
-use crate::stages::driver_tx::{count_tx, fwd_driver_afp_tx_flush, fwd_driver_tx_burst, NhOut};
+use crate::stages::driver_tx::{
+    count_tx, fwd_driver_afp_tx_flush, fwd_driver_tx_burst, fwd_driver_xdp_tx_complete, NhOut, Port,
+};
 use crate::stages::idle::fwd_idle_poll;
 use crate::stages::ip::fwd_ip_input_burst;
 use crate::stages::lookup::{fwd_lookup_burst, LookupCtx};
@@ -78,6 +82,8 @@ pub struct Worker {
     fresh: [u32; MAX_BURST],
     /// afpacket: the kernel's rings standing in for the device.
     afp: Option<AfpQueue>,
+    /// afxdp: the XSK sockets standing in for the device.
+    xdp: Option<XskQueue>,
     /// The calibration cost per packet (ns) and the same in TSC ticks.
     spin_ns: u32,
     spin_ticks: u64,
@@ -133,6 +139,7 @@ impl Worker {
             to_free: Vec::with_capacity(cfg.tx_ring + 4 * MAX_BURST),
             fresh: [0; MAX_BURST],
             afp: None,
+            xdp: None,
             spin_ns: 0,
             spin_ticks: 0,
             spin_overhead: 0,
@@ -152,6 +159,11 @@ impl Worker {
     /// Take packets from real interfaces (afpacket) instead of a synthetic device.
     pub fn attach(&mut self, q: AfpQueue) {
         self.afp = Some(q);
+    }
+
+    /// Take packets from real interfaces through AF_XDP sockets.
+    pub fn attach_xdp(&mut self, q: XskQueue) {
+        self.xdp = Some(q);
     }
 
     /// Jiffies since the worker started: the route cache's clock, read once per burst
@@ -177,10 +189,15 @@ impl Worker {
             self.dev_stats.packets.fetch_add(moved as u64, Ordering::Relaxed);
             self.clk.lap(if moved > 0 { Stage::DriverRx } else { Stage::Idle });
         }
+        if let Some(q) = self.xdp.as_mut() {
+            let moved = fwd_driver_xdp_rx(q, &self.arena, self.burst_size, &mut self.ctr);
+            self.dev_stats.packets.fetch_add(moved as u64, Ordering::Relaxed);
+            self.clk.lap(if moved > 0 { Stage::DriverRx } else { Stage::Idle });
+        }
         if self.rx.peek_done(0).is_none() {
             // Only a device thread fills the ring while we wait; an inline device and the
             // kernel's rings fill it when polled.
-            let separate = self.gen.is_none() && self.afp.is_none();
+            let separate = self.gen.is_none() && self.afp.is_none() && self.xdp.is_none();
             let arrived = separate && fwd_idle_poll(&self.rx, IDLE_SPINS);
             self.clk.lap(Stage::Idle);
             if !arrived {
@@ -190,6 +207,16 @@ impl Worker {
                     // Nothing came in: what waits for a batch goes out now.
                     fwd_driver_afp_tx_flush(&mut q.tx, &mut self.ctr);
                     self.clk.lap(Stage::DriverTx);
+                }
+                if let Some(q) = self.xdp.as_mut() {
+                    // Nothing came in: take back what the kernel finished sending.
+                    fwd_driver_xdp_tx_complete(q, &mut self.ctr, &mut self.to_free);
+                    self.clk.lap(Stage::DriverTx);
+                    if !self.to_free.is_empty() {
+                        fwd_slab_free_bulk(&mut self.bufs, &self.to_free);
+                        self.to_free.clear();
+                        self.clk.lap(Stage::Slab);
+                    }
                 }
                 return 0;
             }
@@ -233,7 +260,11 @@ impl Worker {
             self.clk.packets[Stage::Gc as usize] += m as u64;
         }
         let out = self.burst.n;
-        let port = self.afp.as_mut().map(|q| &mut q.tx);
+        let port = match (self.afp.as_mut(), self.xdp.as_mut()) {
+            (Some(q), _) => Port::Afp(&mut q.tx),
+            (None, Some(q)) => Port::Xdp(q),
+            (None, None) => Port::Synthetic,
+        };
         fwd_driver_tx_burst(
             &mut self.tx,
             &self.arena,
@@ -327,6 +358,15 @@ impl Worker {
         if let Some(q) = self.afp.as_mut() {
             // Frames the kernel dropped because our rx ring was full.
             self.dev_stats.missed.fetch_add(q.rx.take_drops(), Ordering::Relaxed);
+        }
+        if let Some(q) = &self.xdp {
+            // The kernel's own counts for our sockets (cumulative).
+            let x = q.statistics();
+            self.ctr[Ctr::DropXdpRxDropped as usize] = x.rx_dropped;
+            self.ctr[Ctr::DropXdpRxRingFull as usize] = x.rx_ring_full;
+            self.ctr[Ctr::DropXdpTxInvalid as usize] = x.tx_invalid_descs;
+            self.ctr[Ctr::XdpFillRingEmpty as usize] = x.rx_fill_ring_empty_descs;
+            self.ctr[Ctr::XdpFillInvalid as usize] = x.rx_invalid_descs;
         }
         let s = &self.rt.stat;
         let c = &mut self.ctr;
@@ -446,6 +486,14 @@ impl Worker {
                     self.clk.lap(Stage::Idle);
                     ticks += 64;
                 }
+                if let Some(q) = &self.xdp {
+                    if q.in_flight() == 0 {
+                        self.clk.start();
+                        q.wait(1);
+                        self.clk.lap(Stage::Idle);
+                        ticks += 64;
+                    }
+                }
             }
             if ticks >= 1024 {
                 ticks = 0;
@@ -459,6 +507,15 @@ impl Worker {
             // Frames still with the kernel: wait for them, so the counts are final.
             let done = q.tx.drain(200);
             count_tx(&mut self.ctr, 0, done);
+        }
+        if let Some(q) = self.xdp.as_mut() {
+            let t0 = std::time::Instant::now();
+            while q.in_flight() > 0 && t0.elapsed() < std::time::Duration::from_millis(200) {
+                fwd_driver_xdp_tx_complete(q, &mut self.ctr, &mut self.to_free);
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            fwd_slab_free_bulk(&mut self.bufs, &self.to_free);
+            self.to_free.clear();
         }
         self.publish();
     }

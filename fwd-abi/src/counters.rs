@@ -109,6 +109,11 @@ define_counters! {
     PublishMonoNs => "publish_mono_ns",
     SwitchMonoNs => "switch_mono_ns",
     SwitchTsc => "switch_tsc",
+    DropXdpRxDropped => "drop_xdp_rx_dropped",
+    DropXdpRxRingFull => "drop_xdp_rx_ring_full",
+    DropXdpTxInvalid => "drop_xdp_tx_invalid",
+    XdpFillRingEmpty => "xdp_fill_ring_empty",
+    XdpFillInvalid => "xdp_fill_invalid",
 }
 
 /// Number of counters per worker block.

@@ -9,7 +9,9 @@
 //! [`synthetic`] is the in-memory NIC whose "DMA engine" is a traffic generator.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod synthetic;
+pub mod xdp_sys;
 
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,10 +23,12 @@ pub const BUF_SIZE: usize = 2048;
 /// all fall in 1/32 of the sets (what DPDK's mempool avoids by spreading objects).
 pub const BUF_STRIDE: usize = BUF_SIZE + 64;
 
-/// Fixed-size packet buffers in one anonymous mapping.
+/// Fixed-size packet buffers in one anonymous mapping. A buffer's frame starts `headroom`
+/// bytes into its stride (0, or the 256 bytes AF_XDP leaves before a received frame).
 pub struct BufferArena {
     mem: memmap2::MmapMut,
     count: u32,
+    headroom: usize,
 }
 
 // SAFETY: buffers are handed between threads only through ring descriptors with
@@ -33,22 +37,55 @@ unsafe impl Sync for BufferArena {}
 
 impl BufferArena {
     pub fn new(count: u32) -> Result<BufferArena> {
+        BufferArena::with_headroom(count, 0)
+    }
+
+    /// Buffers whose frames start `headroom` bytes into their stride (at most 256).
+    pub fn with_headroom(count: u32, headroom: usize) -> Result<BufferArena> {
+        if headroom > 256 {
+            return Err(Error::Config(format!("buffer headroom {headroom}: expected at most 256 bytes")));
+        }
         let mem = memmap2::MmapOptions::new()
             .len(count as usize * BUF_STRIDE)
             .map_anon()
             .map_err(|e| Error::Sys { what: format!("mapping {count} packet buffers"), source: e })?;
-        Ok(BufferArena { mem, count })
+        Ok(BufferArena { mem, count, headroom })
     }
 
     pub fn count(&self) -> u32 {
         self.count
     }
 
+    /// Distance between buffers (an AF_XDP UMEM's chunk size).
+    pub fn stride(&self) -> usize {
+        BUF_STRIDE
+    }
+
+    /// Start of the mapping (page aligned).
+    pub fn base(&self) -> *mut u8 {
+        self.mem.as_ptr() as *mut u8
+    }
+
+    /// Bytes of the mapping.
+    pub fn region_len(&self) -> usize {
+        self.mem.len()
+    }
+
+    /// Bytes a frame may have: BUF_SIZE, or what the stride leaves after the headroom.
+    #[inline(always)]
+    pub fn buf_len(&self) -> usize {
+        if self.headroom == 0 {
+            BUF_SIZE
+        } else {
+            BUF_STRIDE - self.headroom
+        }
+    }
+
     /// Raw pointer to buffer `idx`.
     #[inline(always)]
     pub fn ptr(&self, idx: u32) -> *mut u8 {
         debug_assert!(idx < self.count);
-        self.mem.as_ptr().wrapping_add(idx as usize * BUF_STRIDE) as *mut u8
+        self.mem.as_ptr().wrapping_add(idx as usize * BUF_STRIDE + self.headroom) as *mut u8
     }
 
     /// The bytes of buffer `idx`.
@@ -59,7 +96,7 @@ impl BufferArena {
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn buf_mut(&self, idx: u32) -> &mut [u8] {
         assert!(idx < self.count, "buffer index out of range");
-        std::slice::from_raw_parts_mut(self.ptr(idx), BUF_SIZE)
+        std::slice::from_raw_parts_mut(self.ptr(idx), self.buf_len())
     }
 }
 
@@ -154,6 +191,13 @@ impl RxDevice {
     #[inline(always)]
     pub fn posted(&self, ahead: usize) -> Option<u32> {
         let w = self.ring.descs[(self.filled as usize + ahead) & self.ring.mask].load(Ordering::Acquire);
+        (w & 3 == D_POSTED).then_some((w >> 32) as u32)
+    }
+
+    /// The buffer posted at absolute slot `seq`, if that slot holds a posted buffer.
+    #[inline(always)]
+    pub fn posted_seq(&self, seq: u64) -> Option<u32> {
+        let w = self.ring.descs[seq as usize & self.ring.mask].load(Ordering::Acquire);
         (w & 3 == D_POSTED).then_some((w >> 32) as u32)
     }
 

@@ -4,6 +4,7 @@
 use crate::burst::{Burst, MAX_BURST};
 use crate::cpu::prefetch_ptr;
 use crate::nic::afpacket::AfpQueue;
+use crate::nic::afxdp::XskQueue;
 use crate::nic::{BufferArena, RxDriver};
 use crate::slab::{fwd_slab_alloc_bulk, SlabCache};
 use fwd_abi::Ctr;
@@ -61,6 +62,18 @@ pub fn fwd_driver_rx_burst(
 pub fn fwd_driver_afp_rx(q: &mut AfpQueue, arena: &BufferArena, max: usize, ctr: &mut [u64]) -> usize {
     let (n, oversize) = q.rx.fill(&mut q.dev, arena, max);
     ctr[Ctr::DropOversize as usize] += oversize;
+    n
+}
+
+/// afxdp: hand the buffers posted on the worker's rx ring to the fill ring and complete
+/// rx slots from the XSK rx ring (stage: driver; no copy: the kernel wrote the frames into
+/// those buffers). Descriptors naming no buffer of ours are dropped as oversize. Returns
+/// frames delivered.
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_driver_xdp_rx(q: &mut XskQueue, arena: &BufferArena, max: usize, ctr: &mut [u64]) -> usize {
+    let (n, bad) = q.fill(arena, max);
+    ctr[Ctr::DropOversize as usize] += bad;
     n
 }
 

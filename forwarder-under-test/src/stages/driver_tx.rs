@@ -6,6 +6,7 @@
 use crate::burst::Burst;
 use crate::burst::NIL;
 use crate::nic::afpacket::AfpTx;
+use crate::nic::afxdp::XskQueue;
 use crate::nic::{BufferArena, TxRing};
 use crate::packet::mac_for;
 use crate::rtcache::RtCache;
@@ -34,7 +35,7 @@ pub fn fwd_driver_tx_burst(
     rt: &mut RtCache,
     ctr: &mut [u64],
     to_free: &mut Vec<u32>,
-    port: Option<&mut AfpTx>,
+    port: Port<'_>,
 ) {
     fwd_driver_tx_reclaim(tx, to_free);
     for i in 0..burst.n {
@@ -56,9 +57,40 @@ pub fn fwd_driver_tx_burst(
         tx.place(b, burst.len[i]);
     }
     match port {
-        Some(p) => fwd_driver_afp_tx_doorbell(p, tx, arena, ctr),
-        None => fwd_driver_tx_doorbell(tx, ctr),
+        Port::Afp(p) => fwd_driver_afp_tx_doorbell(p, tx, arena, ctr),
+        Port::Xdp(q) => fwd_driver_xdp_tx_doorbell(q, tx, ctr, to_free),
+        Port::Synthetic => fwd_driver_tx_doorbell(tx, ctr),
     }
+}
+
+/// Where a burst's frames go: the synthetic device, an AF_PACKET tx ring, or an XSK tx ring.
+pub enum Port<'a> {
+    Synthetic,
+    Afp(&'a mut AfpTx),
+    Xdp(&'a mut XskQueue),
+}
+
+/// afxdp doorbell: put the placed frames' descriptors on the XSK tx ring (the buffers go
+/// with them), wake the kernel, and take back what the completion ring returned (stage:
+/// driver). `tx_packets` counts completions; a full XSK tx ring drops with
+/// `drop_tx_ring_full`.
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_driver_xdp_tx_doorbell(q: &mut XskQueue, tx: &mut TxRing, ctr: &mut [u64], to_free: &mut Vec<u32>) {
+    let full = q.send(tx, to_free);
+    ctr[Ctr::DropTxRingFull as usize] += full;
+    fwd_driver_xdp_tx_complete(q, ctr, to_free);
+}
+
+/// afxdp: buffers the kernel finished sending go back to the slab (through `to_free`);
+/// frames still queued get another wake-up (stage: driver).
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_driver_xdp_tx_complete(q: &mut XskQueue, ctr: &mut [u64], to_free: &mut Vec<u32>) {
+    let d = q.reclaim(to_free);
+    ctr[Ctr::TxPackets as usize] += d.sent;
+    ctr[Ctr::TxBytes as usize] += d.bytes;
+    q.kick();
 }
 
 /// afpacket doorbell: copy the placed frames into the kernel's tx ring and kick it

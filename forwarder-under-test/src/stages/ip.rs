@@ -82,7 +82,7 @@ pub fn fwd_ip_input_burst(
             prefetch_ptr(arena.ptr(burst.buf[i + k]));
         }
         let b = burst.buf[i];
-        let len = usize::from(burst.len[i]).min(crate::nic::BUF_SIZE);
+        let len = usize::from(burst.len[i]).min(arena.buf_len());
         // SAFETY: the worker owns every buffer in its burst.
         let frame = unsafe { &mut arena.buf_mut(b)[..len] };
         match ip_validate_and_forward(frame) {

@@ -1,0 +1,681 @@
+//! Real interfaces through AF_XDP: the forwarder's packet-buffer arena is the UMEM, so a
+//! frame is received into a buffer the worker posted and sent from that same buffer: the
+//! descriptor moves from the rx ring of a socket on the input interface to the tx ring of a
+//! socket on the output interface (both sockets share the UMEM; no copy in user space).
+//! Every system call and ring access of the driver is here or in [`super::xdp_sys`].
+//!
+//! Per worker `q`: an rx socket on queue `q` of the input interface (its fill and rx rings)
+//! and a tx socket on queue `q` of the output interface (its tx and completion rings).
+//! libxdp attaches its default XSK program to the input interface (redirect by rx queue to
+//! the bound socket); the tx socket loads none.
+//!
+//! The port plays the device's part for the worker's own descriptor rings, as the afpacket
+//! port does: buffers the worker posts go to the fill ring; rx descriptors complete the
+//! worker's rx slots; frames the worker places on its tx ring go to the XSK tx ring and their
+//! buffers come back to the slab from the completion ring. Counters: `tx_packets` counts
+//! completions; the kernel's XDP_STATISTICS become `drop_xdp_rx_dropped` (no buffer in the
+//! fill ring, or a frame larger than a buffer), `drop_xdp_rx_ring_full`, `drop_xdp_tx_invalid`,
+//! `xdp_fill_ring_empty` (fill-ring starvation) and `xdp_fill_invalid`; frames that find the
+//! XSK tx ring full are `drop_tx_ring_full`.
+
+use super::xdp_sys::{self as sys, Libxdp, Socket, SocketConfig, Umem, UmemConfig, XdpStatistics, XskRing};
+use crate::nic::afpacket::ifindex;
+use crate::nic::{BufferArena, RxDevice, TxRing};
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::sync::Arc;
+
+/// Headroom the kernel leaves before a received frame in each buffer.
+pub const HEADROOM: usize = sys::XDP_PACKET_HEADROOM;
+
+/// How the XDP program is attached to the input interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// Native (driver) mode, falling back to generic when the interface refuses it.
+    #[default]
+    Auto,
+    /// Native mode only (an error when the driver cannot).
+    Native,
+    /// Generic (skb) mode: works on every interface, slower.
+    Generic,
+}
+
+/// AF_XDP options (the `--xdp-*` flags; defaults: auto mode, copy or zero-copy as the
+/// kernel offers, no busy polling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct XskOptions {
+    pub mode: XdpMode,
+    /// Require zero-copy (an error when the driver cannot); otherwise the kernel picks.
+    pub zero_copy: bool,
+    /// Busy-poll the sockets (SO_PREFER_BUSY_POLL, SO_BUSY_POLL 20 us, budget of a burst).
+    pub busy_poll: bool,
+}
+
+/// What the kernel gave us: the attach mode and the copy mode, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XskReport {
+    /// `native`, `generic` or `offload`: read back from the interface after the attach.
+    pub xdp_mode: String,
+    /// Why that mode (e.g. the native attach's error when auto mode fell back).
+    pub xdp_why: String,
+    /// `zero-copy` or `copy`: XDP_OPTIONS of the rx socket.
+    pub copy_mode: String,
+    pub copy_why: String,
+    pub need_wakeup: bool,
+    pub busy_poll: String,
+    pub queues: usize,
+}
+
+impl XskReport {
+    /// One line for the forwarder's start output.
+    pub fn line(&self, in_if: &str) -> String {
+        format!(
+            "afxdp on {in_if}: {} XDP ({}), {} ({}), {} queue(s), need_wakeup {}, busy poll {}",
+            self.xdp_mode,
+            self.xdp_why,
+            self.copy_mode,
+            self.copy_why,
+            self.queues,
+            if self.need_wakeup { "on" } else { "off" },
+            self.busy_poll
+        )
+    }
+}
+
+/// The UMEM over the whole buffer arena, shared by every socket of the forwarder.
+pub struct UmemHandle {
+    lib: &'static Libxdp,
+    umem: *mut Umem,
+    /// The rings handed to xsk_umem__create (libxdp copies them into the first socket's).
+    _fill: Box<XskRing>,
+    _comp: Box<XskRing>,
+    _arena: Arc<BufferArena>,
+}
+
+// SAFETY: libxdp's umem is only used under &mut (socket creation) on one thread at a time.
+unsafe impl Send for UmemHandle {}
+unsafe impl Sync for UmemHandle {}
+
+impl Drop for UmemHandle {
+    fn drop(&mut self) {
+        // SAFETY: every socket on it was deleted first (XskQueue::drop holds an Arc).
+        unsafe { (self.lib.umem_delete)(self.umem) };
+    }
+}
+
+fn errno_text(e: i32) -> String {
+    std::io::Error::from_raw_os_error(e).to_string()
+}
+
+/// Register `arena` as a UMEM (unaligned chunks of the arena's stride).
+pub fn register_umem(arena: &Arc<BufferArena>, fill_size: u32, comp_size: u32) -> Result<Arc<UmemHandle>> {
+    let lib = sys::libxdp()?;
+    let cfg = UmemConfig {
+        fill_size: fill_size.next_power_of_two(),
+        comp_size: comp_size.next_power_of_two(),
+        frame_size: arena.stride() as u32,
+        frame_headroom: 0,
+        flags: sys::XDP_UMEM_UNALIGNED_CHUNK_FLAG,
+    };
+    let (mut fill, mut comp) = (Box::<XskRing>::default(), Box::<XskRing>::default());
+    let mut umem = std::ptr::null_mut();
+    let len = arena.region_len() as u64;
+    // SAFETY: the arena's mapping outlives the UMEM (held in the handle); the rings are boxed.
+    let r = unsafe { (lib.umem_create)(&mut umem, arena.base() as *mut _, len, &mut *fill, &mut *comp, &cfg) };
+    if r != 0 {
+        let e = -r;
+        let hint = match e {
+            libc::ENOMEM | libc::ENOBUFS | libc::EPERM => {
+                " (the UMEM is locked memory: raise `ulimit -l` or run with CAP_IPC_LOCK; AF_XDP needs CAP_NET_RAW)"
+            }
+            libc::EAFNOSUPPORT => " (this kernel has no AF_XDP: CONFIG_XDP_SOCKETS)",
+            _ => "",
+        };
+        return Err(Error::Config(format!(
+            "afxdp: registering {} MiB of packet buffers as a UMEM: {}{hint}",
+            len >> 20,
+            errno_text(e)
+        )));
+    }
+    Ok(Arc::new(UmemHandle { lib, umem, _fill: fill, _comp: comp, _arena: arena.clone() }))
+}
+
+/// Buffer index and data offset of an unaligned-mode UMEM address (the chunk's base in the
+/// low 48 bits, the data's offset from it in the top 16; a plain address has offset 0).
+#[inline(always)]
+pub fn locate(addr: u64, stride: u64) -> (u64, u64) {
+    let base = addr & sys::XSK_UNALIGNED_BUF_ADDR_MASK;
+    let data = base + (addr >> sys::XSK_UNALIGNED_BUF_OFFSET_SHIFT);
+    (data / stride, data % stride)
+}
+
+/// Receive and transmit queues of `ifname` (ETHTOOL_GCHANNELS: rx or tx plus combined
+/// channels; 1 each when the driver does not say).
+pub fn queue_counts(ifname: &str) -> (u32, u32) {
+    #[repr(C)]
+    #[derive(Default)]
+    struct Channels {
+        cmd: u32,
+        max_rx: u32,
+        max_tx: u32,
+        max_other: u32,
+        max_combined: u32,
+        rx: u32,
+        tx: u32,
+        other: u32,
+        combined: u32,
+    }
+    let mut ch = Channels { cmd: 0x3c, ..Default::default() };
+    // SAFETY: a zeroed ifreq is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    if ifname.len() >= libc::IFNAMSIZ {
+        return (1, 1);
+    }
+    for (d, c) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *d = c as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = &mut ch as *mut Channels as *mut libc::c_char;
+    // SAFETY: a datagram socket for the ioctl, closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+    if fd < 0 {
+        return (1, 1);
+    }
+    // SAFETY: SIOCETHTOOL with an ethtool_channels request the kernel fills.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL, &mut req) };
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+    if r != 0 {
+        return (1, 1);
+    }
+    ((ch.rx + ch.combined).max(1), (ch.tx + ch.combined).max(1))
+}
+
+/// One rx socket: bound to one queue of the input interface, with its own fill ring.
+struct RxSock {
+    sock: *mut Socket,
+    fd: i32,
+    queue: u32,
+    fill: Box<XskRing>,
+    rx: Box<XskRing>,
+    /// Its completion ring: set up by libxdp (every socket on a shared UMEM has one),
+    /// unused (nothing is sent on the input interface).
+    _comp: Box<XskRing>,
+}
+
+/// One worker's sockets (an rx socket on each input queue it serves, a tx socket on its
+/// output queue) and the device side of its rx descriptor ring.
+pub struct XskQueue {
+    lib: &'static Libxdp,
+    rxs: Vec<RxSock>,
+    tx_sock: *mut Socket,
+    tx_fd: i32,
+    tx: Box<XskRing>,
+    comp: Box<XskRing>,
+    /// The tx socket's fill ring: set up, never used (the socket has no rx ring).
+    _tx_fill: Box<XskRing>,
+    pub dev: RxDevice,
+    /// Rx slots whose posted buffer went to a fill ring (filled <= handed <= posted).
+    handed: u64,
+    /// Buffers one fill ring may hold at most (the rx ring shared out over the sockets).
+    share: u32,
+    /// Where the next rx poll starts (round robin over the sockets).
+    next_rx: usize,
+    stride: u64,
+    count: u32,
+    /// Length of the frame each buffer carries on the tx ring (for tx_bytes at completion).
+    lens: Vec<u16>,
+    busy_poll: bool,
+    umem: Arc<UmemHandle>,
+}
+
+// SAFETY: the rings and sockets are used by the one worker that owns this queue.
+unsafe impl Send for XskQueue {}
+
+impl Drop for XskQueue {
+    fn drop(&mut self) {
+        // SAFETY: sockets created by libxdp, each deleted once (null ones were never made);
+        // libxdp detaches its program when the interface's last socket goes.
+        unsafe {
+            if !self.tx_sock.is_null() {
+                (self.lib.socket_delete)(self.tx_sock);
+            }
+            for r in &self.rxs {
+                (self.lib.socket_delete)(r.sock);
+            }
+        }
+        let _ = &self.umem;
+    }
+}
+
+fn sockopt_i32(fd: i32, level: i32, opt: i32, v: i32) -> std::io::Result<()> {
+    // SAFETY: an int option of the right size.
+    let r = unsafe { libc::setsockopt(fd, level, opt, &v as *const i32 as *const libc::c_void, 4) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// What one pass over the completion ring found.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct XskDone {
+    pub sent: u64,
+    pub bytes: u64,
+}
+
+/// Where one worker's sockets go: the input queues it serves and its output queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuePlan {
+    pub rx_queues: Vec<u32>,
+    pub tx_queue: u32,
+}
+
+/// Input queue `q` is served by worker `q % workers`; worker `w` sends on output queue `w`.
+/// Refused when a worker would have no input queue or no output queue of its own.
+pub fn plan_queues(in_if: &str, in_queues: u32, out_if: &str, out_queues: u32, workers: usize) -> Result<Vec<QueuePlan>> {
+    let w = workers as u32;
+    if w > in_queues {
+        return Err(Error::Config(format!(
+            "afxdp: {in_if} has {in_queues} rx queue(s), fewer than --workers {workers}: a worker would get no packets (add queues: `ethtool -L {in_if} combined {workers}`, or run fewer workers)"
+        )));
+    }
+    if w > out_queues {
+        return Err(Error::Config(format!(
+            "afxdp: {out_if} has {out_queues} queue(s), fewer than --workers {workers}: each worker needs a tx queue of its own"
+        )));
+    }
+    Ok((0..w).map(|k| QueuePlan { rx_queues: (k..in_queues).step_by(workers).collect(), tx_queue: k }).collect())
+}
+
+impl XskQueue {
+    /// Open one worker's sockets on `umem` as `plan` says. Returns the queue and what the
+    /// kernel gave (attach mode, copy mode).
+    pub fn open(
+        umem: &Arc<UmemHandle>,
+        arena: &BufferArena,
+        (in_if, out_if): (&str, &str),
+        plan: &QueuePlan,
+        ring_sizes: (u32, u32),
+        opts: &XskOptions,
+    ) -> Result<(XskQueue, XskReport)> {
+        let lib = umem.lib;
+        let in_idx = ifindex(in_if)?;
+        ifindex(out_if)?;
+        let (rx_size, tx_size) = (ring_sizes.0.next_power_of_two(), ring_sizes.1.next_power_of_two());
+        let bind_flags = sys::XDP_USE_NEED_WAKEUP | if opts.zero_copy { sys::XDP_ZEROCOPY } else { 0 };
+        let mut q = XskQueue {
+            lib,
+            rxs: Vec::new(),
+            tx_sock: std::ptr::null_mut(),
+            tx_fd: -1,
+            tx: Box::default(),
+            comp: Box::default(),
+            _tx_fill: Box::default(),
+            dev: RxDevice { ring: Arc::new(crate::nic::RxRing::new(8)), filled: 0 },
+            handed: 0,
+            share: (ring_sizes.0 / plan.rx_queues.len().max(1) as u32).max(64),
+            next_rx: 0,
+            stride: arena.stride() as u64,
+            count: arena.count(),
+            lens: vec![0; arena.count() as usize],
+            busy_poll: opts.busy_poll,
+            umem: umem.clone(),
+        };
+        let ifname = |n: &str| CString::new(n).map_err(|_| Error::Config(format!("interface `{n}`: contains a NUL byte")));
+        let (in_c, out_c) = (ifname(in_if)?, ifname(out_if)?);
+        // One socket: rx on the input interface (libxdp attaches its program there) or tx
+        // on the output interface (no program). Returns libxdp's error as a positive errno.
+        let create = |queue: u32, rx_side: bool, xdp_flags: u32, rings: [*mut XskRing; 4]| -> std::result::Result<*mut Socket, i32> {
+            let cfg = SocketConfig {
+                rx_size: if rx_side { rx_size } else { 0 },
+                tx_size: if rx_side { 0 } else { tx_size },
+                libxdp_flags: if rx_side { 0 } else { sys::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD },
+                xdp_flags,
+                bind_flags,
+            };
+            let mut s = std::ptr::null_mut();
+            let name = if rx_side { &in_c } else { &out_c };
+            // SAFETY: the rings are boxed (stable addresses) and live as long as the socket.
+            let r = unsafe {
+                (lib.socket_create_shared)(&mut s, name.as_ptr(), queue, umem.umem, rings[0], rings[1], rings[2], rings[3], &cfg)
+            };
+            if r != 0 {
+                return Err(-r);
+            }
+            Ok(s)
+        };
+        let explain = |e: i32, queue: u32, what: &str| -> Error {
+            let hint = match e {
+                libc::EPERM | libc::EACCES => " (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF, or root)".to_string(),
+                libc::EBUSY => format!(
+                    " (queue {queue} already has an AF_XDP socket, or the interface another XDP program: another forwarder runs there, or one was killed without detaching; stop it, or if none runs, detach it with `ip link set dev {in_if} xdp off`)"
+                ),
+                libc::ENOMEM | libc::ENOBUFS => " (raise the locked-memory limit: `ulimit -l`)".to_string(),
+                libc::EOPNOTSUPP if opts.zero_copy => {
+                    " (the driver has no zero-copy AF_XDP: drop --xdp-zero-copy)".to_string()
+                }
+                libc::ENODEV | libc::ENXIO => " (no such interface in this network namespace)".to_string(),
+                _ => String::new(),
+            };
+            Error::Config(format!("afxdp: {what}: {}{hint}", lib.error_text(-e)))
+        };
+        let native = sys::XDP_FLAGS_DRV_MODE;
+        let generic = sys::XDP_FLAGS_SKB_MODE;
+        let mut why = String::new();
+        let mut flags = match opts.mode {
+            XdpMode::Generic => generic,
+            _ => native,
+        };
+        for &queue in &plan.rx_queues {
+            let mut r = RxSock {
+                sock: std::ptr::null_mut(),
+                fd: -1,
+                queue,
+                fill: Box::default(),
+                rx: Box::default(),
+                _comp: Box::default(),
+            };
+            let rings: [*mut XskRing; 4] = [&mut *r.rx, std::ptr::null_mut(), &mut *r.fill, &mut *r._comp];
+            let at = format!("{in_if} queue {queue}");
+            r.sock = match (create(queue, true, flags, rings), opts.mode) {
+                (Ok(s), _) => s,
+                (Err(e), XdpMode::Auto) if flags == native && ![libc::EPERM, libc::EBUSY, libc::ENODEV].contains(&e) => {
+                    why = format!("native attach refused ({}); fell back to generic", lib.error_text(-e));
+                    flags = generic;
+                    create(queue, true, flags, rings).map_err(|e2| {
+                        explain(e2, queue, &format!("{at}: native XDP refused ({}), then generic", lib.error_text(-e)))
+                    })?
+                }
+                (Err(e), m) => {
+                    let mode = if flags == native { "native" } else { "generic" };
+                    return Err(explain(e, queue, &format!("{mode} XDP socket on {at} (--xdp-mode {m:?})")));
+                }
+            };
+            // SAFETY: a socket just created.
+            r.fd = unsafe { (lib.socket_fd)(r.sock) };
+            q.rxs.push(r);
+        }
+        let rings: [*mut XskRing; 4] = [std::ptr::null_mut(), &mut *q.tx, &mut *q._tx_fill, &mut *q.comp];
+        q.tx_sock = create(plan.tx_queue, false, 0, rings)
+            .map_err(|e| explain(e, plan.tx_queue, &format!("tx socket on {out_if} queue {}", plan.tx_queue)))?;
+        // SAFETY: a socket just created.
+        q.tx_fd = unsafe { (lib.socket_fd)(q.tx_sock) };
+        let attached = lib.attach_mode(in_idx);
+        let xdp_mode = match attached {
+            Some((sys::XDP_MODE_NATIVE, _)) => "native",
+            Some((sys::XDP_MODE_SKB, _)) => "generic",
+            Some((sys::XDP_MODE_HW, _)) => "offload",
+            Some(_) => "unknown",
+            None => "none",
+        };
+        let legacy = match attached {
+            Some((_, true)) => "; libxdp's program attached alone (no bpffs here, so no dispatcher: no other XDP program can share the interface)",
+            _ => "",
+        };
+        if why.is_empty() {
+            why = match opts.mode {
+                XdpMode::Generic => "asked for (--xdp-mode generic)".into(),
+                _ => format!("the driver of {in_if} runs XDP"),
+            };
+        }
+        why.push_str(legacy);
+        let zc = q.options()? & sys::XDP_OPTIONS_ZEROCOPY != 0;
+        let copy_why = if zc {
+            "the driver maps the UMEM".to_string()
+        } else if xdp_mode == "generic" {
+            "generic XDP always copies".to_string()
+        } else {
+            format!("the driver of {in_if} offers no zero-copy AF_XDP; the kernel copies into the UMEM")
+        };
+        let mut busy = "off".to_string();
+        if opts.busy_poll {
+            let fds: Vec<i32> = q.rxs.iter().map(|r| r.fd).chain([q.tx_fd]).collect();
+            let r = fds.iter().try_for_each(|&fd| {
+                sockopt_i32(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1)?;
+                sockopt_i32(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, 20)?;
+                sockopt_i32(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, 64)
+            });
+            q.busy_poll = r.is_ok();
+            busy = match r {
+                Ok(()) => "on (20 us, budget 64)".into(),
+                Err(e) => format!("refused ({e}); off"),
+            };
+        }
+        let report = XskReport {
+            xdp_mode: xdp_mode.to_string(),
+            xdp_why: why,
+            copy_mode: if zc { "zero-copy" } else { "copy" }.into(),
+            copy_why,
+            need_wakeup: true,
+            busy_poll: busy,
+            queues: q.rxs.len(),
+        };
+        Ok((q, report))
+    }
+
+    fn options(&self) -> Result<u32> {
+        let fd = self.rxs.first().map_or(self.tx_fd, |r| r.fd);
+        let mut v = 0u32;
+        let mut len = 4u32;
+        // SAFETY: a u32 out-parameter of the size given.
+        let r = unsafe {
+            libc::getsockopt(fd, sys::SOL_XDP, sys::XDP_OPTIONS, &mut v as *mut u32 as *mut libc::c_void, &mut len)
+        };
+        if r != 0 {
+            return Err(Error::Sys { what: "afxdp: getsockopt(XDP_OPTIONS)".into(), source: std::io::Error::last_os_error() });
+        }
+        Ok(v)
+    }
+
+    /// The kernel's counters: rx fields summed over the rx sockets, tx fields from the tx
+    /// socket; a socket the kernel does not answer for counts zero.
+    pub fn statistics(&self) -> XdpStatistics {
+        let get = |fd: i32| {
+            let mut s = XdpStatistics::default();
+            let mut len = std::mem::size_of::<XdpStatistics>() as u32;
+            // SAFETY: the struct and its size.
+            let r = unsafe {
+                libc::getsockopt(fd, sys::SOL_XDP, sys::XDP_STATISTICS, &mut s as *mut XdpStatistics as *mut libc::c_void, &mut len)
+            };
+            if r == 0 {
+                s
+            } else {
+                XdpStatistics::default()
+            }
+        };
+        let mut sum = XdpStatistics::default();
+        for r in &self.rxs {
+            let x = get(r.fd);
+            sum.rx_dropped += x.rx_dropped;
+            sum.rx_invalid_descs += x.rx_invalid_descs;
+            sum.rx_ring_full += x.rx_ring_full;
+            sum.rx_fill_ring_empty_descs += x.rx_fill_ring_empty_descs;
+        }
+        let t = get(self.tx_fd);
+        sum.tx_invalid_descs = t.tx_invalid_descs;
+        sum.tx_ring_empty_descs = t.tx_ring_empty_descs;
+        sum
+    }
+
+    /// Hand the buffers the worker posted since the last call to the fill rings (each to the
+    /// socket whose fill ring holds fewest, none past its share), then complete up to `max`
+    /// of the worker's rx slots from the XSK rx rings. Returns (frames delivered,
+    /// descriptors the kernel gave that name no buffer of ours, which were dropped).
+    pub fn fill(&mut self, arena: &BufferArena, max: usize) -> (usize, u64) {
+        loop {
+            // Slots filled..filled+size are the device's; those past `handed` and posted
+            // have a buffer the kernel has not seen yet.
+            let limit = self.dev.filled + self.dev.ring.size() as u64;
+            let mut give = 0u32;
+            while give < 64
+                && self.handed + u64::from(give) < limit
+                && self.dev.posted_seq(self.handed + u64::from(give)).is_some()
+            {
+                give += 1;
+            }
+            if give == 0 {
+                break;
+            }
+            let Some(k) = (0..self.rxs.len()).min_by_key(|&k| self.rxs[k].fill.outstanding()) else { break };
+            let share = self.share;
+            let r = &mut self.rxs[k];
+            let give = give.min(share.saturating_sub(r.fill.outstanding()));
+            let Some(i) = (if give > 0 { r.fill.reserve(give) } else { None }) else { break };
+            for j in 0..give {
+                let b = self.dev.posted_seq(self.handed + u64::from(j)).unwrap_or(0);
+                *r.fill.addr(i.wrapping_add(j)) = u64::from(b) * self.stride;
+            }
+            r.fill.submit(give);
+            self.handed += u64::from(give);
+        }
+        let buf_len = arena.buf_len() as u64;
+        let (mut done, mut bad) = (0usize, 0u64);
+        let n_socks = self.rxs.len();
+        for step in 0..n_socks {
+            let k = (self.next_rx + step) % n_socks;
+            let r = &mut self.rxs[k];
+            if self.busy_poll || r.fill.needs_wakeup() {
+                // SAFETY: a zero-length, non-blocking receive drives the kernel's rx path.
+                unsafe { libc::recvfrom(r.fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut()) };
+            }
+            // Only slots whose buffer went to the kernel can complete.
+            let room = (self.handed - self.dev.filled).min((max - done) as u64) as u32;
+            if room == 0 {
+                break;
+            }
+            let (i, n) = r.rx.peek(room);
+            for j in 0..n {
+                let d = *r.rx.desc(i.wrapping_add(j));
+                let (idx, off) = locate(d.addr, self.stride);
+                if idx >= u64::from(self.count) || off + u64::from(d.len) > self.stride || u64::from(d.len) > buf_len {
+                    bad += 1;
+                    continue;
+                }
+                if off != HEADROOM as u64 {
+                    // An XDP program moved the frame's start: put it where the stages read it.
+                    // SAFETY: both ranges lie inside buffer idx (checked), which the kernel
+                    // handed back to us.
+                    unsafe {
+                        let base = arena.base().add(idx as usize * self.stride as usize);
+                        std::ptr::copy(base.add(off as usize), base.add(HEADROOM), d.len as usize);
+                    }
+                }
+                self.dev.complete(idx as u32, d.len as u16);
+                done += 1;
+            }
+            r.rx.release(n);
+        }
+        self.next_rx = (self.next_rx + 1) % n_socks.max(1);
+        (done, bad)
+    }
+
+    /// Put the frames placed on `tx` since the last doorbell on the XSK tx ring and wake the
+    /// kernel to send them. Their buffers stay with the kernel until the completion ring
+    /// returns them ([`XskQueue::reclaim`]); frames that found the ring full go to
+    /// `to_free` and are counted by the caller. Returns frames dropped that way.
+    pub fn send(&mut self, tx: &mut TxRing, to_free: &mut Vec<u32>) -> u64 {
+        let want = (tx.tail - tx.head) as u32;
+        let mut full = 0u64;
+        if want > 0 {
+            let got = self.tx.prod_free(want).min(want);
+            let first = if got > 0 { self.tx.reserve(got) } else { None };
+            for k in 0..want {
+                let (b, len) = tx.slot(tx.head + u64::from(k));
+                match first {
+                    Some(f) if k < got => {
+                        self.lens[b as usize] = len;
+                        *self.tx.desc(f.wrapping_add(k)) =
+                            sys::XdpDesc { addr: u64::from(b) * self.stride + HEADROOM as u64, len: u32::from(len), options: 0 };
+                    }
+                    _ => {
+                        full += 1;
+                        to_free.push(b);
+                    }
+                }
+            }
+            if first.is_some() {
+                self.tx.submit(got);
+            }
+            // The worker's tx ring is only a staging area here: nothing left to reclaim.
+            tx.head = tx.tail;
+            tx.clean = tx.tail;
+        }
+        self.kick();
+        full
+    }
+
+    /// Wake the kernel's transmit path when it asks to be (copy mode always does).
+    pub fn kick(&mut self) {
+        if self.tx.outstanding() > 0 && (self.busy_poll || self.tx.needs_wakeup()) {
+            // SAFETY: a zero-length, non-blocking send on our socket.
+            unsafe { libc::sendto(self.tx_fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+        }
+    }
+
+    /// Buffers the kernel finished sending, into `to_free`.
+    pub fn reclaim(&mut self, to_free: &mut Vec<u32>) -> XskDone {
+        let (i, n) = self.comp.peek(u32::MAX);
+        let mut d = XskDone::default();
+        for k in 0..n {
+            let addr = *self.comp.addr(i.wrapping_add(k));
+            let (idx, _) = locate(addr, self.stride);
+            if let Some(&len) = self.lens.get(idx as usize) {
+                to_free.push(idx as u32);
+                d.sent += 1;
+                d.bytes += u64::from(len);
+            }
+        }
+        self.comp.release(n);
+        d
+    }
+
+    /// Frames on the tx ring the kernel has not completed.
+    pub fn in_flight(&self) -> u64 {
+        // Reserved and submitted, minus what the completion ring returned.
+        u64::from(self.tx.cached_prod.wrapping_sub(self.comp.cached_cons))
+    }
+
+    /// Block until a frame may be ready on any rx socket or `timeout_ms` passes.
+    pub fn wait(&self, timeout_ms: i32) {
+        let mut p: Vec<libc::pollfd> = self.rxs.iter().map(|r| libc::pollfd { fd: r.fd, events: libc::POLLIN, revents: 0 }).collect();
+        // SAFETY: valid pollfds.
+        unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    }
+
+    /// The input queues this worker serves.
+    pub fn rx_queue_ids(&self) -> Vec<u32> {
+        self.rxs.iter().map(|r| r.queue).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unaligned_addresses_name_their_buffer_and_offset() {
+        let stride = crate::nic::BUF_STRIDE as u64;
+        // An rx descriptor: chunk 7's base with the kernel's 256-byte headroom as offset.
+        assert_eq!(locate(7 * stride + (256u64 << 48), stride), (7, 256));
+        // A completion: the data address we put on the tx ring.
+        assert_eq!(locate(7 * stride + 256, stride), (7, 256));
+        // An XDP program that pulled the head 14 bytes further.
+        assert_eq!(locate(3 * stride + (270u64 << 48), stride), (3, 270));
+        assert_eq!(locate(0, stride), (0, 0));
+    }
+
+    #[test]
+    fn queues_are_dealt_to_workers_and_shortages_are_named() {
+        let p = plan_queues("a", 4, "b", 2, 2).expect("4 rx queues, 2 workers");
+        assert_eq!(p[0], QueuePlan { rx_queues: vec![0, 2], tx_queue: 0 });
+        assert_eq!(p[1], QueuePlan { rx_queues: vec![1, 3], tx_queue: 1 });
+        assert_eq!(plan_queues("a", 2, "b", 2, 1).expect("one worker")[0].rx_queues, vec![0, 1]);
+        let e = plan_queues("in0", 1, "b", 4, 2).expect_err("one rx queue, two workers").to_string();
+        assert!(e.contains("in0") && e.contains("1 rx queue"), "{e}");
+        let e = plan_queues("a", 4, "out0", 1, 2).expect_err("one tx queue").to_string();
+        assert!(e.contains("out0"), "{e}");
+    }
+}
