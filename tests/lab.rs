@@ -337,6 +337,9 @@ fn lab_bench_runs_every_setup_and_cleans_up() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let two_cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
     let mut setups = vec!["kernel (softirq on the sender's CPU)", "fwdscope afpacket"];
+    if forwarder::nic::xdp_sys::libxdp().is_ok() {
+        setups.push("fwdscope afxdp");
+    }
     if two_cpus {
         setups.push("kernel (RPS: receive on CPU 1)");
     }
@@ -350,7 +353,15 @@ fn lab_bench_runs_every_setup_and_cleans_up() {
         assert!(counted == 0.0 || nums.get(2).is_some_and(|&pps| pps > 1000.0), "forwarded something: {row}");
     }
     assert!(text.contains("contention: ") && text.contains("runs left out"), "{text}");
-    assert!(text.contains("ratio fwdscope / best kernel setup"), "{text}");
+    assert!(text.contains("ratio fwdscope afpacket / best kernel setup"), "{text}");
+    if forwarder::nic::xdp_sys::libxdp().is_ok() {
+        assert!(text.contains("ratio fwdscope afxdp / best kernel setup"), "{text}");
+        assert!(text.contains("ratio fwdscope afxdp / fwdscope afpacket"), "{text}");
+        assert!(text.contains("== fwdscope afxdp: stage split"), "{text}");
+    }
+    for l in text.lines().filter(|l| l.starts_with("kernel (") || l.starts_with("fwdscope a")) {
+        assert!(l.contains("itself (it lost frames)") || l.contains("the sender (nothing lost"), "limited by: {l}");
+    }
     let alone =
         text.lines().find(|l| l.starts_with("sender alone")).unwrap_or_else(|| panic!("no sender-alone line: {text}"));
     assert!(alone.contains(": 2 runs,"), "{alone}");
@@ -414,4 +425,178 @@ fn a_dead_forwarder_is_reported_and_restarted_and_lab_commands_take_turns() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("waiting for fwdscope lab pid 4242"), "{err}");
+}
+
+/// Where afxdp cannot run here (no libxdp), the reason, printed; the test then skips.
+fn afxdp_usable() -> bool {
+    match forwarder::nic::xdp_sys::libxdp() {
+        Ok(_) => true,
+        Err(e) => {
+            println!("SKIP: {e}");
+            false
+        }
+    }
+}
+
+/// The XDP program on `ifname` in namespace `ns` as the kernel reports it: (attach mode
+/// number: 1 native, 2 generic, 3 offload; program id), from `ip -d -j link`.
+fn kernel_xdp(ns: &str, ifname: &str) -> Option<(u64, u64)> {
+    let out = Command::new("ip").args(["-n", ns, "-d", "-j", "link", "show", ifname]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let x = v.get(0)?.get("xdp")?;
+    Some((x.get("mode")?.as_u64()?, x.get("prog")?.get("id")?.as_u64()?))
+}
+
+/// Whether a BPF program of this id is still loaded anywhere (BPF_PROG_GET_FD_BY_ID).
+fn bpf_prog_exists(id: u64) -> bool {
+    let attr: [u32; 4] = [id as u32, 0, 0, 0];
+    // SAFETY: the bpf(2) system call with an attribute block of the size given.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, 13, attr.as_ptr(), std::mem::size_of_val(&attr)) };
+    if fd >= 0 {
+        // SAFETY: the descriptor just returned.
+        unsafe { libc::close(fd as i32) };
+        return true;
+    }
+    false
+}
+
+fn segment_drops(s: &fwd_abi::Snapshot, which: impl Fn(&str) -> bool) -> u64 {
+    fwd_abi::drop_counters().filter(|(_, n)| which(n)).map(|(i, _)| s.workers.iter().map(|w| w[i]).sum::<u64>()).sum()
+}
+
+/// The lab's forwarder over AF_XDP: every packet sent reaches the sink or is dropped with a
+/// counted reason (the kernel's XDP socket counters, the forwarder's own); the mode it
+/// reports is the one the kernel shows for the attached program; a second forwarder on the
+/// same queue is refused by name; a forwarder killed with SIGKILL leaves its program
+/// attached until `lab down`, after which the program is gone from the kernel.
+#[test]
+fn afxdp_accounts_for_every_packet_reports_its_mode_and_leaves_nothing_attached() {
+    if !afxdp_usable() {
+        return;
+    }
+    let Some((name, _guard)) = lab_for_test('x') else { return };
+    let (fwd, sink) = (format!("{name}-fwd"), format!("{name}-sink"));
+    let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "500", "--mode", "fwdscope", "--driver", "afxdp"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("afxdp: asked for"), "{out:?}");
+    let log = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.log")).unwrap();
+    let line = log.lines().find(|l| l.starts_with(&format!("afxdp on {name}-f0:"))).unwrap_or_else(|| panic!("{log}"));
+    let (mode, prog) = kernel_xdp(&fwd, &format!("{name}-f0")).expect("an XDP program on f0");
+    let said = match mode {
+        1 => "native XDP",
+        2 => "generic XDP",
+        _ => "offload XDP",
+    };
+    assert!(line.contains(&format!(": {said} (")), "the forwarder said `{line}`, the kernel mode {mode}");
+    // veth has no zero-copy AF_XDP: the kernel copies, and the forwarder says so.
+    assert!(line.contains("), copy ("), "{line}");
+
+    let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096"]);
+    let seg = fwd_abi::Segment::open(std::path::Path::new(&format!("/run/fwdscope-lab/{name}/forwarder.stats")))
+        .expect("the lab forwarder's segment");
+    use fwd_abi::Ctr;
+    let kernel_drops = |s: &fwd_abi::Snapshot| segment_drops(s, |n| n.starts_with("drop_xdp_rx") || n == "rx_missed");
+    let t0 = std::time::Instant::now();
+    let mut snap = seg.snapshot();
+    while snap.total(Ctr::RxPackets) + kernel_drops(&snap) < sent && t0.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        snap = seg.snapshot();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    snap = seg.snapshot();
+    let (rx, tx) = (snap.total(Ctr::RxPackets), snap.total(Ctr::TxPackets));
+    let before_rx = kernel_drops(&snap);
+    let own = segment_drops(&snap, |n| !n.starts_with("drop_xdp_rx") && n != "rx_missed");
+    let received = ip_counter(&sink, "InReceives");
+    println!("afxdp: sent {sent}, rx {rx}, kernel drops {before_rx}, tx {tx}, forwarder drops {own}, sink {received}");
+    assert_eq!(rx + before_rx, sent, "every sent packet reached the forwarder or was counted by the XDP socket");
+    assert_eq!(tx + own, rx, "every received packet was sent on or dropped with a reason");
+    assert_eq!(received, tx, "the sink received what the forwarder sent");
+    assert!(tx > sent / 2, "most packets went through at 20k pps: {tx} of {sent}");
+    assert_eq!(ip_counter(&fwd, "InReceives"), 0, "XDP redirected every frame past the namespace's IP stack");
+
+    // A second forwarder on the same interface and queue.
+    let exe = env!("CARGO_BIN_EXE_fwdscope");
+    let table = format!("/run/fwdscope-lab/{name}/routes.txt");
+    let (f0, f1) = (format!("{name}-f0"), format!("{name}-f1"));
+    let second = Command::new("ip")
+        .args(["netns", "exec", &fwd, exe, "forward", "--driver", "afxdp", "--in", &f0, "--out", &f1])
+        .args(["--table", &table, "--duration", "1", "--no-pin"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "a second forwarder on the same queue started");
+    assert!(err.contains(&f0) && err.contains("another forwarder"), "{err}");
+
+    // SIGKILL: no chance to detach; the program stays until `lab down`.
+    let pid: i32 =
+        std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid")).unwrap().trim().parse().unwrap();
+    // SAFETY: killing the lab's forwarder, as a crash would.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    assert!(common::wait_until(10, || !common::running(pid as u32)));
+    assert_eq!(kernel_xdp(&fwd, &f0).map(|x| x.1), Some(prog), "the killed forwarder's program is still attached");
+    assert!(bpf_prog_exists(prog));
+    assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
+    assert!(common::wait_until(10, || !bpf_prog_exists(prog)), "program {prog} is still loaded after lab down");
+}
+
+/// An interface that refuses native XDP (a veth whose peer's MTU is too large for it): in
+/// auto mode the forwarder falls back to generic XDP, says so and why, and forwards; the
+/// kernel reports the generic attach; `--xdp-mode native` is refused naming the interface.
+#[test]
+fn afxdp_falls_back_to_generic_where_native_is_refused() {
+    if !afxdp_usable() {
+        return;
+    }
+    let Some((name, _guard)) = lab_for_test('g') else { return };
+    let out = fwdscope(&[
+        "lab",
+        "up",
+        "--name",
+        &name,
+        "--routes",
+        "50",
+        "--mode",
+        "fwdscope",
+        "--driver",
+        "afxdp",
+        "--no-start",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (snd, fwd) = (format!("{name}-snd"), format!("{name}-fwd"));
+    let (s0, f0, f1) = (format!("{name}-s0"), format!("{name}-f0"), format!("{name}-f1"));
+    let mtu = Command::new("ip").args(["-n", &snd, "link", "set", "dev", &s0, "mtu", "9000"]).output().unwrap();
+    assert!(mtu.status.success(), "{}", String::from_utf8_lossy(&mtu.stderr));
+    let exe = env!("CARGO_BIN_EXE_fwdscope");
+    let table = format!("/run/fwdscope-lab/{name}/routes.txt");
+    let forward = |mode: &str, secs: &str| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &fwd, exe, "forward", "--driver", "afxdp", "--in", &f0, "--out", &f1]);
+        c.args(["--table", &table, "--duration", secs, "--no-pin", "--xdp-mode", mode]);
+        c
+    };
+    let native = forward("native", "1").output().unwrap();
+    let err = String::from_utf8_lossy(&native.stderr);
+    assert!(!native.status.success() && err.contains(&f0) && err.contains("native XDP"), "{err}");
+
+    let child =
+        forward("auto", "4").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    assert!(common::wait_until(10, || kernel_xdp(&fwd, &f0).is_some()), "no program attached");
+    let (mode, _) = kernel_xdp(&fwd, &f0).unwrap();
+    assert_eq!(mode, 2, "the kernel shows a generic (skb) attach");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sent = send(&name, &["--count", "2000", "--rate", "20k"]);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = text.lines().find(|l| l.starts_with(&format!("afxdp on {f0}:"))).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("generic XDP (native attach refused") && line.contains("fell back to generic"), "{line}");
+    assert!(line.contains("copy (generic XDP always copies)"), "{line}");
+    let tx: u64 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("packets: rx "))
+        .and_then(|r| r.split_whitespace().nth(2)?.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(tx, sent, "generic mode forwarded every packet at 20k pps: {text}");
+    assert!(kernel_xdp(&fwd, &f0).is_none(), "the forwarder detached its program when it stopped");
 }

@@ -138,11 +138,46 @@ enum PortQueue {
     Xdp(XskQueue),
 }
 
-/// afxdp: the UMEM over the whole arena and each worker's sockets (worker `q` on queue `q`
-/// of both interfaces), opened before any thread starts. Returns the queues and the
-/// report of what the kernel gave (one line for all queues: the first queue's, with the
-/// queue count).
+/// afxdp: the UMEM over the whole arena and each worker's sockets (worker `w` on its
+/// share of the input queues and queue `w` of the output interface), opened before any
+/// thread starts. In auto mode a native attach the interface refuses is retried in
+/// generic mode from scratch (a new UMEM), and the report says why. Returns the queues and
+/// the report of what the kernel gave (the first queue's, with the socket count).
 fn open_xsk_ports(cfg: &Config, arena: &Arc<BufferArena>) -> Result<(Vec<XskQueue>, XskReport)> {
+    use crate::nic::afxdp::XdpMode;
+    if cfg.xdp.mode == XdpMode::Generic {
+        return open_xsk_ports_as(cfg, arena, &cfg.xdp);
+    }
+    // Native or auto: attach libxdp's program natively with no socket, and detach it: that
+    // tells whether the interface takes native XDP without leaving a refused socket behind
+    // (the kernel keeps such a queue unusable for a few seconds).
+    let lib = crate::nic::xdp_sys::libxdp()?;
+    let in_if = cfg.in_if.as_deref().unwrap_or_default();
+    let idx = crate::nic::afpacket::ifindex(in_if)?;
+    let native = crate::nic::afxdp::XskOptions { mode: XdpMode::Native, ..cfg.xdp };
+    match lib.probe_native(idx) {
+        Ok(()) => open_xsk_ports_as(cfg, arena, &native),
+        // Not a refusal of native mode: the attach through a socket says what it is.
+        Err(e) if [libc::EPERM, libc::EBUSY, libc::ENOENT].contains(&e) => open_xsk_ports_as(cfg, arena, &native),
+        Err(e) if cfg.xdp.mode == XdpMode::Native => Err(Error::Config(format!(
+            "afxdp: native XDP on {in_if} (--xdp-mode native): {}{}",
+            lib.error_text(-e),
+            crate::nic::afxdp::native_refusal_hint(e)
+        ))),
+        Err(e) => {
+            let generic = crate::nic::afxdp::XskOptions { mode: XdpMode::Generic, ..cfg.xdp };
+            let (qs, mut rep) = open_xsk_ports_as(cfg, arena, &generic)?;
+            rep.xdp_why = format!("native attach refused ({}); fell back to generic", lib.error_text(-e));
+            Ok((qs, rep))
+        }
+    }
+}
+
+fn open_xsk_ports_as(
+    cfg: &Config,
+    arena: &Arc<BufferArena>,
+    opts: &crate::nic::afxdp::XskOptions,
+) -> Result<(Vec<XskQueue>, XskReport)> {
     let (Some(i), Some(o)) = (&cfg.in_if, &cfg.out_if) else {
         return Err(Error::Config("--driver afxdp needs --in IF and --out IF".into()));
     };
@@ -158,8 +193,7 @@ fn open_xsk_ports(cfg: &Config, arena: &Arc<BufferArena>) -> Result<(Vec<XskQueu
     let mut first: Option<XskReport> = None;
     let mut socks = 0;
     for plan in &plans {
-        let (x, r) =
-            XskQueue::open(&umem, arena, (i, o), plan, (cfg.rx_ring as u32, cfg.tx_ring as u32), &cfg.xdp)?;
+        let (x, r) = XskQueue::open(&umem, arena, (i, o), plan, (cfg.rx_ring as u32, cfg.tx_ring as u32), opts)?;
         socks += x.rx_queue_ids().len();
         qs.push(x);
         first.get_or_insert(r);

@@ -32,12 +32,12 @@ use crate::rtcache::RtCache;
 use crate::slab::{fwd_slab_free_bulk, SlabCache};
 use crate::stages::calib::fwd_calib_spin;
 use crate::stages::driver_rx::{
-    fwd_driver_afp_rx, fwd_driver_rx_burst, fwd_driver_xdp_rx, fwd_driver_rx_post, rx_refill_all, rx_refill_alloc,
+    fwd_driver_afp_rx, fwd_driver_rx_burst, fwd_driver_rx_post, fwd_driver_xdp_rx, rx_refill_all, rx_refill_alloc,
 };
 use crate::stages::driver_tx::{
     count_tx, fwd_driver_afp_tx_flush, fwd_driver_tx_burst, fwd_driver_xdp_tx_complete, NhOut, Port,
 };
-use crate::stages::idle::fwd_idle_poll;
+use crate::stages::idle::{fwd_idle_poll, fwd_idle_poll_xdp, fwd_idle_wait_afp, fwd_idle_wait_xdp};
 use crate::stages::ip::fwd_ip_input_burst;
 use crate::stages::lookup::{fwd_lookup_burst, LookupCtx};
 use fwd_abi::{Ctr, Segment, N_COUNTERS};
@@ -82,8 +82,10 @@ pub struct Worker {
     fresh: [u32; MAX_BURST],
     /// afpacket: the kernel's rings standing in for the device.
     afp: Option<AfpQueue>,
-    /// afxdp: the XSK sockets standing in for the device.
+    /// afxdp: the XSK sockets standing in for the device, and when their kernel counters
+    /// were last read (TSC).
     xdp: Option<XskQueue>,
+    xdp_stats_last: u64,
     /// The calibration cost per packet (ns) and the same in TSC ticks.
     spin_ns: u32,
     spin_ticks: u64,
@@ -140,6 +142,7 @@ impl Worker {
             fresh: [0; MAX_BURST],
             afp: None,
             xdp: None,
+            xdp_stats_last: 0,
             spin_ns: 0,
             spin_ticks: 0,
             spin_overhead: 0,
@@ -190,7 +193,14 @@ impl Worker {
             self.clk.lap(if moved > 0 { Stage::DriverRx } else { Stage::Idle });
         }
         if let Some(q) = self.xdp.as_mut() {
-            let moved = fwd_driver_xdp_rx(q, &self.arena, self.burst_size, &mut self.ctr);
+            // Waiting for the kernel is idle by both instruments: the spin is in a stage-idle
+            // function, and only a poll with work to do enters the driver.
+            let moved = if self.rx.peek_done(0).is_some() || fwd_idle_poll_xdp(q, IDLE_SPINS) {
+                self.clk.lap(Stage::Idle);
+                fwd_driver_xdp_rx(q, &self.arena, self.burst_size, &mut self.ctr)
+            } else {
+                0
+            };
             self.dev_stats.packets.fetch_add(moved as u64, Ordering::Relaxed);
             self.clk.lap(if moved > 0 { Stage::DriverRx } else { Stage::Idle });
         }
@@ -359,8 +369,11 @@ impl Worker {
             // Frames the kernel dropped because our rx ring was full.
             self.dev_stats.missed.fetch_add(q.rx.take_drops(), Ordering::Relaxed);
         }
-        if let Some(q) = &self.xdp {
-            // The kernel's own counts for our sockets (cumulative).
+        let due = rdtsc().wrapping_sub(self.xdp_stats_last) >= tsc_hz() / 100;
+        if let Some(q) = self.xdp.as_ref().filter(|_| due) {
+            // The kernel's own counts for our sockets (cumulative; two system calls, so at
+            // most every 10 ms).
+            self.xdp_stats_last = rdtsc();
             let x = q.statistics();
             self.ctr[Ctr::DropXdpRxDropped as usize] = x.rx_dropped;
             self.ctr[Ctr::DropXdpRxRingFull as usize] = x.rx_ring_full;
@@ -482,14 +495,14 @@ impl Worker {
             if idle >= 64 {
                 if let Some(q) = &self.afp {
                     self.clk.start();
-                    q.rx.wait(1);
+                    fwd_idle_wait_afp(&q.rx, 1);
                     self.clk.lap(Stage::Idle);
                     ticks += 64;
                 }
                 if let Some(q) = &self.xdp {
                     if q.in_flight() == 0 {
                         self.clk.start();
-                        q.wait(1);
+                        fwd_idle_wait_xdp(q, 1);
                         self.clk.lap(Stage::Idle);
                         ticks += 64;
                     }
@@ -516,6 +529,8 @@ impl Worker {
             }
             fwd_slab_free_bulk(&mut self.bufs, &self.to_free);
             self.to_free.clear();
+            // The last publish reads the kernel's socket counters whenever they were read.
+            self.xdp_stats_last = 0;
         }
         self.publish();
     }

@@ -6,7 +6,7 @@
 //! another) except the lab's forwarder, which is a process of its own.
 
 use crate::error::{bail, Context};
-use crate::netns::{cpu_count, up, ForwarderProgram, Lab, Mode, Sink, UpOptions};
+use crate::netns::{cpu_count, default_driver, up, ForwarderProgram, Lab, LabDriver, Mode, Sink, UpOptions};
 use crate::sender::{send, SendOptions};
 use crate::{Error, Result};
 
@@ -43,12 +43,13 @@ pub struct BenchOptions {
 /// What `lab bench` measures: the kernel forwarding as it does by default (in the receive
 /// softirq, on the CPU that delivered the frame: the sender's), the kernel with its
 /// receive processing steered (RPS) to the device-under-test CPU, and the bundled
-/// forwarder over AF_PACKET on that CPU.
+/// forwarder over AF_PACKET and over AF_XDP on that CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Setup {
     Kernel,
     KernelRps,
     Fwdscope,
+    FwdscopeXdp,
     /// No forwarder: the forwarding namespace drops every frame at ingress. The sender's
     /// own ceiling, from which the kernel's per-packet cost on the sender's CPU follows.
     SenderOnly,
@@ -61,6 +62,7 @@ impl Setup {
             Setup::Kernel => "kernel (softirq on the sender's CPU)".into(),
             Setup::KernelRps => format!("kernel (RPS: receive on {cpu})"),
             Setup::Fwdscope => format!("fwdscope afpacket (forwarder on {cpu})"),
+            Setup::FwdscopeXdp => format!("fwdscope afxdp (forwarder on {cpu})"),
             Setup::SenderOnly => "sender alone (frames dropped at the forwarding namespace's ingress)".into(),
         }
     }
@@ -83,6 +85,9 @@ struct Measured {
     /// Was the machine busy: the sender thread's and (fwdscope) the forwarder workers'
     /// run-queue wait, the host's steal. A flagged run is left out of the comparison.
     contention: compare::contention::Contention,
+    /// fwdscope: its stage clocks over the measured interval: forwarding stages' ns per
+    /// forwarded packet (idle and run-queue waits excluded) and the idle share of its time.
+    clock: Option<(f64, f64)>,
 }
 
 impl Measured {
@@ -96,7 +101,12 @@ impl Measured {
 
 /// (Re)build the lab for `setup`, the sink discarding at its interface.
 fn bench_up(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<()> {
-    let mode = if matches!(setup, Setup::Fwdscope | Setup::SenderOnly) { Mode::Fwdscope } else { Mode::Kernel };
+    let mode = if matches!(setup, Setup::Fwdscope | Setup::FwdscopeXdp | Setup::SenderOnly) {
+        Mode::Fwdscope
+    } else {
+        Mode::Kernel
+    };
+    let forwarder_runs = matches!(setup, Setup::Fwdscope | Setup::FwdscopeXdp);
     let o = UpOptions {
         name: a.name.clone(),
         routes: Some(a.routes),
@@ -105,9 +115,10 @@ fn bench_up(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[S
         no_start: setup == Setup::SenderOnly,
         sink: Sink::Discard,
         rps_cpu: at.dut.filter(|_| setup == Setup::KernelRps),
-        forwarder_cpu: at.dut.filter(|_| setup == Setup::Fwdscope),
-        forwarder_flags: if setup == Setup::Fwdscope { flags.to_vec() } else { Vec::new() },
+        forwarder_cpu: at.dut.filter(|_| forwarder_runs),
+        forwarder_flags: if forwarder_runs { flags.to_vec() } else { Vec::new() },
         forwarder: a.forwarder.clone(),
+        driver: Some(if setup == Setup::FwdscopeXdp { LabDriver::Afxdp } else { LabDriver::Afpacket }),
     };
     lab.down()?;
     up(&o)?;
@@ -158,14 +169,30 @@ fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags
     // The forwarder's workers (fwdscope), watched over the measured interval like the
     // sender thread and the host.
     let workers = match (setup, lab.forwarder_pid()) {
-        (Setup::Fwdscope, Some(pid)) => compare::contention::worker_threads(pid as u32).unwrap_or_default(),
+        (Setup::Fwdscope | Setup::FwdscopeXdp, Some(pid)) => {
+            compare::contention::worker_threads(pid as u32).unwrap_or_default()
+        }
         _ => Vec::new(),
     };
+    let seg = match setup {
+        Setup::Fwdscope | Setup::FwdscopeXdp => fwd_abi::Segment::open(&lab.segment_path()).ok(),
+        _ => None,
+    };
+    let snap0 = seg.as_ref().map(|s| s.snapshot());
     let before = compare::contention::read(&workers);
     let t0 = std::time::Instant::now();
     let (sent, seconds, (s0, s1)) = bench_send(a, at, a.seconds)?;
     let elapsed = t0.elapsed().as_nanos() as u64;
     let after = compare::contention::read(&workers);
+    let clock = match (&seg, &snap0) {
+        (Some(seg), Some(s0)) => {
+            let s1 = seg.snapshot();
+            let d = |c: fwd_abi::Ctr| s1.total(c).saturating_sub(s0.total(c));
+            fwd_abi::clocks::ClockReport::new(d, seg.tsc_hz(), d(fwd_abi::Ctr::TxPackets))
+                .and_then(|r| Some((r.forwarding_ns_per_packet?, r.idle_share)))
+        }
+        _ => None,
+    };
     // Frames still in flight (rings, backlogs) arrive within milliseconds.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let arrived = lab.sink_received()?.saturating_sub(r0);
@@ -175,7 +202,7 @@ fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags
         compare::contention::Reading { threads, host: r.host }
     };
     let contention = compare::contention::between(&with_sender(before, s0), &with_sender(after, s1), elapsed);
-    Ok(Measured { setup, sent, arrived, seconds, contention })
+    Ok(Measured { setup, sent, arrived, seconds, contention, clock })
 }
 
 /// The same load once more while recording (every CPU for the kernel, the lab's forwarder
@@ -185,7 +212,7 @@ fn bench_stages(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags:
     bench_up(a, lab, setup, at, flags)?;
     let dir = lab.state_dir().join("recording");
     let target = match (setup, lab.forwarder_pid()) {
-        (Setup::Fwdscope, Some(pid)) => Target::Pid(pid),
+        (Setup::Fwdscope | Setup::FwdscopeXdp, Some(pid)) => Target::Pid(pid),
         _ => Target::All,
     };
     let mut o = RecordOptions::new(dir.clone(), target);
@@ -218,22 +245,30 @@ pub fn bench(a: &BenchOptions) -> Result<String> {
     } else {
         Placement { sender: None, dut: None }
     };
-    let setups: Vec<Setup> = if at.dut.is_some() {
-        vec![Setup::Kernel, Setup::KernelRps, Setup::Fwdscope, Setup::SenderOnly]
-    } else {
-        vec![Setup::Kernel, Setup::Fwdscope, Setup::SenderOnly]
-    };
     // Like for like: Linux since 3.6 looks every packet up in its FIB (no route cache).
     let flags = if a.forwarder_flags.is_empty() {
         vec!["--cache".to_string(), "nocache".to_string()]
     } else {
         a.forwarder_flags.clone()
     };
+    let mut setups = vec![Setup::Kernel];
+    if at.dut.is_some() {
+        setups.push(Setup::KernelRps);
+    }
+    setups.push(Setup::Fwdscope);
+    let (xdp, xdp_why) = default_driver(&flags);
+    if xdp == LabDriver::Afxdp {
+        setups.push(Setup::FwdscopeXdp);
+    }
+    setups.push(Setup::SenderOnly);
     let result = measure_all(a, &lab, &setups, at, &flags);
-    let ingress = std::fs::read_to_string(lab.state_dir().join("ingress")).unwrap_or_default();
+    let mut notes = std::fs::read_to_string(lab.state_dir().join("ingress")).unwrap_or_default().trim().to_string();
+    if xdp != LabDriver::Afxdp {
+        notes.push_str(&format!("; no afxdp setup: {xdp_why}"));
+    }
     let _ = lab.down();
-    let (runs, k_stages, f_stages) = result?;
-    Ok(report(a, at, &setups, &flags, &ingress, &runs, &k_stages, &f_stages))
+    let (runs, splits) = result?;
+    Ok(report(a, at, &setups, &flags, &notes, &runs, &splits))
 }
 
 /// Every setup `a.repeat` times in interleaved rounds (each round in another order, so
@@ -245,8 +280,10 @@ fn measure_all(
     setups: &[Setup],
     at: Placement,
     flags: &[String],
-) -> Result<(Vec<Measured>, String, String)> {
-    let bar = indicatif::ProgressBar::new((setups.len() * a.repeat + 2) as u64);
+) -> Result<(Vec<Measured>, Vec<(String, String)>)> {
+    let recorded: Vec<Setup> =
+        setups.iter().copied().filter(|s| matches!(s, Setup::Kernel | Setup::Fwdscope | Setup::FwdscopeXdp)).collect();
+    let bar = indicatif::ProgressBar::new((setups.len() * a.repeat + recorded.len()) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {eta} left  {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -261,29 +298,34 @@ fn measure_all(
                 bar.inc(1);
             }
         }
-        bar.set_message("stage split: kernel");
-        let k = bench_stages(a, lab, Setup::Kernel, at, flags)?;
-        bar.inc(1);
-        bar.set_message("stage split: fwdscope");
-        let f = bench_stages(a, lab, Setup::Fwdscope, at, flags)?;
-        bar.inc(1);
-        Ok((runs, k, f))
+        let mut splits = Vec::new();
+        for s in recorded {
+            bar.set_message(format!("stage split: {}", s.label(at.dut)));
+            let how = if s == Setup::Kernel { "record -a, Linux rules" } else { "record -p on the lab forwarder" };
+            let title = match s {
+                Setup::Kernel => "kernel forwarding",
+                Setup::Fwdscope => "fwdscope afpacket",
+                _ => "fwdscope afxdp",
+            };
+            splits.push((format!("{title}: stage split ({how})"), bench_stages(a, lab, s, at, flags)?));
+            bar.inc(1);
+        }
+        Ok((runs, splits))
     })();
     bar.finish_and_clear();
     result
 }
 
-/// The report: the table of setups, the ratio, CPU per packet, both stage splits.
-#[allow(clippy::too_many_arguments)]
+/// The report: the table of setups (each saying whether the sender or the setup itself
+/// limited it), the ratios, CPU per packet, the stage splits.
 fn report(
     a: &BenchOptions,
     at: Placement,
     setups: &[Setup],
     flags: &[String],
-    ingress: &str,
+    notes: &str,
     runs: &[Measured],
-    k_stages: &str,
-    f_stages: &str,
+    splits: &[(String, String)],
 ) -> String {
     use compare::stats::{median, welch_p};
     use std::fmt::Write;
@@ -302,11 +344,11 @@ fn report(
             _ => " (one CPU: nothing pinned)".to_string(),
         }
     );
-    let _ = writeln!(out, "fwdscope forwarder flags: {}; {}", flags.join(" "), ingress.trim());
+    let _ = writeln!(out, "fwdscope forwarder flags: {}; {}", flags.join(" "), notes.trim());
     let _ = writeln!(
         out,
-        "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}",
-        "setup", "runs", "left out", "forwarded pps", "[min .. max]", "offered pps", "lost"
+        "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}  {}",
+        "setup", "runs", "left out", "forwarded pps", "[min .. max]", "offered pps", "lost", "limited by"
     );
     let clean = |s: Setup| -> Vec<&Measured> {
         runs.iter().filter(|m| m.setup == s && m.contention.flags.is_empty()).collect()
@@ -318,7 +360,8 @@ fn report(
         let out = left_out(s);
         (out * 4 > all || out == all).then(|| format!("{out} of {all} runs of {} left out", s.label(at.dut)))
     };
-    let mut medians = Vec::new();
+    // (setup, median pps, the runs' pps, lost frames: limited by itself).
+    let mut medians: Vec<(Setup, f64, Vec<f64>, bool)> = Vec::new();
     for s in setups.iter().filter(|s| **s != Setup::SenderOnly) {
         let mine = clean(*s);
         let pps: Vec<f64> = mine.iter().map(|m| m.pps()).collect();
@@ -329,7 +372,7 @@ fn report(
             // Every run left out: no figure at all rather than a made-up one.
             let _ = writeln!(
                 out,
-                "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}",
+                "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}  -",
                 s.label(at.dut),
                 0,
                 left_out(*s),
@@ -341,25 +384,28 @@ fn report(
             continue;
         }
         let med = median(&pps);
-        medians.push((*s, med, pps, lost > 0));
+        // Under 0.1% lost: everything offered went through, so the sender set the pace.
+        let itself = lost as f64 > 0.001 * sent as f64;
+        medians.push((*s, med, pps, itself));
         let _ = writeln!(
             out,
-            "{:<42} {:>4} {:>8} {:>14.0} {:>25} {:>14.0} {:>7.1}%",
+            "{:<42} {:>4} {:>8} {:>14.0} {:>25} {:>14.0} {:>7.1}%  {}",
             s.label(at.dut),
             mine.len(),
             left_out(*s),
             med,
             format!("[{lo:.0} .. {hi:.0}]"),
             median(&mine.iter().map(|m| m.offered()).collect::<Vec<_>>()),
-            100.0 * lost as f64 / sent.max(1) as f64
+            100.0 * lost as f64 / sent.max(1) as f64,
+            if itself { "itself (it lost frames)" } else { "the sender (nothing lost: its capacity is higher)" }
         );
     }
     let alone: Vec<f64> = clean(Setup::SenderOnly).iter().map(|m| m.offered()).collect();
     let alone_med = median(&alone);
     let alone_text = if alone.is_empty() { "-".to_string() } else { format!("{alone_med:.0}") };
     let _ = writeln!(out, "{}: {} runs, {alone_text} pps sent (median)", Setup::SenderOnly.label(at.dut), alone.len());
-    let fwd = medians.iter().find(|m| m.0 == Setup::Fwdscope);
-    let best = medians.iter().filter(|m| m.0 != Setup::Fwdscope).max_by(|x, y| x.1.total_cmp(&y.1));
+    let is_fwd = |s: Setup| matches!(s, Setup::Fwdscope | Setup::FwdscopeXdp);
+    let best = medians.iter().filter(|m| !is_fwd(m.0)).max_by(|x, y| x.1.total_cmp(&y.1));
     // Contention: which runs were left out and why.
     let flagged: Vec<&Measured> = runs.iter().filter(|m| !m.contention.flags.is_empty()).collect();
     let mut reasons: Vec<&str> = flagged.iter().flat_map(|m| m.contention.flags.iter().map(String::as_str)).collect();
@@ -375,52 +421,91 @@ fn report(
         compare::contention::MAX_STEAL_SHARE * 100.0,
         if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join("; ")) }
     );
-    // The compared pair: fwdscope and the best kernel setup (or, with none measured, every
-    // kernel setup).
+    let name = |s: Setup| if s == Setup::FwdscopeXdp { "fwdscope afxdp" } else { "fwdscope afpacket" };
+    // Each forwarder against the best kernel setup (or, with none measured, every kernel
+    // setup), and afxdp against afpacket.
     let kernels: Vec<Setup> = match best {
         Some(b) => vec![b.0],
         None => setups.iter().copied().filter(|s| matches!(s, Setup::Kernel | Setup::KernelRps)).collect(),
     };
-    let undecided: Vec<String> = std::iter::once(Setup::Fwdscope).chain(kernels).filter_map(busy).collect();
-    if !undecided.is_empty() {
-        let _ = writeln!(
-            out,
-            "ratio fwdscope / best kernel setup: undecided: the machine was busy ({})",
-            undecided.join("; ")
-        );
-    } else if let (Some((_, f, fp, _)), Some((k, kv, kp, _))) = (fwd, best) {
-        let p = welch_p(fp, kp);
-        let _ = writeln!(
-        out,
-            "ratio fwdscope / best kernel setup ({}): {:.2} (medians); difference of means {}significant (Welch p = {p:.3})",
-            k.label(at.dut),
-            f / kv.max(1e-9),
-            if p < 0.05 { "" } else { "not " },
-        );
+    let mut pairs: Vec<(Setup, Vec<Setup>)> =
+        setups.iter().copied().filter(|s| is_fwd(*s)).map(|f| (f, kernels.clone())).collect();
+    if setups.contains(&Setup::FwdscopeXdp) && setups.contains(&Setup::Fwdscope) {
+        pairs.push((Setup::FwdscopeXdp, vec![Setup::Fwdscope]));
     }
-    let _ = writeln!(
-        out,
-        "(a setup that lost 0% was limited by the sender, not by itself: its own capacity is higher than its figure)"
-    );
-    // CPU per packet, from the medians: the sender's CPU runs flat out in both its runs, so
-    // what the kernel's forwarding adds there is the difference of the two periods; the
-    // forwarder's CPU, when it lost frames, spent one period per forwarded packet.
-    let kernel = medians.iter().find(|m| m.0 == Setup::Kernel);
-    if let (Some((_, kv, _, _)), Some((_, f, _, f_lost))) = (kernel, fwd) {
-        let k_ns = 1e9 / kv - 1e9 / alone_med;
-        let f_ns = 1e9 / f;
-        if k_ns.is_finite() && k_ns > 0.0 {
+    for (f, against) in pairs {
+        let other = if against == [Setup::Fwdscope] {
+            "fwdscope afpacket".to_string()
+        } else {
+            "best kernel setup".to_string()
+        };
+        let undecided: Vec<String> = std::iter::once(f).chain(against.iter().copied()).filter_map(busy).collect();
+        if !undecided.is_empty() {
             let _ = writeln!(
-        out,
-                "CPU per packet: kernel forwarding about {k_ns:.0} ns on the sender's CPU (1/kernel - 1/sender alone); \
-                 fwdscope {}{f_ns:.0} ns on its own CPU (1/forwarded{})",
-                if *f_lost { "about " } else { "at most " },
-                if *f_lost { ", at capacity: it lost frames" } else { "; it lost none, so less" }
+                out,
+                "ratio {} / {other}: undecided: the machine was busy ({})",
+                name(f),
+                undecided.join("; ")
+            );
+            continue;
+        }
+        let fm = medians.iter().find(|m| m.0 == f);
+        let om = against.first().and_then(|o| medians.iter().find(|m| m.0 == *o));
+        if let (Some((_, fv, fp, _)), Some((o, ov, op, _))) = (fm, om) {
+            let p = welch_p(fp, op);
+            let _ = writeln!(
+                out,
+                "ratio {} / {other} ({}): {:.2} (medians); difference of means {}significant (Welch p = {p:.3})",
+                name(f),
+                o.label(at.dut),
+                fv / ov.max(1e-9),
+                if p < 0.05 { "" } else { "not " },
             );
         }
     }
-    let _ = writeln!(out, "\n== kernel forwarding: stage split (record -a, Linux rules)\n{k_stages}");
-    let _ = writeln!(out, "== fwdscope afpacket: stage split (record -p on the lab forwarder)\n{f_stages}");
+    let _ = writeln!(out, "(a setup limited by the sender lost nothing: its own capacity is higher than its figure)");
+    // CPU per packet, from the medians: the sender's CPU runs flat out in both its runs, so
+    // what the kernel's forwarding adds there is the difference of the two periods; a
+    // forwarder's CPU, when it lost frames, spent one period per forwarded packet.
+    let kernel = medians.iter().find(|m| m.0 == Setup::Kernel);
+    if let Some((_, kv, _, _)) = kernel {
+        let k_ns = 1e9 / kv - 1e9 / alone_med;
+        if k_ns.is_finite() && k_ns > 0.0 {
+            let _ = writeln!(
+                out,
+                "CPU per packet: kernel forwarding about {k_ns:.0} ns on the sender's CPU (1/kernel - 1/sender alone)"
+            );
+        }
+    }
+    for (s, f, _, f_lost) in medians.iter().filter(|m| is_fwd(m.0)) {
+        // Its own stage clocks say what forwarding cost, idle time left out: the figure to
+        // trust when it waited for packets part of the time (then 1/forwarded only bounds it).
+        let clocks: Vec<(f64, f64)> = clean(*s).iter().filter_map(|m| m.clock).collect();
+        let idle = (!clocks.is_empty()).then(|| median(&clocks.iter().map(|c| c.1).collect::<Vec<_>>()));
+        let by_clock = match idle {
+            None => "no stage clocks".to_string(),
+            Some(idle) => format!(
+                "{:.0} ns by its stage clocks (forwarding stages, median of {} runs; idle {:.0}% of its time left out)",
+                median(&clocks.iter().map(|c| c.0).collect::<Vec<_>>()),
+                clocks.len(),
+                idle * 100.0
+            ),
+        };
+        let bound = match idle {
+            Some(i) if *f_lost && i < 0.05 => "it lost frames and hardly waited: at capacity",
+            _ if *f_lost => "it lost frames in bursts but waited for packets part of the time: an upper bound",
+            _ => "it lost none: an upper bound",
+        };
+        let _ = writeln!(
+            out,
+            "CPU per packet: {} {by_clock}; 1/forwarded {:.0} ns on its own CPU ({bound})",
+            name(*s),
+            1e9 / f
+        );
+    }
+    for (title, table) in splits {
+        let _ = writeln!(out, "\n== {title}\n{table}");
+    }
     out
 }
 
@@ -437,6 +522,7 @@ mod tests {
             arrived,
             seconds: 1.0,
             contention: Contention { flags, ..Default::default() },
+            clock: Some((700.0, 0.2)),
         }
     }
 
@@ -464,20 +550,23 @@ mod tests {
         // One fwdscope run of four was slowed by a neighbour: left out, the rest decide.
         runs.extend([1_500_000, 1_510_000, 1_490_000].map(|n| run(Setup::Fwdscope, n, false)));
         runs.push(run(Setup::Fwdscope, 300_000, true));
-        let text = report(&options(), at, &setups, &[], "", &runs, "", "");
+        let text = report(&options(), at, &setups, &[], "", &runs, &[]);
         let row = text.lines().find(|l| l.starts_with("fwdscope afpacket")).expect("row");
         assert!(row.contains("   3        1        1500000"), "{row}");
+        assert!(row.ends_with("itself (it lost frames)"), "{row}");
+        let krow = text.lines().find(|l| l.starts_with("kernel (softirq")).expect("kernel row");
+        assert!(krow.ends_with("itself (it lost frames)"), "{krow}");
         assert!(text.contains("contention: 1 of 12 runs left out") && text.contains("waited to run 40%"), "{text}");
         assert!(
-            text.contains("ratio fwdscope / best kernel setup (kernel (softirq on the sender's CPU)): 1.50"),
+            text.contains("ratio fwdscope afpacket / best kernel setup (kernel (softirq on the sender's CPU)): 1.50"),
             "{text}"
         );
         // Two of four: over a quarter, no confident ratio.
         runs[9].contention.flags = vec!["host steal 30% of CPU time".into()];
-        let text = report(&options(), at, &setups, &[], "", &runs, "", "");
+        let text = report(&options(), at, &setups, &[], "", &runs, &[]);
         assert!(
             text.contains(
-                "ratio fwdscope / best kernel setup: undecided: the machine was busy (2 of 4 runs of fwdscope"
+                "ratio fwdscope afpacket / best kernel setup: undecided: the machine was busy (2 of 4 runs of fwdscope"
             ),
             "{text}"
         );

@@ -14,8 +14,10 @@
 //! - `kernel`: the forwarding namespace forwards with the kernel (net.ipv4.ip_forward=1)
 //!   over those routes;
 //! - `fwdscope`: kernel forwarding is off, and the bundled forwarder runs in the forwarding
-//!   namespace on NAME-f0 -> NAME-f1 with `--driver afpacket` over the same routes (started
-//!   detached, or with `no_start` the command is printed, to run under `top`/`record`).
+//!   namespace on NAME-f0 -> NAME-f1 over the same routes, with `--driver afxdp` (the
+//!   default where libxdp and AF_XDP work and one worker is asked for: the lab's veths have
+//!   one queue) or `--driver afpacket` (started detached, or with `no_start` the command is
+//!   printed, to run under `top`/`record`).
 //!
 //! Neighbours are static (nud permanent) both ways, so frames built by the sender and by
 //! the forwarder carry the right MACs from the first packet. IPv6 is off in the namespaces.
@@ -81,6 +83,67 @@ pub struct UpOptions {
     /// fwdscope mode: the forwarder program (not a flag: the caller's choice).
     #[arg(skip)]
     pub forwarder: ForwarderProgram,
+    /// fwdscope mode: the forwarder's packet I/O [default: afxdp where libxdp and AF_XDP
+    /// work and one worker runs (the lab's veths have one queue), else afpacket].
+    #[arg(long, value_enum)]
+    pub driver: Option<LabDriver>,
+}
+
+/// The bundled forwarder's packet I/O in the lab.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabDriver {
+    /// AF_XDP sockets (libxdp's XSK program on NAME-f0, one shared UMEM).
+    Afxdp,
+    /// AF_PACKET rings (a tap on NAME-f0, a TPACKET_V2 tx ring on NAME-f1).
+    Afpacket,
+}
+
+impl LabDriver {
+    pub fn name(self) -> &'static str {
+        match self {
+            LabDriver::Afxdp => "afxdp",
+            LabDriver::Afpacket => "afpacket",
+        }
+    }
+}
+
+/// The driver `lab up` picks when none is given, and why: afxdp when libxdp loads, this
+/// kernel has AF_XDP, and the forwarder flags ask for one worker (the lab's veths have one
+/// rx queue, and an AF_XDP worker serves queues of its own); afpacket otherwise.
+pub fn default_driver(forwarder_flags: &[String]) -> (LabDriver, String) {
+    let mut workers = 1usize;
+    for (i, f) in forwarder_flags.iter().enumerate() {
+        let v = match f.strip_prefix("--workers=") {
+            Some(v) => Some(v),
+            None if f == "--workers" => forwarder_flags.get(i + 1).map(String::as_str),
+            None => None,
+        };
+        if let Some(n) = v.and_then(|v| v.parse().ok()) {
+            workers = n;
+        }
+    }
+    if workers > 1 {
+        return (
+            LabDriver::Afpacket,
+            format!(
+                "afpacket: --workers {workers}, and the lab's veths have one queue (afxdp serves a queue per worker)"
+            ),
+        );
+    }
+    if let Err(e) = forwarder::nic::xdp_sys::libxdp() {
+        return (LabDriver::Afpacket, format!("afpacket: {e}"));
+    }
+    // SAFETY: socket(2); closed at once.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW, 0) };
+    if fd < 0 {
+        return (
+            LabDriver::Afpacket,
+            format!("afpacket: this kernel refuses AF_XDP sockets ({})", std::io::Error::last_os_error()),
+        );
+    }
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+    (LabDriver::Afxdp, "afxdp: libxdp and AF_XDP available".into())
 }
 
 /// Who forwards in the forwarding namespace.
@@ -415,6 +478,9 @@ impl Lab {
     /// Delete every namespace of the lab that exists; returns how many.
     pub fn down(&self) -> Result<usize> {
         self.stop_forwarder();
+        // A forwarder killed with SIGKILL leaves libxdp's program attached: detach it (the
+        // namespace's deletion below would release it too, with the interface).
+        let _ = ip(&["-n", &self.ns("fwd"), "link", "set", "dev", &format!("{}-f0", self.name), "xdp", "off"]);
         let _ = std::fs::remove_dir_all(self.state_dir());
         let _ = std::fs::remove_file(self.segment_path());
         let existing = self.existing()?;
@@ -576,6 +642,14 @@ impl Lab {
         }
     }
 
+    /// The forwarder's driver (written by `up`; afpacket for labs built before the option).
+    pub fn driver(&self) -> LabDriver {
+        match std::fs::read_to_string(self.state_dir().join("driver")).ok().as_deref().map(str::trim) {
+            Some("afxdp") => LabDriver::Afxdp,
+            _ => LabDriver::Afpacket,
+        }
+    }
+
     /// How the lab's sink counts (written by `up`; `ip` for labs built before the option).
     pub fn sink(&self) -> Sink {
         match std::fs::read_to_string(self.state_dir().join("sink")).ok().as_deref().map(str::trim) {
@@ -585,7 +659,7 @@ impl Lab {
     }
 
     /// The command that runs the bundled forwarder on the lab (fwdscope mode), before its
-    /// own flags: `ip netns exec NAME-fwd FWDSCOPE forward --driver afpacket ...`.
+    /// own flags: `ip netns exec NAME-fwd FWDSCOPE forward --driver DRIVER ...`.
     pub fn forwarder_command(&self, fwd: &ForwarderProgram, extra: &[String]) -> Vec<String> {
         let n = &self.name;
         let mut v: Vec<String> = ["ip", "netns", "exec", &self.ns("fwd")].map(String::from).to_vec();
@@ -594,7 +668,7 @@ impl Lab {
         v.extend(
             [
                 "--driver",
-                "afpacket",
+                self.driver().name(),
                 "--in",
                 &format!("{n}-f0"),
                 "--out",
@@ -727,6 +801,7 @@ impl Lab {
                 self.ns("fwd")
             ));
             if mode == Mode::Fwdscope {
+                s.push_str(&format!("driver {}\n", self.driver().name()));
                 match (self.forwarder_pid(), fwd_abi::Segment::open(&self.segment_path())) {
                     (Some(pid), Ok(seg)) => {
                         let snap = seg.snapshot();
@@ -811,8 +886,13 @@ pub fn up(a: &UpOptions) -> Result<String> {
         (None, None) => vec![DEST],
     };
     // What this command asks for besides the routes; a lab built otherwise is rebuilt.
+    let (driver, driver_why) = match a.driver {
+        Some(d) => (d, format!("{}: asked for", d.name())),
+        None => default_driver(&a.forwarder_flags),
+    };
     let spec = serde_json::json!({
         "mode": a.mode.name(),
+        "driver": driver.name(),
         "sink": a.sink.name(),
         "rps_cpu": a.rps_cpu,
         "forwarder_cpu": a.forwarder_cpu,
@@ -840,11 +920,16 @@ pub fn up(a: &UpOptions) -> Result<String> {
         lab.down()?;
     }
     let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu };
-    let started = lab.up(&routes, a.mode, &opts).and_then(|_| match (a.mode, a.no_start) {
-        (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some),
-        (Mode::Fwdscope, true) => lab.write_state("no-start", "").map(|_| None),
-        _ => Ok(None),
-    });
+    let started =
+        lab.up(&routes, a.mode, &opts).and_then(|_| lab.write_state("driver", driver.name())).and_then(|_| {
+            match (a.mode, a.no_start) {
+                (Mode::Fwdscope, false) => {
+                    lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some)
+                }
+                (Mode::Fwdscope, true) => lab.write_state("no-start", "").map(|_| None),
+                _ => Ok(None),
+            }
+        });
     let started = started.and_then(|p| lab.write_state("spec", &spec).map(|_| p));
     let pid = match started {
         Ok(p) => p,
@@ -858,8 +943,8 @@ pub fn up(a: &UpOptions) -> Result<String> {
     };
     let who = match (a.mode, pid) {
         (Mode::Kernel, _) => "kernel forwarding".to_string(),
-        (Mode::Fwdscope, Some(p)) => format!("fwdscope forwarder pid {p}, afpacket"),
-        (Mode::Fwdscope, None) => "fwdscope mode, forwarder not started".to_string(),
+        (Mode::Fwdscope, Some(p)) => format!("fwdscope forwarder pid {p}, {driver_why}"),
+        (Mode::Fwdscope, None) => format!("fwdscope mode, forwarder not started, {driver_why}"),
     };
     said.push_str(&format!(
         "lab {}: up: {} (198.18.0.1) -> {} (198.18.0.2 | 198.18.0.5, {who}, {} routes) -> {} (owns 198.18.0.0/15)\n",

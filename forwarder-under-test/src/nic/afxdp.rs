@@ -28,6 +28,12 @@ use std::sync::Arc;
 
 /// Headroom the kernel leaves before a received frame in each buffer.
 pub const HEADROOM: usize = sys::XDP_PACKET_HEADROOM;
+/// `send` wakes the kernel once this many frames wait on the tx ring (in copy mode one
+/// sendto sends at most 32: the kernel's TX_BATCH_SIZE); after [`TX_KICK_IDLE`] rx polls in
+/// a row came back empty it wakes it for fewer, so at low rates no frame waits for a batch
+/// (an empty poll takes about 100 ns).
+pub const TX_KICK_BATCH: u32 = 32;
+pub const TX_KICK_IDLE: u32 = 4;
 
 /// How the XDP program is attached to the input interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -151,6 +157,16 @@ pub fn locate(addr: u64, stride: u64) -> (u64, u64) {
     (data / stride, data % stride)
 }
 
+/// Why an interface may refuse native XDP, for an error message.
+pub fn native_refusal_hint(errno: i32) -> &'static str {
+    match errno {
+        libc::ERANGE => " (the MTU of the interface's peer is too large for native XDP on veth: lower it, or use --xdp-mode generic)",
+        libc::EOPNOTSUPP => " (the driver has no native XDP: use --xdp-mode generic)",
+        libc::ENOSPC => " (a veth needs at least as many rx queues as its peer has tx queues for native XDP)",
+        _ => " (use --xdp-mode generic)",
+    }
+}
+
 /// Receive and transmit queues of `ifname` (ETHTOOL_GCHANNELS: rx or tx plus combined
 /// channels; 1 each when the driver does not say).
 pub fn queue_counts(ifname: &str) -> (u32, u32) {
@@ -227,6 +243,8 @@ pub struct XskQueue {
     /// Length of the frame each buffer carries on the tx ring (for tx_bytes at completion).
     lens: Vec<u16>,
     busy_poll: bool,
+    /// Empty rx polls since the last send (see [`TX_KICK_IDLE`]).
+    empty_polls: u32,
     umem: Arc<UmemHandle>,
 }
 
@@ -275,7 +293,13 @@ pub struct QueuePlan {
 
 /// Input queue `q` is served by worker `q % workers`; worker `w` sends on output queue `w`.
 /// Refused when a worker would have no input queue or no output queue of its own.
-pub fn plan_queues(in_if: &str, in_queues: u32, out_if: &str, out_queues: u32, workers: usize) -> Result<Vec<QueuePlan>> {
+pub fn plan_queues(
+    in_if: &str,
+    in_queues: u32,
+    out_if: &str,
+    out_queues: u32,
+    workers: usize,
+) -> Result<Vec<QueuePlan>> {
     let w = workers as u32;
     if w > in_queues {
         return Err(Error::Config(format!(
@@ -322,13 +346,19 @@ impl XskQueue {
             count: arena.count(),
             lens: vec![0; arena.count() as usize],
             busy_poll: opts.busy_poll,
+            empty_polls: 0,
             umem: umem.clone(),
         };
-        let ifname = |n: &str| CString::new(n).map_err(|_| Error::Config(format!("interface `{n}`: contains a NUL byte")));
+        let ifname =
+            |n: &str| CString::new(n).map_err(|_| Error::Config(format!("interface `{n}`: contains a NUL byte")));
         let (in_c, out_c) = (ifname(in_if)?, ifname(out_if)?);
         // One socket: rx on the input interface (libxdp attaches its program there) or tx
         // on the output interface (no program). Returns libxdp's error as a positive errno.
-        let create = |queue: u32, rx_side: bool, xdp_flags: u32, rings: [*mut XskRing; 4]| -> std::result::Result<*mut Socket, i32> {
+        let create = |queue: u32,
+                      rx_side: bool,
+                      xdp_flags: u32,
+                      rings: [*mut XskRing; 4]|
+         -> std::result::Result<*mut Socket, i32> {
             let cfg = SocketConfig {
                 rx_size: if rx_side { rx_size } else { 0 },
                 tx_size: if rx_side { 0 } else { tx_size },
@@ -336,16 +366,36 @@ impl XskQueue {
                 xdp_flags,
                 bind_flags,
             };
-            let mut s = std::ptr::null_mut();
             let name = if rx_side { &in_c } else { &out_c };
-            // SAFETY: the rings are boxed (stable addresses) and live as long as the socket.
-            let r = unsafe {
-                (lib.socket_create_shared)(&mut s, name.as_ptr(), queue, umem.umem, rings[0], rings[1], rings[2], rings[3], &cfg)
-            };
-            if r != 0 {
-                return Err(-r);
+            // A socket closed moments ago (a forwarder that just stopped, or our own failed
+            // native attempt) keeps its queue until the kernel's deferred release runs:
+            // EBUSY for up to a second is retried before it counts.
+            let mut tries = 0;
+            loop {
+                let mut s = std::ptr::null_mut();
+                // SAFETY: the rings are boxed (stable addresses) and live as long as the socket.
+                let r = unsafe {
+                    (lib.socket_create_shared)(
+                        &mut s,
+                        name.as_ptr(),
+                        queue,
+                        umem.umem,
+                        rings[0],
+                        rings[1],
+                        rings[2],
+                        rings[3],
+                        &cfg,
+                    )
+                };
+                match -r {
+                    0 => return Ok(s),
+                    libc::EBUSY if tries < 20 => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                    e => return Err(e),
+                }
             }
-            Ok(s)
         };
         let explain = |e: i32, queue: u32, what: &str| -> Error {
             let hint = match e {
@@ -358,14 +408,17 @@ impl XskQueue {
                     " (the driver has no zero-copy AF_XDP: drop --xdp-zero-copy)".to_string()
                 }
                 libc::ENODEV | libc::ENXIO => " (no such interface in this network namespace)".to_string(),
+                libc::ERANGE => {
+                    " (the MTU of the interface's peer is too large for native XDP on veth: lower it, or use --xdp-mode generic)"
+                        .to_string()
+                }
                 _ => String::new(),
             };
             Error::Config(format!("afxdp: {what}: {}{hint}", lib.error_text(-e)))
         };
         let native = sys::XDP_FLAGS_DRV_MODE;
         let generic = sys::XDP_FLAGS_SKB_MODE;
-        let mut why = String::new();
-        let mut flags = match opts.mode {
+        let flags = match opts.mode {
             XdpMode::Generic => generic,
             _ => native,
         };
@@ -380,18 +433,21 @@ impl XskQueue {
             };
             let rings: [*mut XskRing; 4] = [&mut *r.rx, std::ptr::null_mut(), &mut *r.fill, &mut *r._comp];
             let at = format!("{in_if} queue {queue}");
-            r.sock = match (create(queue, true, flags, rings), opts.mode) {
-                (Ok(s), _) => s,
-                (Err(e), XdpMode::Auto) if flags == native && ![libc::EPERM, libc::EBUSY, libc::ENODEV].contains(&e) => {
-                    why = format!("native attach refused ({}); fell back to generic", lib.error_text(-e));
-                    flags = generic;
-                    create(queue, true, flags, rings).map_err(|e2| {
-                        explain(e2, queue, &format!("{at}: native XDP refused ({}), then generic", lib.error_text(-e)))
-                    })?
+            r.sock = match create(queue, true, flags, rings) {
+                Ok(s) => s,
+                // Auto mode: the caller retries in generic mode on a fresh UMEM (libxdp leaves
+                // the failed socket's UMEM bound to the queue).
+                Err(e) if opts.mode == XdpMode::Auto && ![libc::EPERM, libc::EBUSY, libc::ENODEV].contains(&e) => {
+                    return Err(Error::XdpNativeRefused(format!("native attach refused ({})", lib.error_text(-e))));
                 }
-                (Err(e), m) => {
+                Err(e) => {
                     let mode = if flags == native { "native" } else { "generic" };
-                    return Err(explain(e, queue, &format!("{mode} XDP socket on {at} (--xdp-mode {m:?})")));
+                    let m = match opts.mode {
+                        XdpMode::Auto => "auto",
+                        XdpMode::Native => "native",
+                        XdpMode::Generic => "generic",
+                    };
+                    return Err(explain(e, queue, &format!("{mode} XDP socket on {at} (--xdp-mode {m})")));
                 }
             };
             // SAFETY: a socket just created.
@@ -415,12 +471,11 @@ impl XskQueue {
             Some((_, true)) => "; libxdp's program attached alone (no bpffs here, so no dispatcher: no other XDP program can share the interface)",
             _ => "",
         };
-        if why.is_empty() {
-            why = match opts.mode {
-                XdpMode::Generic => "asked for (--xdp-mode generic)".into(),
-                _ => format!("the driver of {in_if} runs XDP"),
-            };
-        }
+        let why = match opts.mode {
+            XdpMode::Generic => "asked for (--xdp-mode generic)".to_string(),
+            _ => format!("the driver of {in_if} runs XDP"),
+        };
+        let mut why = why;
         why.push_str(legacy);
         let zc = q.options()? & sys::XDP_OPTIONS_ZEROCOPY != 0;
         let copy_why = if zc {
@@ -465,7 +520,10 @@ impl XskQueue {
             libc::getsockopt(fd, sys::SOL_XDP, sys::XDP_OPTIONS, &mut v as *mut u32 as *mut libc::c_void, &mut len)
         };
         if r != 0 {
-            return Err(Error::Sys { what: "afxdp: getsockopt(XDP_OPTIONS)".into(), source: std::io::Error::last_os_error() });
+            return Err(Error::Sys {
+                what: "afxdp: getsockopt(XDP_OPTIONS)".into(),
+                source: std::io::Error::last_os_error(),
+            });
         }
         Ok(v)
     }
@@ -478,7 +536,13 @@ impl XskQueue {
             let mut len = std::mem::size_of::<XdpStatistics>() as u32;
             // SAFETY: the struct and its size.
             let r = unsafe {
-                libc::getsockopt(fd, sys::SOL_XDP, sys::XDP_STATISTICS, &mut s as *mut XdpStatistics as *mut libc::c_void, &mut len)
+                libc::getsockopt(
+                    fd,
+                    sys::SOL_XDP,
+                    sys::XDP_STATISTICS,
+                    &mut s as *mut XdpStatistics as *mut libc::c_void,
+                    &mut len,
+                )
             };
             if r == 0 {
                 s
@@ -539,7 +603,16 @@ impl XskQueue {
             let r = &mut self.rxs[k];
             if self.busy_poll || r.fill.needs_wakeup() {
                 // SAFETY: a zero-length, non-blocking receive drives the kernel's rx path.
-                unsafe { libc::recvfrom(r.fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut()) };
+                unsafe {
+                    libc::recvfrom(
+                        r.fd,
+                        std::ptr::null_mut(),
+                        0,
+                        libc::MSG_DONTWAIT,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
             }
             // Only slots whose buffer went to the kernel can complete.
             let room = (self.handed - self.dev.filled).min((max - done) as u64) as u32;
@@ -572,6 +645,16 @@ impl XskQueue {
         (done, bad)
     }
 
+    /// Whether `fill` has anything to do: a descriptor waiting on an rx ring, or a posted
+    /// buffer the kernel has not been given.
+    #[inline(always)]
+    pub fn rx_pending(&mut self) -> bool {
+        if self.dev.posted_seq(self.handed).is_some() && self.handed < self.dev.filled + self.dev.ring.size() as u64 {
+            return true;
+        }
+        self.rxs.iter_mut().any(|r| r.rx.peek_ready())
+    }
+
     /// Put the frames placed on `tx` since the last doorbell on the XSK tx ring and wake the
     /// kernel to send them. Their buffers stay with the kernel until the completion ring
     /// returns them ([`XskQueue::reclaim`]); frames that found the ring full go to
@@ -587,8 +670,11 @@ impl XskQueue {
                 match first {
                     Some(f) if k < got => {
                         self.lens[b as usize] = len;
-                        *self.tx.desc(f.wrapping_add(k)) =
-                            sys::XdpDesc { addr: u64::from(b) * self.stride + HEADROOM as u64, len: u32::from(len), options: 0 };
+                        *self.tx.desc(f.wrapping_add(k)) = sys::XdpDesc {
+                            addr: u64::from(b) * self.stride + HEADROOM as u64,
+                            len: u32::from(len),
+                            options: 0,
+                        };
                     }
                     _ => {
                         full += 1;
@@ -603,11 +689,24 @@ impl XskQueue {
             tx.head = tx.tail;
             tx.clean = tx.tail;
         }
-        self.kick();
+        self.empty_polls = 0;
+        if self.tx.outstanding() >= TX_KICK_BATCH {
+            self.kick();
+        }
         full
     }
 
-    /// Wake the kernel's transmit path when it asks to be (copy mode always does).
+    /// An rx poll came back empty: wake the kernel for what waits on the tx ring once
+    /// [`TX_KICK_IDLE`] did in a row.
+    pub fn idle_kick(&mut self) {
+        self.empty_polls += 1;
+        if self.empty_polls >= TX_KICK_IDLE {
+            self.kick();
+        }
+    }
+
+    /// Wake the kernel's transmit path for what waits on the tx ring, when it asks to be
+    /// woken (copy mode always does).
     pub fn kick(&mut self) {
         if self.tx.outstanding() > 0 && (self.busy_poll || self.tx.needs_wakeup()) {
             // SAFETY: a zero-length, non-blocking send on our socket.
@@ -640,7 +739,8 @@ impl XskQueue {
 
     /// Block until a frame may be ready on any rx socket or `timeout_ms` passes.
     pub fn wait(&self, timeout_ms: i32) {
-        let mut p: Vec<libc::pollfd> = self.rxs.iter().map(|r| libc::pollfd { fd: r.fd, events: libc::POLLIN, revents: 0 }).collect();
+        let mut p: Vec<libc::pollfd> =
+            self.rxs.iter().map(|r| libc::pollfd { fd: r.fd, events: libc::POLLIN, revents: 0 }).collect();
         // SAFETY: valid pollfds.
         unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
     }

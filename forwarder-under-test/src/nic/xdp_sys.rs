@@ -118,8 +118,10 @@ pub struct XdpStatistics {
 pub enum Umem {}
 pub enum Socket {}
 pub enum Multiprog {}
+pub enum Program {}
 
-type UmemCreate = unsafe extern "C" fn(*mut *mut Umem, *mut c_void, u64, *mut XskRing, *mut XskRing, *const UmemConfig) -> c_int;
+type UmemCreate =
+    unsafe extern "C" fn(*mut *mut Umem, *mut c_void, u64, *mut XskRing, *mut XskRing, *const UmemConfig) -> c_int;
 type SocketCreateShared = unsafe extern "C" fn(
     *mut *mut Socket,
     *const c_char,
@@ -147,6 +149,10 @@ pub struct Libxdp {
     pub get_error: unsafe extern "C" fn(*const c_void) -> std::ffi::c_long,
     pub strerror: unsafe extern "C" fn(c_int, *mut c_char, usize) -> c_int,
     set_print: unsafe extern "C" fn(*const c_void) -> *const c_void,
+    program_find_file: unsafe extern "C" fn(*const c_char, *const c_char, *const c_void) -> *mut Program,
+    program_attach: unsafe extern "C" fn(*mut Program, c_int, c_int, u32) -> c_int,
+    program_detach: unsafe extern "C" fn(*mut Program, c_int, c_int, u32) -> c_int,
+    program_close: unsafe extern "C" fn(*mut Program),
 }
 
 // SAFETY: plain function pointers into a library that stays loaded.
@@ -204,6 +210,10 @@ fn load() -> std::result::Result<Libxdp, String> {
         get_error: sym!("libxdp_get_error"),
         strerror: sym!("libxdp_strerror"),
         set_print: sym!("libxdp_set_print"),
+        program_find_file: sym!("xdp_program__find_file"),
+        program_attach: sym!("xdp_program__attach"),
+        program_detach: sym!("xdp_program__detach"),
+        program_close: sym!("xdp_program__close"),
         _lib: lib,
     })
 }
@@ -216,6 +226,33 @@ impl Libxdp {
         unsafe { (self.strerror)(err, buf.as_mut_ptr(), buf.len()) };
         // SAFETY: libxdp_strerror NUL-terminates within the size given.
         unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+    }
+
+    /// Whether `ifindex` takes libxdp's XSK program in native mode: attach it there and
+    /// detach it at once, no socket involved (a socket whose native attach failed leaves
+    /// the queue unusable for a few seconds). Ok, or libxdp's error as a positive errno.
+    pub fn probe_native(&self, ifindex: i32) -> std::result::Result<(), c_int> {
+        // SAFETY: a NUL-terminated file name libxdp looks up on its object path.
+        let prog =
+            unsafe { (self.program_find_file)(c"xsk_def_xdp_prog.o".as_ptr(), std::ptr::null(), std::ptr::null()) };
+        // SAFETY: libxdp_get_error accepts any pointer the library returned.
+        let e = unsafe { (self.get_error)(prog as *const c_void) };
+        if prog.is_null() || e != 0 {
+            return Err(if e != 0 { (-e) as c_int } else { libc::ENOENT });
+        }
+        // SAFETY: a valid program handle, attached and detached on this interface, closed once.
+        let r = unsafe { (self.program_attach)(prog, ifindex, XDP_MODE_NATIVE, 0) };
+        if r == 0 {
+            // SAFETY: as above.
+            unsafe { (self.program_detach)(prog, ifindex, XDP_MODE_NATIVE, 0) };
+        }
+        // SAFETY: as above.
+        unsafe { (self.program_close)(prog) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(-r)
+        }
     }
 
     /// How the XDP program on `ifindex` is attached (`XDP_MODE_*`), or None when there is
@@ -290,6 +327,17 @@ impl XskRing {
         let idx = self.cached_cons;
         self.cached_cons = self.cached_cons.wrapping_add(n);
         (idx, n)
+    }
+
+    /// Consumer ring: whether an entry is ready, without taking it.
+    #[inline(always)]
+    pub fn peek_ready(&mut self) -> bool {
+        if self.cached_prod != self.cached_cons {
+            return true;
+        }
+        // SAFETY: a ring set up by libxdp.
+        self.cached_prod = unsafe { word(self.producer) }.load(Ordering::Acquire);
+        self.cached_prod != self.cached_cons
     }
 
     /// Consumer ring: give `nb` consumed entries back (xsk_ring_cons__release).
@@ -372,6 +420,7 @@ mod tests {
         assert_eq!(*m.prod, 6);
         assert_eq!(p.reserve(3), None, "2 slots free, 3 asked");
         let mut c = ring(&mut m, false);
+        assert!(c.peek_ready());
         let (j, n) = c.peek(4);
         assert_eq!((j, n), (0, 4));
         assert_eq!(*c.addr(j + 3), 300);

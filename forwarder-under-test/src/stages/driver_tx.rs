@@ -79,18 +79,21 @@ pub enum Port<'a> {
 pub fn fwd_driver_xdp_tx_doorbell(q: &mut XskQueue, tx: &mut TxRing, ctr: &mut [u64], to_free: &mut Vec<u32>) {
     let full = q.send(tx, to_free);
     ctr[Ctr::DropTxRingFull as usize] += full;
-    fwd_driver_xdp_tx_complete(q, ctr, to_free);
-}
-
-/// afxdp: buffers the kernel finished sending go back to the slab (through `to_free`);
-/// frames still queued get another wake-up (stage: driver).
-#[no_mangle]
-#[inline(never)]
-pub fn fwd_driver_xdp_tx_complete(q: &mut XskQueue, ctr: &mut [u64], to_free: &mut Vec<u32>) {
     let d = q.reclaim(to_free);
     ctr[Ctr::TxPackets as usize] += d.sent;
     ctr[Ctr::TxBytes as usize] += d.bytes;
-    q.kick();
+}
+
+/// afxdp, when an rx poll came back empty: wake the kernel for the frames waiting for a
+/// batch (after a few empty polls in a row), and give the buffers it finished sending back
+/// to the slab (through `to_free`) (stage: driver).
+#[no_mangle]
+#[inline(never)]
+pub fn fwd_driver_xdp_tx_complete(q: &mut XskQueue, ctr: &mut [u64], to_free: &mut Vec<u32>) {
+    q.idle_kick();
+    let d = q.reclaim(to_free);
+    ctr[Ctr::TxPackets as usize] += d.sent;
+    ctr[Ctr::TxBytes as usize] += d.bytes;
 }
 
 /// afpacket doorbell: copy the placed frames into the kernel's tx ring and kick it
