@@ -196,6 +196,10 @@ pub struct ForwarderArgs {
     /// afxdp: busy-poll the sockets (SO_PREFER_BUSY_POLL) [default: off].
     #[arg(long)]
     pub xdp_busy_poll: bool,
+    /// afxdp: rx coalescing: once a frame waits, wait up to US microseconds for a burst's
+    /// worth before taking them, as a NIC's interrupt moderation (0: take what is there).
+    #[arg(long, value_name = "US", default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=10000))]
+    pub xdp_coalesce_us: u32,
 }
 
 impl ForwarderArgs {
@@ -256,6 +260,7 @@ impl ForwarderArgs {
                 mode: self.xdp_mode,
                 zero_copy: self.xdp_zero_copy,
                 busy_poll: self.xdp_busy_poll,
+                coalesce_us: self.xdp_coalesce_us,
             },
         };
         cfg.validate()?;

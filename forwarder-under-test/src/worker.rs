@@ -86,6 +86,8 @@ pub struct Worker {
     /// were last read (TSC).
     xdp: Option<XskQueue>,
     xdp_stats_last: u64,
+    /// afxdp rx coalescing window in TSC ticks (0: off).
+    xdp_coalesce: u64,
     /// The calibration cost per packet (ns) and the same in TSC ticks.
     spin_ns: u32,
     spin_ticks: u64,
@@ -143,6 +145,7 @@ impl Worker {
             afp: None,
             xdp: None,
             xdp_stats_last: 0,
+            xdp_coalesce: tsc_hz() / 1_000_000 * u64::from(cfg.xdp.coalesce_us),
             spin_ns: 0,
             spin_ticks: 0,
             spin_overhead: 0,
@@ -195,7 +198,9 @@ impl Worker {
         if let Some(q) = self.xdp.as_mut() {
             // Waiting for the kernel is idle by both instruments: the spin is in a stage-idle
             // function, and only a poll with work to do enters the driver.
-            let moved = if self.rx.peek_done(0).is_some() || fwd_idle_poll_xdp(q, IDLE_SPINS) {
+            let moved = if self.rx.peek_done(0).is_some()
+                || fwd_idle_poll_xdp(q, IDLE_SPINS, self.burst_size as u32, self.xdp_coalesce)
+            {
                 self.clk.lap(Stage::Idle);
                 fwd_driver_xdp_rx(q, &self.arena, self.burst_size, &mut self.ctr)
             } else {

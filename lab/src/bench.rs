@@ -76,6 +76,9 @@ struct Placement {
     dut: Option<usize>,
 }
 
+/// A stage split for the report: its title and the stage table.
+type StageSplit = (String, String);
+
 /// One measurement of `lab bench`.
 struct Measured {
     setup: Setup,
@@ -280,7 +283,7 @@ fn measure_all(
     setups: &[Setup],
     at: Placement,
     flags: &[String],
-) -> Result<(Vec<Measured>, Vec<(String, String)>)> {
+) -> Result<(Vec<Measured>, Vec<StageSplit>)> {
     let recorded: Vec<Setup> =
         setups.iter().copied().filter(|s| matches!(s, Setup::Kernel | Setup::Fwdscope | Setup::FwdscopeXdp)).collect();
     let bar = indicatif::ProgressBar::new((setups.len() * a.repeat + recorded.len()) as u64);
@@ -347,8 +350,8 @@ fn report(
     let _ = writeln!(out, "fwdscope forwarder flags: {}; {}", flags.join(" "), notes.trim());
     let _ = writeln!(
         out,
-        "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}  {}",
-        "setup", "runs", "left out", "forwarded pps", "[min .. max]", "offered pps", "lost", "limited by"
+        "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}  limited by",
+        "setup", "runs", "left out", "forwarded pps", "[min .. max]", "offered pps", "lost"
     );
     let clean = |s: Setup| -> Vec<&Measured> {
         runs.iter().filter(|m| m.setup == s && m.contention.flags.is_empty()).collect()

@@ -49,14 +49,29 @@ pub enum XdpMode {
 }
 
 /// AF_XDP options (the `--xdp-*` flags; defaults: auto mode, copy or zero-copy as the
-/// kernel offers, no busy polling).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// kernel offers, no busy polling, rx coalescing of 20 us).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct XskOptions {
     pub mode: XdpMode,
     /// Require zero-copy (an error when the driver cannot); otherwise the kernel picks.
     pub zero_copy: bool,
     /// Busy-poll the sockets (SO_PREFER_BUSY_POLL, SO_BUSY_POLL 20 us, budget of a burst).
     pub busy_poll: bool,
+    /// Rx coalescing, as a NIC's interrupt moderation: once a frame waits, the worker waits
+    /// up to this many microseconds for a burst's worth before it takes them (0: take
+    /// what is there at once). Waiting is stage idle.
+    #[serde(default = "default_coalesce_us")]
+    pub coalesce_us: u32,
+}
+
+fn default_coalesce_us() -> u32 {
+    20
+}
+
+impl Default for XskOptions {
+    fn default() -> Self {
+        XskOptions { mode: XdpMode::Auto, zero_copy: false, busy_poll: false, coalesce_us: default_coalesce_us() }
+    }
 }
 
 /// What the kernel gave us: the attach mode and the copy mode, and why.
@@ -245,6 +260,8 @@ pub struct XskQueue {
     busy_poll: bool,
     /// Empty rx polls since the last send (see [`TX_KICK_IDLE`]).
     empty_polls: u32,
+    /// The kernel gave zero-copy (the driver's rx may then wait for a wake-up).
+    zero_copy: bool,
     umem: Arc<UmemHandle>,
 }
 
@@ -347,6 +364,7 @@ impl XskQueue {
             lens: vec![0; arena.count() as usize],
             busy_poll: opts.busy_poll,
             empty_polls: 0,
+            zero_copy: false,
             umem: umem.clone(),
         };
         let ifname =
@@ -478,6 +496,7 @@ impl XskQueue {
         let mut why = why;
         why.push_str(legacy);
         let zc = q.options()? & sys::XDP_OPTIONS_ZEROCOPY != 0;
+        q.zero_copy = zc;
         let copy_why = if zc {
             "the driver maps the UMEM".to_string()
         } else if xdp_mode == "generic" {
@@ -583,10 +602,15 @@ impl XskQueue {
             if give == 0 {
                 break;
             }
-            let Some(k) = (0..self.rxs.len()).min_by_key(|&k| self.rxs[k].fill.outstanding()) else { break };
-            let share = self.share;
+            // One socket: its fill ring holds the whole rx ring (no share to check, no read
+            // of the kernel's consumer index). Several: the one holding fewest, up to its share.
+            let (k, give) = if self.rxs.len() == 1 {
+                (0, give)
+            } else {
+                let Some(k) = (0..self.rxs.len()).min_by_key(|&k| self.rxs[k].fill.outstanding()) else { break };
+                (k, give.min(self.share.saturating_sub(self.rxs[k].fill.outstanding())))
+            };
             let r = &mut self.rxs[k];
-            let give = give.min(share.saturating_sub(r.fill.outstanding()));
             let Some(i) = (if give > 0 { r.fill.reserve(give) } else { None }) else { break };
             for j in 0..give {
                 let b = self.dev.posted_seq(self.handed + u64::from(j)).unwrap_or(0);
@@ -601,7 +625,10 @@ impl XskQueue {
         for step in 0..n_socks {
             let k = (self.next_rx + step) % n_socks;
             let r = &mut self.rxs[k];
-            if self.busy_poll || r.fill.needs_wakeup() {
+            // In copy mode the kernel's rx runs in the device's NAPI and never asks for a
+            // wake-up (the flag shares a cache line with the kernel's consumer index: not
+            // read there).
+            if self.busy_poll || (self.zero_copy && r.fill.needs_wakeup()) {
                 // SAFETY: a zero-length, non-blocking receive drives the kernel's rx path.
                 unsafe {
                     libc::recvfrom(
@@ -645,14 +672,16 @@ impl XskQueue {
         (done, bad)
     }
 
-    /// Whether `fill` has anything to do: a descriptor waiting on an rx ring, or a posted
-    /// buffer the kernel has not been given.
+    /// A posted buffer the kernel has not been given yet (`fill` must run).
     #[inline(always)]
-    pub fn rx_pending(&mut self) -> bool {
-        if self.dev.posted_seq(self.handed).is_some() && self.handed < self.dev.filled + self.dev.ring.size() as u64 {
-            return true;
-        }
-        self.rxs.iter_mut().any(|r| r.rx.peek_ready())
+    pub fn fill_pending(&self) -> bool {
+        self.dev.posted_seq(self.handed).is_some() && self.handed < self.dev.filled + self.dev.ring.size() as u64
+    }
+
+    /// Descriptors waiting on the rx rings (none taken).
+    #[inline(always)]
+    pub fn rx_available(&mut self) -> u32 {
+        self.rxs.iter_mut().map(|r| r.rx.ready()).sum()
     }
 
     /// Put the frames placed on `tx` since the last doorbell on the XSK tx ring and wake the

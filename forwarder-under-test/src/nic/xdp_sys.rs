@@ -329,15 +329,12 @@ impl XskRing {
         (idx, n)
     }
 
-    /// Consumer ring: whether an entry is ready, without taking it.
+    /// Consumer ring: entries ready, none taken (the producer index is read afresh).
     #[inline(always)]
-    pub fn peek_ready(&mut self) -> bool {
-        if self.cached_prod != self.cached_cons {
-            return true;
-        }
+    pub fn ready(&mut self) -> u32 {
         // SAFETY: a ring set up by libxdp.
         self.cached_prod = unsafe { word(self.producer) }.load(Ordering::Acquire);
-        self.cached_prod != self.cached_cons
+        self.cached_prod.wrapping_sub(self.cached_cons)
     }
 
     /// Consumer ring: give `nb` consumed entries back (xsk_ring_cons__release).
@@ -420,7 +417,7 @@ mod tests {
         assert_eq!(*m.prod, 6);
         assert_eq!(p.reserve(3), None, "2 slots free, 3 asked");
         let mut c = ring(&mut m, false);
-        assert!(c.peek_ready());
+        assert_eq!(c.ready(), 6);
         let (j, n) = c.peek(4);
         assert_eq!((j, n), (0, 4));
         assert_eq!(*c.addr(j + 3), 300);

@@ -15,18 +15,36 @@ pub fn fwd_idle_wait_afp(rx: &AfpRx, ms: i32) {
     rx.wait(ms);
 }
 
-/// afxdp: spin up to `spins` times until an rx ring has a descriptor or a posted buffer
-/// waits for the fill ring (stage: idle). Returns whether there is work.
+/// afxdp: wait for work (stage: idle): a posted buffer for the fill ring, `target` frames
+/// on the rx rings, or fewer once `window` TSC ticks have passed since one was first seen
+/// (rx coalescing). With nothing seen it gives up after `spins` checks. Returns whether
+/// there is work.
 #[no_mangle]
 #[inline(never)]
-pub fn fwd_idle_poll_xdp(q: &mut XskQueue, spins: u32) -> bool {
-    for _ in 0..spins {
-        if q.rx_pending() {
+pub fn fwd_idle_poll_xdp(q: &mut XskQueue, spins: u32, target: u32, window: u64) -> bool {
+    let mut first = 0u64;
+    let mut i = 0u32;
+    loop {
+        if q.fill_pending() {
             return true;
         }
+        let n = q.rx_available();
+        if n >= target.max(1) {
+            return true;
+        }
+        if n > 0 {
+            let now = crate::cpu::rdtsc();
+            if first == 0 {
+                first = now;
+            } else if now.wrapping_sub(first) >= window {
+                return true;
+            }
+        } else if i >= spins {
+            return false;
+        }
+        i += 1;
         std::hint::spin_loop();
     }
-    q.rx_pending()
 }
 
 /// afxdp: sleep until a frame may be ready on an rx socket or `ms` passes (stage: idle).
