@@ -265,7 +265,16 @@ pub fn bench(a: &BenchOptions) -> Result<String> {
     }
     setups.push(Setup::SenderOnly);
     let result = measure_all(a, &lab, &setups, at, &flags);
-    let mut notes = std::fs::read_to_string(lab.state_dir().join("ingress")).unwrap_or_default().trim().to_string();
+    // The last lab's note says whether nft was there for the AF_PACKET setups' ingress drop.
+    let last = std::fs::read_to_string(lab.state_dir().join("ingress")).unwrap_or_default();
+    let mut notes = if last.contains("nft") && !last.contains("not installed") {
+        format!(
+            "input frames: afpacket setups drop them at {0}-f0 ingress after the forwarder's tap (nft); afxdp takes them by XDP before the stack",
+            a.name
+        )
+    } else {
+        "no nft: in afpacket setups the forwarding namespace's IP stack also receives every frame".to_string()
+    };
     if xdp != LabDriver::Afxdp {
         notes.push_str(&format!("; no afxdp setup: {xdp_why}"));
     }

@@ -642,6 +642,24 @@ impl Lab {
         }
     }
 
+    /// Record the forwarder's driver; with afxdp the ingress note says that XDP takes the
+    /// frames before the stack (the nft rule stays, for frames the program passes).
+    fn set_driver(&self, mode: Mode, driver: LabDriver) -> Result<()> {
+        self.write_state("driver", driver.name())?;
+        if mode == Mode::Fwdscope && driver == LabDriver::Afxdp {
+            let nft = std::fs::read_to_string(self.state_dir().join("ingress")).unwrap_or_default().contains("(nft)");
+            self.write_state(
+                "ingress",
+                &format!(
+                    "frames redirected to the forwarder by XDP at {}-f0, before the namespace's IP stack{}",
+                    self.name,
+                    if nft { " (an nft ingress drop takes any it passes)" } else { "" }
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
     /// The forwarder's driver (written by `up`; afpacket for labs built before the option).
     pub fn driver(&self) -> LabDriver {
         match std::fs::read_to_string(self.state_dir().join("driver")).ok().as_deref().map(str::trim) {
@@ -921,7 +939,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
     }
     let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu };
     let started =
-        lab.up(&routes, a.mode, &opts).and_then(|_| lab.write_state("driver", driver.name())).and_then(|_| {
+        lab.up(&routes, a.mode, &opts).and_then(|_| lab.set_driver(a.mode, driver)).and_then(|_| {
             match (a.mode, a.no_start) {
                 (Mode::Fwdscope, false) => {
                     lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some)
