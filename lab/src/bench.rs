@@ -514,6 +514,18 @@ fn report(
             name(*s),
             1e9 / f
         );
+        // Its receive side runs on the sender's CPU (veth hands frames over in the
+        // sender's transmit: the tap's copy, or XDP and the copy into the UMEM): what the
+        // sender's CPU lost against sending alone, as for the kernel.
+        let offered = median(&clean(*s).iter().map(|m| m.offered()).collect::<Vec<_>>());
+        let rx_ns = 1e9 / offered - 1e9 / alone_med;
+        if rx_ns.is_finite() && rx_ns > 0.0 {
+            let _ = writeln!(
+                out,
+                "CPU per packet: {} receive side about {rx_ns:.0} ns on the sender's CPU (1/offered - 1/sender alone)",
+                name(*s)
+            );
+        }
     }
     for (title, table) in splits {
         let _ = writeln!(out, "\n== {title}\n{table}");
@@ -582,5 +594,41 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    /// Both forwarders against the kernel and against each other; CPU per packet by the
+    /// stage clocks and the receive side on the sender's CPU, from hand-computed periods.
+    #[test]
+    fn afxdp_is_compared_with_afpacket_and_its_cpu_per_packet_is_split() {
+        let at = Placement { sender: Some(0), dut: Some(1) };
+        let setups = [Setup::Kernel, Setup::Fwdscope, Setup::FwdscopeXdp, Setup::SenderOnly];
+        let mut runs: Vec<Measured> = (0..4).map(|_| run(Setup::Kernel, 1_000_000, false)).collect();
+        runs.extend((0..4).map(|_| run(Setup::SenderOnly, 2_000_000, false)));
+        runs.extend((0..4).map(|_| run(Setup::Fwdscope, 1_000_000, false)));
+        // afxdp: offered 1.25 Mpps (the sender's CPU spent 800 ns a packet, 500 alone),
+        // all of it forwarded, nothing lost: limited by the sender.
+        runs.extend((0..4).map(|k| Measured {
+            sent: 1_250_000,
+            arrived: 1_250_000 - k,
+            clock: Some((400.0, 0.5)),
+            ..run(Setup::FwdscopeXdp, 0, false)
+        }));
+        let text = report(&options(), at, &setups, &[], "", &runs, &[]);
+        let row = text.lines().find(|l| l.starts_with("fwdscope afxdp")).expect("afxdp row");
+        assert!(row.ends_with("the sender (nothing lost: its capacity is higher)"), "{row}");
+        assert!(
+            text.contains("ratio fwdscope afxdp / fwdscope afpacket (fwdscope afpacket (forwarder on CPU 1)): 1.25"),
+            "{text}"
+        );
+        assert!(
+            text.contains("CPU per packet: fwdscope afxdp 400 ns by its stage clocks (forwarding stages, median of 4 runs; idle 50% of its time left out); 1/forwarded 800 ns"),
+            "{text}"
+        );
+        assert!(
+            text.contains("CPU per packet: fwdscope afxdp receive side about 300 ns on the sender's CPU"),
+            "{text}"
+        );
+        // The kernel: 1/1.0M - 1/2.0M.
+        assert!(text.contains("kernel forwarding about 500 ns on the sender's CPU"), "{text}");
     }
 }

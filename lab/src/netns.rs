@@ -938,16 +938,13 @@ pub fn up(a: &UpOptions) -> Result<String> {
         lab.down()?;
     }
     let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu };
-    let started =
-        lab.up(&routes, a.mode, &opts).and_then(|_| lab.set_driver(a.mode, driver)).and_then(|_| {
-            match (a.mode, a.no_start) {
-                (Mode::Fwdscope, false) => {
-                    lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some)
-                }
-                (Mode::Fwdscope, true) => lab.write_state("no-start", "").map(|_| None),
-                _ => Ok(None),
-            }
-        });
+    let started = lab.up(&routes, a.mode, &opts).and_then(|_| lab.set_driver(a.mode, driver)).and_then(|_| {
+        match (a.mode, a.no_start) {
+            (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some),
+            (Mode::Fwdscope, true) => lab.write_state("no-start", "").map(|_| None),
+            _ => Ok(None),
+        }
+    });
     let started = started.and_then(|p| lab.write_state("spec", &spec).map(|_| p));
     let pid = match started {
         Ok(p) => p,
