@@ -259,7 +259,7 @@ pub fn bench(a: &BenchOptions) -> Result<String> {
         setups.push(Setup::KernelRps);
     }
     setups.push(Setup::Fwdscope);
-    let (xdp, xdp_why) = default_driver(&flags);
+    let (xdp, xdp_why) = default_driver();
     if xdp == LabDriver::Afxdp {
         setups.push(Setup::FwdscopeXdp);
     }

@@ -15,8 +15,8 @@
 //!   over those routes;
 //! - `fwdscope`: kernel forwarding is off, and the bundled forwarder runs in the forwarding
 //!   namespace on NAME-f0 -> NAME-f1 over the same routes, with `--driver afxdp` (the
-//!   default where libxdp and AF_XDP work and one worker is asked for: the lab's veths have
-//!   one queue) or `--driver afpacket` (started detached, or with `no_start` the command is
+//!   default where libxdp and AF_XDP work; with N workers every veth gets N queues, one
+//!   per worker) or `--driver afpacket` (started detached, or with `no_start` the command is
 //!   printed, to run under `top`/`record`).
 //!
 //! Neighbours are static (nud permanent) both ways, so frames built by the sender and by
@@ -84,7 +84,7 @@ pub struct UpOptions {
     #[arg(skip)]
     pub forwarder: ForwarderProgram,
     /// fwdscope mode: the forwarder's packet I/O [default: afxdp where libxdp and AF_XDP
-    /// work and one worker runs (the lab's veths have one queue), else afpacket].
+    /// work, else afpacket]. With afxdp and `-- --workers N` every veth gets N queues.
     #[arg(long, value_enum)]
     pub driver: Option<LabDriver>,
 }
@@ -107,10 +107,8 @@ impl LabDriver {
     }
 }
 
-/// The driver `lab up` picks when none is given, and why: afxdp when libxdp loads, this
-/// kernel has AF_XDP, and the forwarder flags ask for one worker (the lab's veths have one
-/// rx queue, and an AF_XDP worker serves queues of its own); afpacket otherwise.
-pub fn default_driver(forwarder_flags: &[String]) -> (LabDriver, String) {
+/// The worker count the forwarder flags ask for (`--workers N` or `--workers=N`; 1).
+pub fn workers_flag(forwarder_flags: &[String]) -> usize {
     let mut workers = 1usize;
     for (i, f) in forwarder_flags.iter().enumerate() {
         let v = match f.strip_prefix("--workers=") {
@@ -122,14 +120,12 @@ pub fn default_driver(forwarder_flags: &[String]) -> (LabDriver, String) {
             workers = n;
         }
     }
-    if workers > 1 {
-        return (
-            LabDriver::Afpacket,
-            format!(
-                "afpacket: --workers {workers}, and the lab's veths have one queue (afxdp serves a queue per worker)"
-            ),
-        );
-    }
+    workers
+}
+
+/// The driver `lab up` picks when none is given, and why: afxdp when libxdp loads and this
+/// kernel has AF_XDP; afpacket otherwise.
+pub fn default_driver() -> (LabDriver, String) {
     if let Err(e) = forwarder::nic::xdp_sys::libxdp() {
         return (LabDriver::Afpacket, format!("afpacket: {e}"));
     }
@@ -187,6 +183,9 @@ pub struct LabOptions {
     pub sink: Sink,
     /// RPS target CPU for the forwarding namespace's input interface.
     pub rps_cpu: Option<usize>,
+    /// Queues of every veth (1; an afxdp forwarder with N workers gets N: one input and
+    /// one output queue per worker, the sender's frames spread over them by flow hash).
+    pub queues: usize,
 }
 
 impl Mode {
@@ -530,34 +529,33 @@ impl Lab {
         for ns in [&snd, &fwd, &sink] {
             ip(&["netns", "add", ns])?;
         }
-        ip(&[
-            "link",
-            "add",
-            &format!("{n}-s0"),
-            "netns",
-            &snd,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &format!("{n}-f0"),
-            "netns",
-            &fwd,
-        ])?;
-        ip(&[
-            "link",
-            "add",
-            &format!("{n}-f1"),
-            "netns",
-            &fwd,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &format!("{n}-k0"),
-            "netns",
-            &sink,
-        ])?;
+        // Two veth pairs, each end with `opts.queues` rx and tx queues.
+        let q = opts.queues.max(1).to_string();
+        for (a, a_ns, b, b_ns) in [("s0", &snd, "f0", &fwd), ("f1", &fwd, "k0", &sink)] {
+            let (a, b) = (format!("{n}-{a}"), format!("{n}-{b}"));
+            ip(&[
+                "link",
+                "add",
+                &a,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "netns",
+                a_ns,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &b,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "netns",
+                b_ns,
+            ])?;
+        }
         // IPv4 only: no IPv6 link-local chatter (router solicitations, MLD) on the lab's
         // links, which would also count as frames at a discard sink.
         for ns in [&snd, &fwd, &sink] {
@@ -906,7 +904,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
     // What this command asks for besides the routes; a lab built otherwise is rebuilt.
     let (driver, driver_why) = match a.driver {
         Some(d) => (d, format!("{}: asked for", d.name())),
-        None => default_driver(&a.forwarder_flags),
+        None => default_driver(),
     };
     let spec = serde_json::json!({
         "mode": a.mode.name(),
@@ -937,7 +935,12 @@ pub fn up(a: &UpOptions) -> Result<String> {
         said.push_str(&format!("lab {}: incomplete, rebuilding\n", lab.name));
         lab.down()?;
     }
-    let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu };
+    let queues = if a.mode == Mode::Fwdscope && driver == LabDriver::Afxdp {
+        workers_flag(&a.forwarder_flags).clamp(1, 64)
+    } else {
+        1
+    };
+    let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu, queues };
     let started = lab.up(&routes, a.mode, &opts).and_then(|_| lab.set_driver(a.mode, driver)).and_then(|_| {
         match (a.mode, a.no_start) {
             (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some),

@@ -139,7 +139,11 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
     let src = if_mac(&s0)?;
     let dst = neighbour_mac(&arp_table()?, std::net::Ipv4Addr::new(198, 18, 0, 2), &s0)
         .context("no neighbour entry for 198.18.0.2 in the sender namespace (rebuild the lab)")?;
-    let mut tx = AfpTx::open(&s0)?;
+    // With several queues (an afxdp lab with several workers) the flows must spread over
+    // them, as a NIC's RSS would: the device's queue selection hashes each flow; with one,
+    // the qdisc is bypassed (PACKET_QDISC_BYPASS picks the sending CPU's queue).
+    let queues = forwarder::nic::afxdp::queue_counts(&s0).1;
+    let mut tx = AfpTx::open_with(&s0, queues <= 1)?;
     let mut buf = vec![0u8; forwarder::nic::BUF_SIZE];
     let t0 = std::time::Instant::now();
     let limit = a.duration.map(std::time::Duration::from_secs_f64);

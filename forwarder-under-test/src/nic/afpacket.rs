@@ -385,14 +385,24 @@ pub struct TxDone {
 }
 
 impl AfpTx {
+    /// A tx ring on `ifname` that bypasses the qdisc (frames go straight to the driver's
+    /// xmit on the queue of the sending CPU).
     pub fn open(ifname: &str) -> Result<AfpTx> {
+        AfpTx::open_with(ifname, true)
+    }
+
+    /// A tx ring on `ifname`; with `qdisc_bypass` false frames take the device's queue
+    /// selection (a flow hash across its tx queues) and its qdisc.
+    pub fn open_with(ifname: &str, qdisc_bypass: bool) -> Result<AfpTx> {
         let what = format!("afpacket tx on {ifname}");
         let idx = ifindex(ifname)?;
         // Protocol 0: this socket receives nothing.
         let fd = packet_socket(0, &what)?;
         let raw = fd.as_raw_fd();
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V2, &what)?;
-        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1i32, &what)?;
+        if qdisc_bypass {
+            setsockopt(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1i32, &what)?;
+        }
         // With a virtio_net_hdr whose hdr_len is the whole frame, the kernel copies each
         // frame into the skb's linear part. Without it the frame stays in the ring's page
         // as a zero-copy fragment, which a veth into another namespace must then copy out
