@@ -329,7 +329,7 @@ pub fn run_forward_with(
             writeln!(
                 out,
                 "fwdscope forward: {} driver, {} worker(s), cache {}, fib {} ({} routes, built in {:.0} ms), prefetch {}, device {}, stats {}",
-                cfg.driver, cfg.workers, cfg.cache, cfg.fib, info.routes, info.fib_build_ms, cfg.prefetch, info.gen_mode, info.stats_path
+                cfg.driver, cfg.workers, cfg.cache, cfg.fib, info.routes, info.fib_build_ms, cfg.prefetch, info.device, info.stats_path
             )
             .map_err(io)?;
             if let (Some(x), Some(i)) = (&info.xdp, &cfg.in_if) {

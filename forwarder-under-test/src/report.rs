@@ -138,7 +138,7 @@ impl Summary {
             self.prefetch,
             self.info.routes,
             self.info.table_source,
-            self.info.gen_mode
+            self.info.device
         );
         if self.info.duplicates > 0 {
             let _ = writeln!(

@@ -44,6 +44,9 @@ pub struct RunInfo {
     pub tsc_source: String,
     pub stats_path: String,
     pub cores: usize,
+    /// What plays the device: the synthetic one (`thread` or `inline`), or the kernel's
+    /// sockets on real interfaces (`AF_XDP on IN -> OUT`).
+    pub device: String,
     /// afxdp: the XDP attach mode and copy mode the kernel gave, and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xdp: Option<XskReport>,
@@ -341,6 +344,11 @@ impl Forwarder {
             tsc_source: tsc.source.clone(),
             stats_path: stats_path.display().to_string(),
             cores,
+            device: match (cfg.driver, &cfg.in_if, &cfg.out_if) {
+                (DriverKind::Afpacket, Some(i), Some(o)) => format!("AF_PACKET on {i} -> {o}"),
+                (DriverKind::Afxdp, Some(i), Some(o)) => format!("AF_XDP on {i} -> {o}"),
+                _ => gen_mode.to_string(),
+            },
             xdp: None,
         };
         let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::burst::MAX_BURST + 256;
