@@ -92,7 +92,9 @@ fn sent_equals_received_plus_counted_drops_in_both_modes() {
     let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "500"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (r0, f0) = (ip_counter(&sink, "InReceives"), forwarded(&fwd));
-    let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096"]);
+    // The sender through its AF_PACKET ring here (AF_XDP, its default where libxdp is, in
+    // the afxdp tests).
+    let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096", "--via", "afpacket"]);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let (received, fwded) = (ip_counter(&sink, "InReceives") - r0, forwarded(&fwd) - f0);
     let in_fwd = ip_counter(&fwd, "InReceives");
@@ -619,8 +621,8 @@ fn afxdp_falls_back_to_generic_where_native_is_refused() {
 }
 
 /// afxdp with two workers: the lab gives every veth two queues, each worker serves one
-/// input queue with a socket of its own (the sender's flows spread over the queues by
-/// hash), and every packet is accounted for.
+/// input queue with a socket of its own (the sender, through AF_XDP sockets of its own,
+/// puts each flow on one queue by hash), and every packet is accounted for.
 #[test]
 fn afxdp_two_workers_serve_a_queue_each() {
     if !afxdp_usable() {
@@ -633,7 +635,8 @@ fn afxdp_two_workers_serve_a_queue_each() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("afxdp"), "{out:?}");
     let log = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.log")).unwrap();
     assert!(log.contains(", 2 queue(s),"), "{log}");
-    let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096"]);
+    // The sender through AF_XDP too: a tx socket per queue of its veth, each flow on one.
+    let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096", "--via", "afxdp"]);
     let seg = fwd_abi::Segment::open(std::path::Path::new(&format!("/run/fwdscope-lab/{name}/forwarder.stats")))
         .expect("the lab forwarder's segment");
     use fwd_abi::Ctr;

@@ -7,7 +7,7 @@
 
 use crate::error::{bail, Context};
 use crate::netns::{cpu_count, default_driver, up, ForwarderProgram, Lab, LabDriver, Mode, Sink, UpOptions};
-use crate::sender::{send, SendOptions};
+use crate::sender::{send, SendOptions, Via};
 use crate::{Error, Result};
 
 /// What to measure: the `lab bench` flags, defaults as shown there.
@@ -31,6 +31,10 @@ pub struct BenchOptions {
     /// Frame size in bytes.
     #[arg(long, default_value_t = 64)]
     pub size: u16,
+    /// How the sender's frames leave it (`lab send --via`) [default: afxdp where it works,
+    /// else afpacket].
+    #[arg(long, value_enum)]
+    pub via: Option<Via>,
     /// Forwarder flags for the fwdscope run (after `--`) [default: `--cache nocache`, like
     /// the kernel, which has had no route cache since Linux 3.6].
     #[arg(last = true)]
@@ -143,6 +147,7 @@ fn bench_send(a: &BenchOptions, at: Placement, seconds: f64) -> Result<(u64, f64
         duration: Some(seconds),
         seed: 1,
         cpu: at.sender,
+        via: a.via,
     };
     let (sent, sched) = std::thread::Builder::new()
         .name("lab-sender".into())
@@ -345,12 +350,16 @@ fn report(
     let _ = writeln!(
         out,
         "lab bench: {} routes, {} flows, {}-byte frames; {} runs x {:.1} s per setup, interleaved; sender at full speed \
-         through AF_PACKET{}; sink: counts frames at its interface and discards them",
+         through {}{}; sink: counts frames at its interface and discards them",
         a.routes,
         a.flows,
         a.size,
         a.repeat,
         a.seconds,
+        match a.via.unwrap_or(if default_driver().0 == LabDriver::Afxdp { Via::Afxdp } else { Via::Afpacket }) {
+            Via::Afxdp => "AF_XDP",
+            Via::Afpacket => "AF_PACKET",
+        },
         match (at.sender, at.dut) {
             (Some(s), Some(d)) => format!(" on CPU {s}; device under test on CPU {d}"),
             _ => " (one CPU: nothing pinned)".to_string(),
@@ -560,6 +569,7 @@ mod tests {
             size: 64,
             forwarder_flags: vec![],
             forwarder: ForwarderProgram::default(),
+            via: Some(Via::Afpacket),
         }
     }
 

@@ -780,6 +780,218 @@ impl XskQueue {
     }
 }
 
+/// A transmit-only AF_XDP port for a traffic generator (`lab send --via afxdp`): a UMEM of
+/// its own (2048 chunks), a tx socket on each tx queue of the interface (no XDP program),
+/// frames copied into free chunks and put on the ring of the queue their flow hashes to;
+/// the kernel is woken every 32 frames of a ring (a copy-mode sendto sends at most 32) and
+/// chunks come back from the completion rings.
+pub struct XskTx {
+    lib: &'static Libxdp,
+    socks: Vec<TxSock>,
+    arena: Arc<BufferArena>,
+    free: Vec<u32>,
+    lens: Vec<u16>,
+    in_flight: u64,
+    umem: Arc<UmemHandle>,
+}
+
+struct TxSock {
+    sock: *mut Socket,
+    fd: i32,
+    tx: Box<XskRing>,
+    comp: Box<XskRing>,
+    _fill: Box<XskRing>,
+    /// Reserved on the tx ring, not yet submitted.
+    pending: u32,
+}
+
+// SAFETY: the rings and sockets are used by the one thread that owns the port.
+unsafe impl Send for XskTx {}
+
+impl Drop for XskTx {
+    fn drop(&mut self) {
+        for t in &self.socks {
+            // SAFETY: sockets created by libxdp, each deleted once.
+            unsafe { (self.lib.socket_delete)(t.sock) };
+        }
+        let _ = &self.umem;
+    }
+}
+
+/// Chunks of a generator's UMEM.
+const TX_CHUNKS: u32 = 4096;
+/// Descriptors per tx and completion ring of a generator's socket.
+const TX_RING: u32 = 2048;
+
+impl XskTx {
+    /// Open a tx socket on every tx queue of `ifname` (in this thread's network namespace).
+    pub fn open(ifname: &str) -> Result<XskTx> {
+        let lib = sys::libxdp()?;
+        ifindex(ifname)?;
+        let name =
+            CString::new(ifname).map_err(|_| Error::Config(format!("interface `{ifname}`: contains a NUL byte")))?;
+        let arena = Arc::new(BufferArena::with_headroom(TX_CHUNKS, 0)?);
+        let umem = register_umem(&arena, TX_RING, TX_RING)?;
+        let mut port = XskTx {
+            lib,
+            socks: Vec::new(),
+            arena: arena.clone(),
+            free: (0..TX_CHUNKS).rev().collect(),
+            lens: vec![0; TX_CHUNKS as usize],
+            in_flight: 0,
+            umem: umem.clone(),
+        };
+        for queue in 0..queue_counts(ifname).1 {
+            let mut t = TxSock {
+                sock: std::ptr::null_mut(),
+                fd: -1,
+                tx: Box::default(),
+                comp: Box::default(),
+                _fill: Box::default(),
+                pending: 0,
+            };
+            let cfg = SocketConfig {
+                rx_size: 0,
+                tx_size: TX_RING,
+                libxdp_flags: sys::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD,
+                xdp_flags: 0,
+                bind_flags: sys::XDP_USE_NEED_WAKEUP,
+            };
+            // SAFETY: the rings are boxed and live as long as the socket.
+            let r = unsafe {
+                (lib.socket_create_shared)(
+                    &mut t.sock,
+                    name.as_ptr(),
+                    queue,
+                    umem.umem,
+                    std::ptr::null_mut(),
+                    &mut *t.tx,
+                    &mut *t._fill,
+                    &mut *t.comp,
+                    &cfg,
+                )
+            };
+            if r != 0 {
+                return Err(Error::Config(format!(
+                    "afxdp sender: tx socket on {ifname} queue {queue}: {}{}",
+                    lib.error_text(r),
+                    if -r == libc::EPERM { " (needs CAP_NET_RAW, or root)" } else { "" }
+                )));
+            }
+            // SAFETY: a socket just created.
+            t.fd = unsafe { (lib.socket_fd)(t.sock) };
+            port.socks.push(t);
+        }
+        Ok(port)
+    }
+
+    /// Queue one frame (a copy into a free chunk) on the tx ring of the queue `hash`
+    /// selects; false when no chunk or slot is free (reclaim, then retry).
+    pub fn push(&mut self, frame: &[u8], hash: u32) -> bool {
+        let n = self.socks.len();
+        if n == 0 {
+            return false;
+        }
+        let Some(&chunk) = self.free.last() else { return false };
+        let k = hash as usize % n;
+        let t = &mut self.socks[k];
+        let Some(i) = t.tx.reserve(1) else { return false };
+        self.free.pop();
+        let len = frame.len().min(self.arena.buf_len());
+        // SAFETY: the chunk is free (ours until the completion ring returns it).
+        unsafe { self.arena.buf_mut(chunk)[..len].copy_from_slice(&frame[..len]) };
+        self.lens[chunk as usize] = len as u16;
+        *t.tx.desc(i) =
+            sys::XdpDesc { addr: u64::from(chunk) * self.arena.stride() as u64, len: len as u32, options: 0 };
+        t.pending += 1;
+        self.in_flight += 1;
+        if t.pending >= TX_KICK_BATCH {
+            Self::kick_one(t);
+        }
+        true
+    }
+
+    fn kick_one(t: &mut TxSock) {
+        if t.pending > 0 {
+            t.tx.submit(t.pending);
+            t.pending = 0;
+        }
+        if t.tx.outstanding() > 0 && t.tx.needs_wakeup() {
+            // SAFETY: a zero-length, non-blocking send on our socket.
+            unsafe { libc::sendto(t.fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+        }
+    }
+
+    /// Hand every queued frame to the kernel and wake it.
+    pub fn kick(&mut self) {
+        for t in &mut self.socks {
+            Self::kick_one(t);
+        }
+    }
+
+    /// Frames the kernel has finished with since the last call (their chunks free again).
+    pub fn reclaim(&mut self) -> super::afpacket::TxDone {
+        let mut d = super::afpacket::TxDone::default();
+        let stride = self.arena.stride() as u64;
+        for t in &mut self.socks {
+            let (i, n) = t.comp.peek(u32::MAX);
+            for k in 0..n {
+                let (chunk, _) = locate(*t.comp.addr(i.wrapping_add(k)), stride);
+                if let Some(&len) = self.lens.get(chunk as usize) {
+                    self.free.push(chunk as u32);
+                    d.sent += 1;
+                    d.bytes += u64::from(len);
+                }
+            }
+            t.comp.release(n);
+        }
+        self.in_flight -= d.sent.min(self.in_flight);
+        d
+    }
+
+    /// Frames still with the kernel.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight
+    }
+
+    /// Wait up to `ms` for the kernel to finish every frame; returns what finished, with
+    /// descriptors it refused (XDP_STATISTICS tx_invalid_descs) as `refused`.
+    pub fn drain(&mut self, ms: u64) -> super::afpacket::TxDone {
+        let t0 = std::time::Instant::now();
+        let mut d = super::afpacket::TxDone::default();
+        loop {
+            self.kick();
+            let r = self.reclaim();
+            d.sent += r.sent;
+            d.bytes += r.bytes;
+            if self.in_flight == 0 || t0.elapsed().as_millis() as u64 >= ms {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        for t in &self.socks {
+            let mut st = XdpStatistics::default();
+            let mut len = std::mem::size_of::<XdpStatistics>() as u32;
+            // SAFETY: the struct and its size.
+            let r = unsafe {
+                libc::getsockopt(
+                    t.fd,
+                    sys::SOL_XDP,
+                    sys::XDP_STATISTICS,
+                    &mut st as *mut XdpStatistics as *mut libc::c_void,
+                    &mut len,
+                )
+            };
+            if r == 0 {
+                d.refused += st.tx_invalid_descs;
+            }
+        }
+        // Refused descriptors never come back on the completion ring.
+        self.in_flight -= d.refused.min(self.in_flight);
+        d
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
