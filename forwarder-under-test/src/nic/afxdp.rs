@@ -172,6 +172,23 @@ pub fn locate(addr: u64, stride: u64) -> (u64, u64) {
     (data / stride, data % stride)
 }
 
+/// The kernel's XDP_STATISTICS of socket `fd` (None when it does not answer).
+fn xdp_statistics(fd: i32) -> Option<XdpStatistics> {
+    let mut st = XdpStatistics::default();
+    let mut len = std::mem::size_of::<XdpStatistics>() as u32;
+    // SAFETY: the struct and its size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            sys::SOL_XDP,
+            sys::XDP_STATISTICS,
+            &mut st as *mut XdpStatistics as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some(st)
+}
+
 /// Why an interface may refuse native XDP, for an error message.
 pub fn native_refusal_hint(errno: i32) -> &'static str {
     match errno {
@@ -550,25 +567,7 @@ impl XskQueue {
     /// The kernel's counters: rx fields summed over the rx sockets, tx fields from the tx
     /// socket; a socket the kernel does not answer for counts zero.
     pub fn statistics(&self) -> XdpStatistics {
-        let get = |fd: i32| {
-            let mut s = XdpStatistics::default();
-            let mut len = std::mem::size_of::<XdpStatistics>() as u32;
-            // SAFETY: the struct and its size.
-            let r = unsafe {
-                libc::getsockopt(
-                    fd,
-                    sys::SOL_XDP,
-                    sys::XDP_STATISTICS,
-                    &mut s as *mut XdpStatistics as *mut libc::c_void,
-                    &mut len,
-                )
-            };
-            if r == 0 {
-                s
-            } else {
-                XdpStatistics::default()
-            }
-        };
+        let get = |fd: i32| xdp_statistics(fd).unwrap_or_default();
         let mut sum = XdpStatistics::default();
         for r in &self.rxs {
             let x = get(r.fd);
@@ -970,21 +969,7 @@ impl XskTx {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
         for t in &self.socks {
-            let mut st = XdpStatistics::default();
-            let mut len = std::mem::size_of::<XdpStatistics>() as u32;
-            // SAFETY: the struct and its size.
-            let r = unsafe {
-                libc::getsockopt(
-                    t.fd,
-                    sys::SOL_XDP,
-                    sys::XDP_STATISTICS,
-                    &mut st as *mut XdpStatistics as *mut libc::c_void,
-                    &mut len,
-                )
-            };
-            if r == 0 {
-                d.refused += st.tx_invalid_descs;
-            }
+            d.refused += xdp_statistics(t.fd).map_or(0, |st| st.tx_invalid_descs);
         }
         // Refused descriptors never come back on the completion ring.
         self.in_flight -= d.refused.min(self.in_flight);
