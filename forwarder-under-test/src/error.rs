@@ -21,10 +21,6 @@ pub enum Error {
     /// The stats segment could not be created (or is in use by another forwarder).
     #[error(transparent)]
     Segment(#[from] fwd_abi::Error),
-    /// An interface refused native XDP (afxdp; in auto mode the forwarder then retries in
-    /// generic mode with a fresh UMEM).
-    #[error("{0}")]
-    XdpNativeRefused(String),
     /// A system call failed.
     #[error("{what}: {source}")]
     Sys {

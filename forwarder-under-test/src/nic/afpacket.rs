@@ -57,6 +57,29 @@ pub fn ifindex(name: &str) -> Result<i32> {
 /// The MAC address of interface `name` in this thread's network namespace (SIOCGIFHWADDR;
 /// /sys shows the namespace it was mounted in, which after setns(2) is another one).
 pub fn if_mac(name: &str) -> Result<[u8; 6]> {
+    // SAFETY: SIOCGIFHWADDR fills the ifreq's hardware address and reads nothing else.
+    let req = unsafe { if_ioctl(name, libc::SIOCGIFHWADDR, "SIOCGIFHWADDR", |_| {}) }?;
+    // SAFETY: the kernel filled ifru_hwaddr.
+    let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
+    let mut m = [0u8; 6];
+    for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    Ok(m)
+}
+
+/// An interface ioctl on a datagram socket of this thread's network namespace: an ifreq
+/// with `name`, set up further by `prepare`, as the kernel returned it.
+///
+/// # Safety
+/// `request` must be an ioctl that takes a `struct ifreq`, and whatever `prepare` points
+/// the ifreq at must stay valid and large enough for what the kernel writes there.
+pub(crate) unsafe fn if_ioctl(
+    name: &str,
+    request: libc::c_ulong,
+    what: &str,
+    prepare: impl FnOnce(&mut libc::ifreq),
+) -> Result<libc::ifreq> {
     if name.len() >= libc::IFNAMSIZ {
         return Err(Error::Config(format!("interface `{name}`: name too long")));
     }
@@ -65,24 +88,19 @@ pub fn if_mac(name: &str) -> Result<[u8; 6]> {
     for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
         *d = s as libc::c_char;
     }
+    prepare(&mut req);
     // SAFETY: a datagram socket for the ioctl, closed by OwnedFd.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
     if fd < 0 {
-        return Err(sys(format!("interface `{name}`: socket for SIOCGIFHWADDR")));
+        return Err(sys(format!("interface `{name}`: socket for {what}")));
     }
     // SAFETY: a fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: SIOCGIFHWADDR fills the ifreq we pass.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) } != 0 {
-        return Err(sys(format!("interface `{name}`: SIOCGIFHWADDR")));
+    // SAFETY: per the contract, the request takes this ifreq.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), request, &mut req) } != 0 {
+        return Err(sys(format!("interface `{name}`: {what}")));
     }
-    // SAFETY: the kernel filled ifru_hwaddr.
-    let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
-    let mut m = [0u8; 6];
-    for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
-        *d = *s as u8;
-    }
-    Ok(m)
+    Ok(req)
 }
 
 /// The kernel's neighbour table as this thread's network namespace sees it.

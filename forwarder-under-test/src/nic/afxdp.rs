@@ -216,28 +216,16 @@ pub fn queue_counts(ifname: &str) -> (u32, u32) {
         combined: u32,
     }
     let mut ch = Channels { cmd: 0x3c, ..Default::default() };
-    // SAFETY: a zeroed ifreq is valid.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    if ifname.len() >= libc::IFNAMSIZ {
-        return (1, 1);
+    let data = &mut ch as *mut Channels as *mut libc::c_char;
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GCHANNELS fills the ethtool_channels `ch` the ifreq
+    // points at, which outlives the call.
+    let r = unsafe {
+        crate::nic::afpacket::if_ioctl(ifname, libc::SIOCETHTOOL, "ETHTOOL_GCHANNELS", |r| r.ifr_ifru.ifru_data = data)
+    };
+    match r {
+        Ok(_) => ((ch.rx + ch.combined).max(1), (ch.tx + ch.combined).max(1)),
+        Err(_) => (1, 1),
     }
-    for (d, c) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
-        *d = c as libc::c_char;
-    }
-    req.ifr_ifru.ifru_data = &mut ch as *mut Channels as *mut libc::c_char;
-    // SAFETY: a datagram socket for the ioctl, closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
-    if fd < 0 {
-        return (1, 1);
-    }
-    // SAFETY: SIOCETHTOOL with an ethtool_channels request the kernel fills.
-    let r = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL, &mut req) };
-    // SAFETY: our descriptor.
-    unsafe { libc::close(fd) };
-    if r != 0 {
-        return (1, 1);
-    }
-    ((ch.rx + ch.combined).max(1), (ch.tx + ch.combined).max(1))
 }
 
 /// One rx socket: bound to one queue of the input interface, with its own fill ring.
@@ -443,10 +431,7 @@ impl XskQueue {
                     " (the driver has no zero-copy AF_XDP: drop --xdp-zero-copy)".to_string()
                 }
                 libc::ENODEV | libc::ENXIO => " (no such interface in this network namespace)".to_string(),
-                libc::ERANGE => {
-                    " (the MTU of the interface's peer is too large for native XDP on veth: lower it, or use --xdp-mode generic)"
-                        .to_string()
-                }
+                libc::ERANGE | libc::ENOSPC => native_refusal_hint(e).to_string(),
                 _ => String::new(),
             };
             Error::Config(format!("afxdp: {what}: {}{hint}", lib.error_text(-e)))
@@ -468,23 +453,11 @@ impl XskQueue {
             };
             let rings: [*mut XskRing; 4] = [&mut *r.rx, std::ptr::null_mut(), &mut *r.fill, &mut *r._comp];
             let at = format!("{in_if} queue {queue}");
-            r.sock = match create(queue, true, flags, rings) {
-                Ok(s) => s,
-                // Auto mode: the caller retries in generic mode on a fresh UMEM (libxdp leaves
-                // the failed socket's UMEM bound to the queue).
-                Err(e) if opts.mode == XdpMode::Auto && ![libc::EPERM, libc::EBUSY, libc::ENODEV].contains(&e) => {
-                    return Err(Error::XdpNativeRefused(format!("native attach refused ({})", lib.error_text(-e))));
-                }
-                Err(e) => {
-                    let mode = if flags == native { "native" } else { "generic" };
-                    let m = match opts.mode {
-                        XdpMode::Auto => "auto",
-                        XdpMode::Native => "native",
-                        XdpMode::Generic => "generic",
-                    };
-                    return Err(explain(e, queue, &format!("{mode} XDP socket on {at} (--xdp-mode {m})")));
-                }
-            };
+            // The caller resolved auto mode already (a native probe without a socket).
+            r.sock = create(queue, true, flags, rings).map_err(|e| {
+                let mode = if flags == native { "native" } else { "generic" };
+                explain(e, queue, &format!("{mode} XDP socket on {at}"))
+            })?;
             // SAFETY: a socket just created.
             r.fd = unsafe { (lib.socket_fd)(r.sock) };
             q.rxs.push(r);
