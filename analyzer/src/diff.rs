@@ -176,6 +176,7 @@ mod tests {
                 .map(|(s, n)| ProfileRow { symbol: s.to_string(), dso: "vmlinux".into(), samples: *n })
                 .collect(),
             unlisted: None,
+            notes: Vec::new(),
         };
         crate::stages::profile_table(&p, &Rules::builtin())
     }

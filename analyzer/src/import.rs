@@ -31,6 +31,9 @@ pub struct TextProfile {
     /// For an excerpt: the samples of the whole profile that its rows do not list (in the
     /// rows' unit). None for a whole table.
     pub unlisted: Option<u64>,
+    /// What the reader did that the user should know (a repeated row counted once), each
+    /// naming the line.
+    pub notes: Vec<String>,
 }
 
 impl TextProfile {
@@ -93,7 +96,7 @@ pub fn parse_opreport(text: &str, origin: &str) -> Result<TextProfile> {
     if header.is_none() {
         return Err(bad(origin, 0, "no `vma samples % symbol name` header: not an opreport table"));
     }
-    Ok(TextProfile { format: "opreport".into(), event, rows, unlisted: None })
+    Ok(TextProfile { format: "opreport".into(), event, rows, unlisted: None, notes: Vec::new() })
 }
 
 /// `12K` -> 12000, `1.5M` -> 1500000.
@@ -134,11 +137,10 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
             }
             continue;
         }
-        let toks: Vec<&str> = t.split_whitespace().collect();
+        let toks: Vec<&str> = without_expand_marker(t.split_whitespace().collect());
         let pct: f64 = toks
             .first()
-            .and_then(|p| p.strip_suffix('%'))
-            .and_then(|p| p.parse().ok())
+            .and_then(|p| percent_token(p))
             .ok_or_else(|| bad(origin, n, format!("expected `OVERHEAD%  [DSO]  [k|.] SYMBOL`, found `{t}`")))?;
         if !(0.0..=100.0).contains(&pct) {
             return Err(bad(origin, n, format!("overhead {pct}%: expected a percentage between 0 and 100")));
@@ -170,7 +172,7 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
     for (symbol, dso, pct) in pct_rows {
         rows.push(ProfileRow { symbol, dso, samples: (pct / 100.0 * total).round() as u64 });
     }
-    Ok(TextProfile { format: "perf report".into(), event, rows, unlisted: None })
+    Ok(TextProfile { format: "perf report".into(), event, rows, unlisted: None, notes: Vec::new() })
 }
 
 /// Read a text profile, telling the format by its content.
@@ -207,15 +209,38 @@ fn unquote(line: &str) -> &str {
     }
 }
 
-/// `7.77%` -> 7.77.
+/// `7.77%` -> 7.77; `7,77%` (perf under a locale with a decimal comma) -> 7.77.
 fn percent_token(t: &str) -> Option<f64> {
-    t.strip_suffix('%')?.parse::<f64>().ok().filter(|v| v.is_finite())
+    let num = t.strip_suffix('%')?;
+    let num = match num.split_once(',') {
+        Some((a, b))
+            if !a.is_empty()
+                && !b.is_empty()
+                && !num.contains('.')
+                && a.chars().all(|c| c.is_ascii_digit())
+                && b.chars().all(|c| c.is_ascii_digit()) =>
+        {
+            format!("{a}.{b}")
+        }
+        _ => num.to_string(),
+    };
+    num.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// Rows copied from `perf report`'s interactive view start with its fold marker (`+`
+/// folded, `-` unfolded callchain) before the percentages: drop it.
+fn without_expand_marker(toks: Vec<&str>) -> Vec<&str> {
+    match toks.as_slice() {
+        [m, p, ..] if (*m == "+" || *m == "-") && percent_token(p).is_some() => toks[1..].to_vec(),
+        _ => toks,
+    }
 }
 
 /// One row of an excerpt.
 enum ExcerptRow {
-    /// `perf report` style: the Self percentage, DSO, symbol.
-    Perf { pct: f64, dso: String, symbol: String },
+    /// `perf report` style: the Self percentage, DSO, symbol, and the row's columns after
+    /// the percentages (command, object, symbol: what makes a row unique in perf's table).
+    Perf { pct: f64, dso: String, symbol: String, key: String },
     /// opreport style: samples, percentage, image (if any), symbol.
     Op { samples: u64, pct: f64, dso: String, symbol: String },
 }
@@ -225,7 +250,7 @@ enum ExcerptRow {
 fn perf_row(t: &str) -> Option<ExcerptRow> {
     // Rows copied from perf's TUI end in its scroll bar (`▒`) or box lines.
     let t = t.trim_end_matches(|c: char| !c.is_ascii() || c.is_whitespace());
-    let toks: Vec<&str> = t.split_whitespace().collect();
+    let toks: Vec<&str> = without_expand_marker(t.split_whitespace().collect());
     let first = percent_token(toks.first()?)?;
     // With --children, two percentages: Children then Self.
     let (pct, rest) = match toks.get(1).and_then(|x| percent_token(x)) {
@@ -265,7 +290,7 @@ fn perf_row(t: &str) -> Option<ExcerptRow> {
     if !ident(&symbol) || (marker.is_none() && !symbol.contains('_') && !symbol.starts_with('[')) {
         return None;
     }
-    Some(ExcerptRow::Perf { pct, dso, symbol })
+    Some(ExcerptRow::Perf { pct, dso, symbol, key: rest.join(" ") })
 }
 
 /// An opreport row: `[VMA] SAMPLES PERCENT [IMAGE] SYMBOL`. None for anything else.
@@ -294,15 +319,41 @@ fn op_row(t: &str) -> Option<ExcerptRow> {
 pub fn parse_excerpt(text: &str, origin: &str) -> Result<TextProfile> {
     let mut perf: Vec<(usize, f64, String, String)> = Vec::new();
     let mut op: Vec<(usize, u64, f64, String, String)> = Vec::new();
+    // A table lists each row once (perf: per command, object and symbol; opreport: per
+    // image and symbol). A row met again is the writer pointing back at it ("that is why
+    // this one is high:") when its figure is the same, and a second profile when not.
+    let mut seen: std::collections::HashMap<(bool, String), (usize, f64)> = std::collections::HashMap::new();
+    let mut notes = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let t = unquote(line).trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
         }
-        match perf_row(t).or_else(|| op_row(t)) {
-            Some(ExcerptRow::Perf { pct, dso, symbol }) => perf.push((i + 1, pct, dso, symbol)),
-            Some(ExcerptRow::Op { samples, pct, dso, symbol }) => op.push((i + 1, samples, pct, dso, symbol)),
-            None => {}
+        let n = i + 1;
+        let Some(row) = perf_row(t).or_else(|| op_row(t)) else { continue };
+        let (key, pct) = match &row {
+            ExcerptRow::Perf { pct, key, .. } => ((true, key.clone()), *pct),
+            ExcerptRow::Op { pct, dso, symbol, .. } => ((false, format!("{dso} {symbol}")), *pct),
+        };
+        if let Some(&(first, was)) = seen.get(&key) {
+            if (was - pct).abs() < 1e-9 {
+                notes.push(format!("{origin}:{n} repeats the row of line {first} (`{}` {pct}%): counted once", key.1));
+                continue;
+            }
+            return Err(bad(
+                origin,
+                n,
+                format!(
+                    "`{}` listed again with {pct}% (line {first} gave {was}%): more than one profile (paste each \
+                     into a file of its own)",
+                    key.1
+                ),
+            ));
+        }
+        seen.insert(key, (n, pct));
+        match row {
+            ExcerptRow::Perf { pct, dso, symbol, .. } => perf.push((n, pct, dso, symbol)),
+            ExcerptRow::Op { samples, pct, dso, symbol } => op.push((n, samples, pct, dso, symbol)),
         }
     }
     if perf.is_empty() && op.is_empty() {
@@ -359,7 +410,7 @@ pub fn parse_excerpt(text: &str, origin: &str) -> Result<TextProfile> {
         let total = if total.is_finite() && total < 1e15 { total as u64 } else { listed };
         (rows, total.saturating_sub(listed), "opreport excerpt")
     };
-    Ok(TextProfile { format: format.into(), event: "unknown".into(), rows, unlisted: Some(unlisted) })
+    Ok(TextProfile { format: format.into(), event: "unknown".into(), rows, unlisted: Some(unlisted), notes })
 }
 
 #[cfg(test)]
@@ -407,7 +458,7 @@ mod tests {
     #[test]
     fn excerpts_in_every_shape_people_paste_them() {
         let row = |t: &str| match perf_row(t) {
-            Some(ExcerptRow::Perf { pct, dso, symbol }) => Some((pct, dso, symbol)),
+            Some(ExcerptRow::Perf { pct, dso, symbol, .. }) => Some((pct, dso, symbol)),
             _ => None,
         };
         let k = "[kernel.kallsyms]".to_string();
@@ -427,7 +478,16 @@ mod tests {
             row("0.38%  iperf3  [kernel.kallsyms]  [k] __slab_free      ▒"),
             Some((0.38, "[kernel.kallsyms]".into(), "__slab_free".into()))
         );
+        // perf's fold marker and a locale's decimal comma, as rows copied from its TUI show.
+        assert_eq!(
+            row("+    9,04%  swapper          [kernel.kallsyms]  [k] v7_dma_inv_range"),
+            Some((9.04, "[kernel.kallsyms]".into(), "v7_dma_inv_range".into()))
+        );
+        assert_eq!(row("-   12,50%  2,00%  ksoftirqd/1  [k] net_rx_action").map(|r| r.0), Some(2.0));
+        assert_eq!(percent_token("1,234.5%"), None);
+        assert_eq!(percent_token("12,5%"), Some(12.5));
         // Prose with a percentage is not a row.
+        assert_eq!(row("+ 5% faster"), None);
         assert_eq!(row("5% faster than before, as expected"), None);
         assert_eq!(row("5% faster"), None);
         assert_eq!(unquote(">      7.77%  [k] x"), "7.77%  [k] x");
@@ -470,10 +530,23 @@ mod tests {
     fn bad_excerpts_are_refused_naming_file_and_line() {
         let e = parse_text("Hello,\nno numbers here.\n", "prose.txt").unwrap_err().to_string();
         assert!(e.starts_with("prose.txt: no profile row: expected"), "{e}");
-        let e = parse_text("a\n 60.00%  [k] x_a\n 30.00%  [k] x_b\nb\n 50.00%  [k] x_a\n", "two.txt")
+        let e = parse_text("a\n 60.00%  [k] x_a\n 30.00%  [k] x_b\nb\n 50.00%  [k] x_c\n", "two.txt")
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("two.txt:5: the rows' percentages add up to 140.00%"), "{e}");
+        // The same row again with another figure: a second profile, named by both lines.
+        let e = parse_text(" 6.00%  [k] x_a\n 3.00%  [k] x_b\nlater:\n 5.00%  [k] x_a\n", "again.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("again.txt:4: `[k] x_a` listed again with 5% (line 1 gave 6%)"), "{e}");
+        // The same row with the same figure is the writer pointing back at it: once, said.
+        let p = parse_text(" 6.00%  [k] x_a\n 3.00%  [k] x_b\nthis one:\n> 6.00%  [k] x_a\n", "ok.txt").unwrap();
+        assert_eq!(p.rows.len(), 2);
+        assert_eq!(p.unlisted, Some(10_000 - 900));
+        assert_eq!(p.notes, ["ok.txt:4 repeats the row of line 1 (`[k] x_a` 6%): counted once"]);
+        // The same symbol under two commands is two rows of perf's table.
+        let p = parse_text(" 2.00%  swapper  [k] x_a\n 1.00%  ksoftirqd/0  [k] x_a\n", "comm.txt").unwrap();
+        assert_eq!(p.rows.len(), 2);
         let e = parse_text(" 160.00%  [k] x_a\n", "big.txt").unwrap_err().to_string();
         assert!(e.starts_with("big.txt:1: 160%: expected a percentage between 0 and 100"), "{e}");
     }

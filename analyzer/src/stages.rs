@@ -477,6 +477,7 @@ pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTabl
                 .to_string(),
         );
     }
+    t.warnings.extend(p.notes.iter().cloned());
     t
 }
 
