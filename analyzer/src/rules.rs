@@ -10,6 +10,9 @@
 //! prefix = ["fib_table_lookup", "ip_route_input"]   # or a single string
 //! exact = "check_leaf"
 //! contains = ["_xmit_frame"]
+//!
+//! [shared]            # machinery every caller uses: in no stage (see `Rules::is_shared`)
+//! prefix = ["_raw_spin_lock"]
 //! ```
 
 use crate::{Error, Result};
@@ -34,11 +37,16 @@ pub const KERNEL_UNKNOWN: &str = "kernel-unknown";
 /// The part of a profile an excerpt does not list (imported excerpts only).
 pub const UNLISTED: &str = "unlisted";
 
+/// Machinery every caller uses (locks, copies, the page allocator, system-call entry) in a
+/// profile without callchains, which cannot charge it to its callers (text profiles only;
+/// with callchains such samples are charged to the nearest staged caller).
+pub const SHARED: &str = "shared";
+
 /// Where a stage sorts in tables: [`STAGE_ORDER`], with the kernel rules' `netfilter`
-/// after `ip` and `local` and [`KERNEL_UNKNOWN`] after `other`; any other stage after all
+/// after `ip` and `local`, and [`SHARED`] and [`KERNEL_UNKNOWN`] after `other`; any other stage after all
 /// of these (ties by name).
 pub fn stage_rank(stage: &str) -> usize {
-    const RANK: [&str; 13] = [
+    const RANK: [&str; 14] = [
         "lookup",
         "gc",
         "slab",
@@ -47,6 +55,7 @@ pub fn stage_rank(stage: &str) -> usize {
         "netfilter",
         "calib",
         "other",
+        SHARED,
         KERNEL_UNKNOWN,
         UNLISTED,
         "local",
@@ -86,11 +95,20 @@ struct RawRule {
     process: Option<OneOrMany>,
 }
 
+/// The `[shared]` table: patterns of shared machinery, in no stage.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShared {
+    prefix: Option<OneOrMany>,
+    exact: Option<OneOrMany>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
     #[serde(default)]
     rule: Vec<RawRule>,
+    shared: Option<RawShared>,
     // Descriptive keys allowed in rule files.
     #[allow(dead_code)]
     version: Option<u32>,
@@ -115,9 +133,18 @@ pub struct Rule {
     pub process: Vec<String>,
 }
 
+/// `sym` without the suffix a compiler gives a function's clones and split parts
+/// (`ip_rcv_core.isra.22.constprop.27`, `get_partial_node.part.0`, `tg3_poll.cold`): an
+/// exact name matches its clones too.
+pub fn without_clone_suffix(sym: &str) -> &str {
+    const SUFFIXES: [&str; 6] = [".isra.", ".constprop.", ".part.", ".cold", ".lto_priv.", ".llvm."];
+    SUFFIXES.iter().filter_map(|x| sym.find(x)).filter(|&i| i > 0).min().map_or(sym, |i| &sym[..i])
+}
+
 impl Rule {
     fn matches(&self, sym: &str, dso: Option<&str>) -> bool {
-        self.exact.iter().any(|e| e == sym)
+        let base = without_clone_suffix(sym);
+        self.exact.iter().any(|e| e == sym || e == base)
             || self.prefix.iter().any(|p| sym.starts_with(p.as_str()))
             || self.contains.iter().any(|c| sym.contains(c.as_str()))
             || dso.is_some_and(|d| {
@@ -136,6 +163,16 @@ pub struct Rules {
     /// What loading found suspicious but accepted (a pattern that looks like a regular
     /// expression, matched literally), each naming its file and rule.
     pub warnings: Vec<String>,
+    /// Shared machinery (the files' `[shared]` tables): symbols in no stage rule, charged
+    /// through callchains to their callers; see [`Rules::is_shared`].
+    pub shared: SharedPatterns,
+}
+
+/// Prefixes and exact names of shared machinery.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SharedPatterns {
+    pub prefix: Vec<String>,
+    pub exact: Vec<String>,
 }
 
 /// Whether a literal pattern looks like a regular expression (`fib_.*`, `^ip_`, `rcv$`,
@@ -226,8 +263,24 @@ impl Rules {
                 msg: "no rules: expected [[rule]] tables (each with a stage and prefix, exact or contains)".into(),
             });
         }
+        let shared = match raw.shared {
+            Some(sh) => {
+                let shared = SharedPatterns {
+                    prefix: sh.prefix.map(OneOrMany::into_vec).unwrap_or_default(),
+                    exact: sh.exact.map(OneOrMany::into_vec).unwrap_or_default(),
+                };
+                if shared.prefix.iter().chain(&shared.exact).any(|p| p.is_empty()) {
+                    return Err(Error::Rules {
+                        path: origin.into(),
+                        msg: "[shared]: an empty pattern would match every symbol (prefix) or none (exact)".into(),
+                    });
+                }
+                shared
+            }
+            None => SharedPatterns::default(),
+        };
         let sources = vec![(origin.to_string(), rules.len())];
-        Ok(Rules { rules, sources, warnings })
+        Ok(Rules { rules, sources, warnings, shared })
     }
 
     /// Load a rules file.
@@ -271,6 +324,10 @@ impl Rules {
         let mut w = first.warnings;
         w.append(&mut self.warnings);
         self.warnings = w;
+        let mut sh = first.shared;
+        sh.prefix.append(&mut self.shared.prefix);
+        sh.exact.append(&mut self.shared.exact);
+        self.shared = sh;
         self
     }
 
@@ -296,6 +353,17 @@ impl Rules {
         self.rules.iter().find(|r| r.process.iter().any(|p| comm.starts_with(p.as_str()))).map(|r| r.stage.as_str())
     }
 
+    /// Whether `sym` is shared machinery that no stage rule places (a file's `[shared]`
+    /// table): a lock, a copy, the page allocator, system-call entry. With callchains its
+    /// samples are charged to the caller like any unstaged symbol; a table without
+    /// callchains shows them as [`SHARED`] rather than `other`, which is left for names the
+    /// rules do not know.
+    pub fn is_shared(&self, sym: &str) -> bool {
+        self.rule_stage(sym).is_none()
+            && (self.shared.exact.iter().any(|e| e == sym || e == without_clone_suffix(sym))
+                || self.shared.prefix.iter().any(|p| sym.starts_with(p.as_str())))
+    }
+
     /// The stage of a symbol, or [`OTHER`].
     pub fn stage_of(&self, sym: &str) -> &str {
         self.rule_stage(sym).unwrap_or(OTHER)
@@ -310,6 +378,39 @@ impl Rules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clones_match_exact_names_and_shared_machinery_is_in_no_stage() {
+        assert_eq!(without_clone_suffix("ip_rcv_core.isra.22.constprop.27"), "ip_rcv_core");
+        assert_eq!(without_clone_suffix("get_partial_node.part.0"), "get_partial_node");
+        assert_eq!(without_clone_suffix("tg3_poll.cold"), "tg3_poll");
+        assert_eq!(without_clone_suffix("fib_table_lookup"), "fib_table_lookup");
+        assert_eq!(without_clone_suffix(".isra.1"), ".isra.1");
+        let r = Rules::builtin();
+        assert_eq!(r.stage_of("get_partial_node.isra.78"), "slab");
+        // Shared machinery: no stage (callchains charge it), but known as shared.
+        for sym in
+            ["queued_spin_lock_slowpath", "_raw_spin_lock_irqsave", "memcpy_erms", "get_page_from_freelist", "schedule"]
+        {
+            assert_eq!(r.stage_of(sym), OTHER, "{sym}");
+            assert!(r.is_shared(sym), "{sym}");
+        }
+        assert!(!r.is_shared("fib_table_lookup") && !r.is_shared("cmd_exec"));
+        // A user's file may name shared machinery of its own, tried with the built-in.
+        let user =
+            Rules::parse("[[rule]]\nstage = \"lookup\"\nexact = \"my_lookup\"\n[shared]\nprefix = \"my_lock\"\n", "u")
+                .unwrap();
+        let r = Rules::builtin().prepend(user);
+        assert!(r.is_shared("my_lock_slowpath") && r.is_shared("_raw_spin_lock"));
+        let e = Rules::parse("[[rule]]\nstage = \"x\"\nexact = \"y\"\n[shared]\nprefix = [\"\"]\n", "bad.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bad.toml") && e.contains("[shared]: an empty pattern"), "{e}");
+        let e = Rules::parse("[[rule]]\nstage = \"x\"\nexact = \"y\"\n[shared]\nstage = \"z\"\n", "bad2.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bad2.toml") && e.contains("unknown field `stage`"), "{e}");
+    }
 
     #[test]
     fn builtin_rule_files_parse() {

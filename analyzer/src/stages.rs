@@ -3,7 +3,7 @@
 //! events such as cycles otherwise) from the recording's packet counts; plus the top
 //! symbols no rule matched, so the rules can be fixed.
 
-use crate::rules::{stage_rank, Rules, APART, KERNEL_UNKNOWN, OTHER, UNLISTED};
+use crate::rules::{stage_rank, Rules, APART, KERNEL_UNKNOWN, OTHER, SHARED, UNLISTED};
 use crate::symbolize::{Symbol, Symbolizer};
 use crate::Result;
 use collector::events::period_unit;
@@ -433,14 +433,21 @@ pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTabl
     let mut items: Vec<Item> = p
         .rows
         .iter()
-        .map(|r| Item {
-            stage: rules.stage_in(&r.symbol, &r.dso).to_string(),
-            symbol: r.symbol.clone(),
-            dso: r.dso.clone(),
-            by: if rules.stage_in(&r.symbol, &r.dso) == OTHER { By::None } else { By::Symbol },
-            thread: None,
-            samples: r.samples,
-            period: r.samples,
+        .map(|r| {
+            // A flat table has no callchain to charge shared machinery to its callers.
+            let stage = match rules.stage_in(&r.symbol, &r.dso) {
+                OTHER if rules.is_shared(&r.symbol) => SHARED,
+                st => st,
+            };
+            Item {
+                stage: stage.to_string(),
+                symbol: r.symbol.clone(),
+                dso: r.dso.clone(),
+                by: if stage == OTHER || stage == SHARED { By::None } else { By::Symbol },
+                thread: None,
+                samples: r.samples,
+                period: r.samples,
+            }
         })
         .collect();
     if let Some(n) = p.unlisted.filter(|&n| n > 0) {
@@ -555,10 +562,12 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     symbols.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.symbol.cmp(&b.symbol)));
     // Unmatched: symbols whose own name no rule matches, charged or not.
     let mut unmatched: Vec<(String, u64)> = Vec::new();
-    for s in symbols
-        .iter()
-        .filter(|s| s.stage != KERNEL_UNKNOWN && s.stage != UNLISTED && rules.stage_in(&s.symbol, &s.dso) == OTHER)
-    {
+    for s in symbols.iter().filter(|s| {
+        s.stage != KERNEL_UNKNOWN
+            && s.stage != UNLISTED
+            && s.stage != SHARED
+            && rules.stage_in(&s.symbol, &s.dso) == OTHER
+    }) {
         match unmatched.iter_mut().find(|u| u.0 == s.symbol) {
             Some(u) => u.1 = u.1.saturating_add(s.samples),
             None => unmatched.push((s.symbol.clone(), s.samples)),
@@ -671,6 +680,14 @@ impl StageTable {
             }
             let pp = r.per_packet.filter(|_| with_packets).map_or(String::new(), |v| format!("{v:.1}"));
             let _ = writeln!(s, "{:<w$} {:>10} {:>7.2}% {:>12}", r.stage, r.samples, r.percent, pp);
+        }
+        if self.stages.iter().any(|r| r.stage == SHARED && r.samples > 0) {
+            let _ = writeln!(
+                s,
+                "# shared: locks, copies, the page allocator, system-call entry, which every caller uses; a table \
+                 without callchains cannot charge them to the stage that called them (record with callchains, \
+                 perf record -g, for that)"
+            );
         }
         match &self.clock_check {
             Some(c) => {

@@ -76,14 +76,29 @@ fn perf_top_of_a_100g_router_on_4_19_from_netdev() {
     check("netdev-2019-4.19-mlx5-router.perf-top", "unknown");
 }
 
+/// A quarter of this one is one lock's slow path: `shared`, with the report saying that
+/// only callchains could charge it, not `other`.
+#[test]
+fn perf_top_of_a_100g_router_on_4_19_before_the_order0_patches() {
+    check("netdev-2019-4.19-mlx5-router-before-order0.perf-top", "unknown");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let p = load_text(&data.join("netdev-2019-4.19-mlx5-router-before-order0.perf-top.txt")).unwrap();
+    let t = profile_table(&p, &Rules::builtin());
+    let text = t.text(3);
+    assert!(text.contains("# shared: locks, copies, the page allocator"), "{text}");
+    assert!(text.contains("perf record -g"), "{text}");
+    // Shared machinery is not offered as a name to write a rule for; unknown names are.
+    assert!(text.contains("# top symbols in no rule (add rules with --stages FILE): cmd_exec (13)"), "{text}");
+}
+
 #[test]
 fn perf_report_of_an_arm_home_router_with_fold_markers_and_decimal_commas() {
     check("netdev-2019-4.19-arm-nat.perf-report", "unknown");
 }
 
-/// Every Linux golden profile of the project leaves at most 5% of its samples in `other`,
-/// except the one whose `other` is locks and memcpy in a table without callchains, which no
-/// rule can place (8%, kept as the limit of flat tables).
+/// Every Linux golden profile of the project leaves at most 5% of its samples in `other`
+/// (names the rules do not know; locks and copies in a table without callchains are
+/// `shared`, not `other`).
 #[test]
 fn linux_goldens_leave_at_most_five_percent_in_other() {
     let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/results");
@@ -100,9 +115,8 @@ fn linux_goldens_leave_at_most_five_percent_in_other() {
             .filter(|l| l.starts_with("other "))
             .map(|l| l.split_whitespace().nth(2).unwrap().parse::<f64>().unwrap())
             .sum();
-        let limit = if name == "perf-report-veth-forwarding.stages" { 8.0 } else { 5.0 };
-        assert!(other <= limit, "{name}: other {other}% over {limit}%");
+        assert!(other <= 5.0, "{name}: other {other}% over 5%");
         checked.push(name);
     }
-    assert!(checked.len() >= 7, "{checked:?}");
+    assert!(checked.len() >= 8, "{checked:?}");
 }
