@@ -186,6 +186,76 @@ mod tests {
         RtKey { daddr: 0x0100_0000 + d, saddr: 0xC612_0001, tos: 0, iif: 0 }
     }
 
+    /// Feed a 2.4 cache new destinations at `pps` per second of its own clock for `secs`
+    /// seconds from second `t0`, releasing freed entries every 32 packets (a burst).
+    /// Returns the goal misses and GC runs not ignored during the last second.
+    fn flood(rt: &mut RtCache, fib: &Fib, rng: &mut u64, t0: u64, secs: u64, pps: u64) -> (u64, u64) {
+        let mut last = (0, 0);
+        for sec in 0..secs {
+            let before = (rt.stat.gc_goal_miss, rt.stat.gc_total - rt.stat.gc_ignored);
+            for p in 0..pps {
+                *rng ^= *rng << 13;
+                *rng ^= *rng >> 7;
+                *rng ^= *rng << 17;
+                let now = (t0 + sec) * rt.params.hz + p * rt.params.hz / pps;
+                // A full cache whose GC freed entries this burst still has objects for new
+                // ones: no packet is dropped for want of a dst.
+                let r = fwd_lookup_rtcache_input(rt, fib, &key((*rng & 0x00FF_FFFF) as u32), now);
+                assert_ne!(r, Err(fwd_abi::Ctr::DropNoDst), "at {} entries", rt.entries);
+                if p % 32 == 31 {
+                    rt.release_pending();
+                }
+            }
+            last = (rt.stat.gc_goal_miss - before.0, rt.stat.gc_total - rt.stat.gc_ignored - before.1);
+        }
+        last
+    }
+
+    /// The 2003 flood replayed in the cache's own clock at the log's rates (HZ 100, 8192
+    /// buckets, max_size 65536; 39k new destinations a second, then 71k after
+    /// gc_min_interval 0): the stock cache is pinned at max_size with GC run on nearly
+    /// every packet, as in the log. After gc_min_interval 0 the size is set by how far the
+    /// goal misses at the switch drove `expire` down (work_done adds gc_min_interval, now
+    /// 0, so it never grows back): with the misses this model's switch has, the cache stays
+    /// above 45k; with `expire` where the log's six misses of that second leave it (300 s
+    /// halved six times), it settles near 32k, as the log's did.
+    #[test]
+    fn the_2003_flood_in_the_caches_own_clock() {
+        let p = RtParams {
+            hash_buckets: 8192,
+            gc_thresh: 8192,
+            max_size: 65536,
+            gc_elasticity: 8,
+            gc_min_interval_ms: 500,
+            hz: 100,
+            version: crate::config::RtVersion::V2_4,
+            ..Default::default()
+        };
+        let fib = Fib::build(FibKind::Hash, &[Route::new(0, 0, 1)]).unwrap();
+        let mut sizes = Vec::new();
+        for forced_misses in [None, Some(6)] {
+            let mut rt = RtCache::new(&p, 0, 7);
+            let mut rng = 0x2003_u64;
+            let (miss, ran) = flood(&mut rt, &fib, &mut rng, 10, 5, 39_000);
+            assert!(rt.entries >= 65_530, "stock: {} entries, expected pinned at 65536", rt.entries);
+            assert!(ran > 30_000 && miss <= 2, "stock: GC ran {ran} times in the last second, {miss} misses");
+            let g = fwd_abi::GcTunables { thresh: 8192, elasticity: 8, min_interval_ms: 0, timeout_s: 300 };
+            rt.set_gc(g);
+            let misses_before = rt.stat.gc_goal_miss;
+            if let Some(m) = forced_misses {
+                rt.expire = rt.gc_timeout >> m;
+            }
+            let (miss, ran) = flood(&mut rt, &fib, &mut rng, 15, 4, 71_000);
+            // Every packet but the few cache hits of a random flood runs GC.
+            assert!(ran > 70_000, "gc_min_interval 0: GC ran {ran} times in a second of 71,000 packets");
+            assert_eq!(miss, 0, "settled: no goal misses");
+            sizes.push((rt.entries, rt.stat.gc_goal_miss - misses_before));
+        }
+        let ((own, own_misses), (log_like, _)) = (sizes[0], sizes[1]);
+        assert!(own > 45_000 && own_misses <= 3, "the model's own switch: {own} entries after {own_misses} misses");
+        assert!((28_000..=38_000).contains(&log_like), "with the log's six misses: {log_like} entries (log: ~32k)");
+    }
+
     #[test]
     fn gc_ignored_within_min_interval_then_collects() {
         let p = RtParams {

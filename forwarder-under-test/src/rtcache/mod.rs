@@ -217,14 +217,24 @@ impl RtCache {
     }
 
     /// Take a dst object: from the stash the slab stage filled, or (more new entries in a
-    /// burst than it held) from the slab itself.
+    /// burst than it held) from the slab itself. When every free object is still waiting
+    /// for the slab stage (freed by GC in this burst), the wait ends now: Linux defers a
+    /// dst's free by an RCU grace period too, but its slab grows meanwhile rather than fail
+    /// an allocation, so a cache at max_size whose GC just freed entries must not drop the
+    /// packet for want of an object.
     #[inline]
     pub(crate) fn dst_obj_alloc(&mut self) -> Option<u32> {
         let got = if self.stash_len > 0 {
             self.stash_len -= 1;
             Some(self.stash[self.stash_len])
         } else {
-            fwd_slab_alloc(&mut self.slab)
+            match fwd_slab_alloc(&mut self.slab) {
+                None if !self.pending_free.is_empty() => {
+                    self.release_pending();
+                    fwd_slab_alloc(&mut self.slab)
+                }
+                got => got,
+            }
         };
         self.dst_taken += u64::from(got.is_some());
         got
