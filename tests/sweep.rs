@@ -38,6 +38,20 @@ fn every_experiment_runs_briefly_and_prints_then_and_now() {
         assert_eq!(std::fs::read_dir(out.join("runs")).expect("runs").count(), settings);
         assert!(out.join("results.parquet").exists() && out.join("table.txt").exists());
         assert_eq!(text.lines().filter(|l| l.starts_with('*')).count(), 1, "one best setting: {text}");
+        if name == "rtcache-flood-2003" {
+            // Goal misses in each step's first second, counted from the workers' switch
+            // stamps: measured for every step after the first.
+            let runs = compare::results::read_results(&out).expect("results.parquet");
+            for r in &runs {
+                assert_eq!(r.step_goal_miss.is_some(), r.setting != "default gc", "{r:?}");
+            }
+            let row = text
+                .lines()
+                .skip_while(|l| !l.starts_with("then and now"))
+                .find(|l| l.trim_start().starts_with("gc_min_interval 0 "))
+                .expect("then-and-now row");
+            assert!(row.split_whitespace().last().is_some_and(|v| v.parse::<u64>().is_ok()), "{row}");
+        }
         let _ = std::fs::remove_dir_all(&out);
     }
 }

@@ -47,6 +47,10 @@ pub struct ExperimentSetting {
     /// Route-cache entries reported then (rtstat's `size`), when the post gave them.
     #[serde(default)]
     pub reported_entries: Option<f64>,
+    /// GC goal misses reported then in the step's first second (rtstat's `goal_miss`: GC
+    /// runs that could not free as many entries as they aimed at), a phased step's.
+    #[serde(default)]
+    pub reported_goal_miss: Option<f64>,
     /// Fraction of the run (of its step, in a phased experiment) at which the route cache
     /// is flushed.
     pub flush_at: Option<f64>,
@@ -105,6 +109,7 @@ impl Experiment {
                 flush_at: if self.phased { None } else { s.flush_at },
                 reported: s.reported,
                 reported_entries: s.reported_entries,
+                reported_goal_miss: s.reported_goal_miss,
                 steps: if self.phased {
                     self.setting[1..=i]
                         .iter()
@@ -131,6 +136,7 @@ pub fn then_and_now(sets: &[Setting], sums: &[Summary], unit: &str) -> String {
     let base_then = sets.first().and_then(|s| s.reported);
     let base_now = sums.first().map(|s| s.median);
     let sizes = sets.iter().any(|s| s.reported_entries.is_some());
+    let misses = sets.iter().any(|s| s.reported_goal_miss.is_some());
     let mut out = format!("\nthen and now, as ratios to `{}`:\n", sets.first().map_or("", |s| s.label.as_str()));
     out.push_str(&format!(
         "  {:<w$} {:>14} {:>8} {:>12} {:>8}",
@@ -142,6 +148,9 @@ pub fn then_and_now(sets: &[Setting], sums: &[Summary], unit: &str) -> String {
     ));
     if sizes {
         out.push_str(&format!(" {:>13} {:>13}", "then entries", "now entries"));
+    }
+    if misses {
+        out.push_str(&format!(" {:>12} {:>12}", "then misses", "now misses"));
     }
     out.push('\n');
     let now_of = |s: &Setting| sums.iter().find(|x| x.setting == s.label);
@@ -163,7 +172,21 @@ pub fn then_and_now(sets: &[Setting], sums: &[Summary], unit: &str) -> String {
             let e = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
             out.push_str(&format!(" {:>13} {:>13}", e(s.reported_entries), e(now_of(s).and_then(|x| x.cache_entries))));
         }
+        if misses {
+            let e = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+            out.push_str(&format!(
+                " {:>12} {:>12}",
+                e(s.reported_goal_miss),
+                e(now_of(s).and_then(|x| x.step_goal_miss))
+            ));
+        }
         out.push('\n');
+    }
+    if misses {
+        out.push_str(
+            "  misses: GC goal misses in the step's first second (rtstat's goal_miss: runs that freed fewer entries \
+             than they aimed at; each halves GC's expire)\n",
+        );
     }
     // The order then and now, slowest first.
     let order = |key: &dyn Fn(&Setting) -> Option<f64>| -> Option<Vec<&str>> {
@@ -224,6 +247,7 @@ mod tests {
                 stages: BTreeMap::new(),
                 clocks: BTreeMap::new(),
                 cache_entries: None,
+                step_goal_miss: None,
                 best: false,
                 vs_best: None,
             })
@@ -234,6 +258,8 @@ mod tests {
         assert!(row.contains("805") && row.contains("1.065") && row.contains("1.100"), "{row}");
         let row = t.lines().find(|l| l.trim_start().starts_with("prefetch 5")).unwrap();
         assert!(row.ends_with("-"), "not measured: {row}");
+        // The post reported no goal misses: no such columns.
+        assert!(!t.contains("misses"), "{t}");
     }
 
     /// A phased experiment: every run starts as the first step, and setting k replays
@@ -251,10 +277,12 @@ mod tests {
         assert_eq!(steps[3], ["gc_min_interval 0", "then flush", "then small gc_thresh"]);
         assert_eq!(sets[3].steps[1].flush_at, Some(0.1));
         assert_eq!(sets[3].steps[0].flags, ["--gc-min-interval-ms", "0"]);
+        let misses = [None, Some(1.0), Some(2670.0), Some(4068.0)];
         let sums: Vec<Summary> = [(1.0, 65000.0), (0.9, 60000.0), (2.0, 8200.0), (3.0, 1400.0)]
             .iter()
             .zip(&sets)
-            .map(|(&(m, n), s)| Summary {
+            .zip(misses)
+            .map(|((&(m, n), s), miss)| Summary {
                 setting: s.label.clone(),
                 runs: 1,
                 left_out: 0,
@@ -264,13 +292,19 @@ mod tests {
                 stages: BTreeMap::new(),
                 clocks: BTreeMap::new(),
                 cache_entries: Some(n),
+                step_goal_miss: miss,
                 best: false,
                 vs_best: None,
             })
             .collect();
         let t = then_and_now(&sets, &sums, "kpps");
         let row = t.lines().find(|l| l.trim_start().starts_with("then flush")).unwrap();
-        assert!(row.contains("8204") && row.ends_with("8200"), "{row}");
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        // then, ratio, now, ratio, entries then and now, goal misses then and now.
+        assert_eq!(cols[cols.len() - 4..], ["8204", "8200", "89", "2670"], "{row}");
+        let row = t.lines().find(|l| l.trim_start().starts_with("default gc")).unwrap();
+        assert!(row.ends_with("-            -"), "the first step has no switch: {row}");
+        assert!(t.contains("then misses") && t.contains("misses: GC goal misses in the step's first second"), "{t}");
         let order = t.lines().find(|l| l.contains("order, slowest first")).unwrap();
         assert!(order.contains("now gc_min_interval 0 < default gc") && order.ends_with("(DIFFERENT)"), "{order}");
         // A setting whose runs were all left out has no rate: no order is claimed.

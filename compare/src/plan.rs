@@ -28,6 +28,9 @@ pub struct Setting {
     pub reported: Option<f64>,
     /// Route-cache entries reported then (an experiment's), when known.
     pub reported_entries: Option<f64>,
+    /// GC goal misses reported then in the first second of this setting's step (rtstat's
+    /// `goal_miss`), when known.
+    pub reported_goal_miss: Option<f64>,
     /// A phased experiment's steps after the first, applied live one after another, each
     /// a run duration apart (empty: an ordinary run).
     pub steps: Vec<Step>,

@@ -24,6 +24,9 @@ pub struct RunResult {
     /// published them.
     #[serde(default)]
     pub cache_entries: Option<f64>,
+    /// GC goal misses (all workers) in the first second of a phased run's last step.
+    #[serde(default)]
+    pub step_goal_miss: Option<f64>,
     /// Sampled cost per forwarded packet by stage (ns or events).
     pub stages: BTreeMap<String, f64>,
     /// The forwarder's stage clocks, ns per forwarded packet by stage (empty when off).
@@ -71,6 +74,8 @@ pub struct Summary {
     pub clocks: BTreeMap<String, f64>,
     /// Median route-cache entries over the runs that published them.
     pub cache_entries: Option<f64>,
+    /// Median GC goal misses in the first second of the last step, over phased runs.
+    pub step_goal_miss: Option<f64>,
     pub best: bool,
     /// Against the best setting (none for the best itself).
     pub vs_best: Option<Comparison>,
@@ -143,6 +148,10 @@ pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
                 clocks: clock_vals.into_iter().map(|(k, v)| (k, median(&v))).collect(),
                 cache_entries: {
                     let e: Vec<f64> = of(s).iter().filter_map(|r| r.cache_entries).collect();
+                    (!e.is_empty()).then(|| median(&e))
+                },
+                step_goal_miss: {
+                    let e: Vec<f64> = of(s).iter().filter_map(|r| r.step_goal_miss).collect();
                     (!e.is_empty()).then(|| median(&e))
                 },
                 best: is_best,
@@ -258,6 +267,7 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
     }
     cols.push(Column::new("mpps".into(), runs.iter().map(|r| r.mpps).collect::<Vec<_>>()));
     cols.push(Column::new("cache_entries".into(), runs.iter().map(|r| r.cache_entries).collect::<Vec<_>>()));
+    cols.push(Column::new("step_goal_miss".into(), runs.iter().map(|r| r.step_goal_miss).collect::<Vec<_>>()));
     for st in &stages {
         cols.push(Column::new(
             format!("{st}_per_packet").into(),
@@ -304,6 +314,11 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
         Ok(c) => c.f64().map_err(|_| bad("`cache_entries` is not f64"))?.iter().collect(),
         Err(_) => vec![None; df.height()],
     };
+    // Written since the phased experiments' goal-miss column; older results lack it.
+    let misses: Vec<Option<f64>> = match df.column("step_goal_miss") {
+        Ok(c) => c.f64().map_err(|_| bad("`step_goal_miss` is not f64"))?.iter().collect(),
+        Err(_) => vec![None; df.height()],
+    };
     let runq: Vec<Option<f64>> = match df.column("runq_share") {
         Ok(c) => c.f64().map_err(|_| bad("`runq_share` is not f64"))?.iter().collect(),
         Err(_) => vec![None; df.height()],
@@ -338,6 +353,7 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
             repeat: repeats[i] as usize,
             mpps: mpps[i],
             cache_entries: entries[i],
+            step_goal_miss: misses[i],
             stages: stages.iter().filter_map(|(s, v)| Some((s.clone(), v[i]?))).collect(),
             clocks: clocks.iter().filter_map(|(s, v)| Some((s.clone(), v[i]?))).collect(),
             runq_share: runq[i],
@@ -399,6 +415,7 @@ mod tests {
                     repeat: i,
                     mpps: mean * (1.0 + sd * z),
                     cache_entries: None,
+                    step_goal_miss: None,
                     stages: BTreeMap::new(),
                     clocks: BTreeMap::new(),
                     runq_share: Some(0.01),
@@ -443,6 +460,7 @@ mod tests {
         }
         all[2].contention = vec!["a worker waited to run 9% of the time".into(), "steal".into()];
         all[1].cache_entries = Some(8204.0);
+        all[2].step_goal_miss = Some(6.0);
         let dir = std::env::temp_dir().join(format!("fwdscope-sweep-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let p = dir.join("results.parquet");
@@ -452,13 +470,24 @@ mod tests {
         assert_eq!(back[2].contention, all[2].contention);
         assert_eq!((back[0].runq_share, back[0].contention.len()), (Some(0.01), 0));
         assert_eq!((back[0].cache_entries, back[1].cache_entries), (None, Some(8204.0)));
+        assert_eq!((back[0].step_goal_miss, back[2].step_goal_miss), (None, Some(6.0)));
         use polars::prelude::SerReader;
         let df = polars::prelude::ParquetReader::new(std::fs::File::open(&p).expect("open")).finish().expect("read");
         assert_eq!(df.height(), 3);
         let names: Vec<String> = df.get_column_names().iter().map(|s| s.to_string()).collect();
         assert_eq!(
             names,
-            ["setting", "repeat", "prefetch", "mpps", "cache_entries", "lookup_per_packet", "runq_share", "contention"]
+            [
+                "setting",
+                "repeat",
+                "prefetch",
+                "mpps",
+                "cache_entries",
+                "step_goal_miss",
+                "lookup_per_packet",
+                "runq_share",
+                "contention"
+            ]
         );
         let mpps = df.column("mpps").expect("mpps").f64().expect("f64").get(1).expect("value");
         assert_eq!(mpps, all[1].mpps);

@@ -237,6 +237,37 @@ fn measure_window(rec: &Recording, from_ns: u64) -> Result<Measured> {
     Ok(Measured { mpps: forwarded as f64 / secs / 1e6, entries, stages, clocks })
 }
 
+/// GC goal misses (all workers) in the first second after each worker applied the last
+/// step: per worker, its `rt_gc_goal_miss` at the first snapshot a second or more after its
+/// switch stamp (`switch_mono_ns`; or its last snapshot) less the count it stamped at the
+/// switch (`switch_gc_goal_miss`). None without such counters.
+fn step_goal_misses(rec: &Recording) -> Result<Option<f64>> {
+    let name = |c: fwd_abi::Ctr| fwd_abi::COUNTER_NAMES[c as usize];
+    let (miss, at, at_miss) =
+        (name(fwd_abi::Ctr::RtGcGoalMiss), name(fwd_abi::Ctr::SwitchMonoNs), name(fwd_abi::Ctr::SwitchGcGoalMiss));
+    let mut rows: Vec<_> = rec
+        .counters()?
+        .into_iter()
+        .filter(|r| r.is_forwarder() && (r.name == miss || r.name == at || r.name == at_miss))
+        .collect();
+    rows.sort_by_key(|r| (r.worker, r.time));
+    let mut total: Option<u64> = None;
+    for w in rows.chunk_by(|a, b| a.worker == b.worker) {
+        let last = |n: &str| w.iter().rev().find(|r| r.name == n).map(|r| r.value);
+        let (Some(switch_ns), Some(start)) = (last(at), last(at_miss)) else { continue };
+        if switch_ns == 0 {
+            continue;
+        }
+        let end = w
+            .iter()
+            .find(|r| r.name == miss && r.time >= switch_ns + 1_000_000_000)
+            .or_else(|| w.iter().rev().find(|r| r.name == miss))
+            .map_or(start, |r| r.value);
+        total = Some(total.unwrap_or(0) + end.saturating_sub(start));
+    }
+    Ok(total.map(|t| t as f64))
+}
+
 /// Median route-cache entries (all workers) over a recording's counter snapshots.
 fn recording_median_entries(rec: &Recording) -> Result<Option<f64>> {
     Ok(median_entries(rec.forwarder_counter("rt_entries")?.iter()))
@@ -351,6 +382,10 @@ impl Runner<'_> {
             cache_entries: match &window {
                 Some(w) => w.entries,
                 None => recording_median_entries(&rec)?,
+            },
+            step_goal_miss: match last_step {
+                Some(_) => step_goal_misses(&rec)?,
+                None => None,
             },
             stages,
             clocks,

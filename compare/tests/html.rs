@@ -21,6 +21,7 @@ fn sweep_dir() -> PathBuf {
             params: BTreeMap::from([("prefetch".to_string(), if fast { "2" } else { "0" }.to_string())]),
             repeat: k / 2,
             cache_entries: None,
+            step_goal_miss: None,
             mpps: if fast { 11.6 + k as f64 * 0.1 } else { 10.1 + k as f64 * 0.1 },
             stages: BTreeMap::from([
                 ("lookup".to_string(), if fast { 21.0 } else { 31.0 }),

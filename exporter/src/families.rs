@@ -20,6 +20,7 @@ pub const NOT_EXPORTED: &[(&str, &str)] = &[
     ("publish_mono_ns", "when the worker last published: Prometheus stamps its scrapes itself"),
     ("switch_mono_ns", "live-comparison bookkeeping (when the last setting switch was applied)"),
     ("switch_tsc", "live-comparison bookkeeping (the TSC of the last setting switch)"),
+    ("switch_gc_goal_miss", "live-comparison bookkeeping (rt_gc_goal_miss when the last switch was applied)"),
     ("ctrl_generation", "the control protocol's sequence number, not a measurement"),
 ];
 

@@ -450,6 +450,9 @@ impl Worker {
         // (a live comparison assigns every interval and sample by it).
         self.ctr[Ctr::SwitchMonoNs as usize] = fwd_abi::rows::mono_ns();
         self.ctr[Ctr::SwitchTsc as usize] = rdtsc();
+        // GC's goal misses so far: a phased experiment counts the ones a step's switch
+        // causes from here, not from the snapshot before it.
+        self.ctr[Ctr::SwitchGcGoalMiss as usize] = self.rt.stat.gc_goal_miss;
         self.prefetch = (c.prefetch.load(Ordering::Relaxed) as usize).min(8);
         if let Some(m) = CacheMode::from_code(c.cache_mode.load(Ordering::Relaxed)) {
             self.set_mode(m);

@@ -114,6 +114,7 @@ define_counters! {
     DropXdpTxInvalid => "drop_xdp_tx_invalid",
     XdpFillRingEmpty => "xdp_fill_ring_empty",
     XdpFillInvalid => "xdp_fill_invalid",
+    SwitchGcGoalMiss => "switch_gc_goal_miss",
 }
 
 /// Number of counters per worker block.
