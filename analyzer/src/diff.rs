@@ -40,6 +40,9 @@ pub struct Diff {
     pub names: Vec<String>,
     /// Events used by each input.
     pub events: Vec<String>,
+    /// What each input is short of, said beside its name: an excerpt (part of a profile,
+    /// the rest its `unlisted` row), a flat table (shared machinery it cannot charge).
+    pub notes: Vec<Vec<String>>,
     /// `ns/packet`, `<event>/packet` or `%`.
     pub metric: String,
     pub stages: Vec<DiffRow>,
@@ -93,7 +96,21 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
     let peak = |r: &DiffRow| r.values.iter().map(|v| v.unwrap_or(0.0)).fold(0.0, f64::max);
     symbols.sort_by(|a, b| peak(b).total_cmp(&peak(a)).then(a.key.cmp(&b.key)));
     symbols.truncate(top);
-    Diff { names, events: tables.iter().map(|t| t.event.clone()).collect(), metric, stages, clocks, symbols }
+    let notes = tables
+        .iter()
+        .map(|t| {
+            let share = |st: &str| t.stages.iter().find(|r| r.stage == st && r.samples > 0).map(|r| r.percent);
+            let mut v = Vec::new();
+            if let Some(u) = share(crate::rules::UNLISTED) {
+                v.push(format!("an excerpt: its rows list {:.2}% of the profile, the rest is `unlisted`", 100.0 - u));
+            }
+            if share(crate::rules::SHARED).is_some() {
+                v.push("no callchains: locks, copies and the page allocator are `shared`".to_string());
+            }
+            v
+        })
+        .collect();
+    Diff { names, events: tables.iter().map(|t| t.event.clone()).collect(), notes, metric, stages, clocks, symbols }
 }
 
 impl Diff {
@@ -102,7 +119,8 @@ impl Diff {
         use std::fmt::Write;
         let mut s = String::new();
         for (i, (n, e)) in self.names.iter().zip(&self.events).enumerate() {
-            let _ = writeln!(s, "# [{i}] {n} (event: {e}){}", if i == 0 { " baseline" } else { "" });
+            let notes = self.notes.get(i).map_or(String::new(), |v| v.iter().map(|x| format!("; {x}")).collect());
+            let _ = writeln!(s, "# [{i}] {n} (event: {e}{notes}){}", if i == 0 { " baseline" } else { "" });
         }
         let _ = writeln!(s, "# figures: {}", self.metric);
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
@@ -203,6 +221,24 @@ mod tests {
         assert_eq!(d.symbols[0].stage.as_deref(), Some("lookup"));
         let text = d.text();
         assert!(text.contains("# [0] a (event: CPU_CLK_UNHALTED) baseline"), "{text}");
+        // An excerpt and a flat table say so beside their names.
+        let p = TextProfile {
+            format: "perf report excerpt".into(),
+            event: "unknown".into(),
+            rows: vec![
+                ProfileRow { symbol: "fib_table_lookup".into(), dso: "[kernel]".into(), samples: 4000 },
+                ProfileRow { symbol: "_raw_spin_lock".into(), dso: "[kernel]".into(), samples: 500 },
+            ],
+            unlisted: Some(5500),
+            notes: Vec::new(),
+        };
+        let c = crate::stages::profile_table(&p, &Rules::builtin());
+        let a = table(&[("fib_table_lookup", 60), ("kmem_cache_alloc", 40)]);
+        let mixed = diff(vec!["a".into(), "c".into()], &[a, c], 10).text();
+        assert!(
+            mixed.contains("# [1] c (event: unknown; an excerpt: its rows list 45.00% of the profile, the rest is `unlisted`; no callchains: locks, copies and the page allocator are `shared`)"),
+            "{mixed}"
+        );
         assert!(
             text.lines().any(|l| l.starts_with("lookup ") && l.contains("-30.00") && l.contains("0.50x")),
             "{text}"
