@@ -137,7 +137,8 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
             }
             continue;
         }
-        let toks: Vec<&str> = without_expand_marker(t.split_whitespace().collect());
+        let all: Vec<&str> = t.split_whitespace().collect();
+        let toks = without_expand_marker(&all);
         let pct: f64 = toks
             .first()
             .and_then(|p| percent_token(p))
@@ -229,9 +230,9 @@ fn percent_token(t: &str) -> Option<f64> {
 
 /// Rows copied from `perf report`'s interactive view start with its fold marker (`+`
 /// folded, `-` unfolded callchain) before the percentages: drop it.
-fn without_expand_marker(toks: Vec<&str>) -> Vec<&str> {
-    match toks.as_slice() {
-        [m, p, ..] if (*m == "+" || *m == "-") && percent_token(p).is_some() => toks[1..].to_vec(),
+fn without_expand_marker<'a>(toks: &'a [&'a str]) -> &'a [&'a str] {
+    match toks {
+        [m, p, ..] if (*m == "+" || *m == "-") && percent_token(p).is_some() => &toks[1..],
         _ => toks,
     }
 }
@@ -250,7 +251,8 @@ enum ExcerptRow {
 fn perf_row(t: &str) -> Option<ExcerptRow> {
     // Rows copied from perf's TUI end in its scroll bar (`▒`) or box lines.
     let t = t.trim_end_matches(|c: char| !c.is_ascii() || c.is_whitespace());
-    let toks: Vec<&str> = without_expand_marker(t.split_whitespace().collect());
+    let all: Vec<&str> = t.split_whitespace().collect();
+    let toks = without_expand_marker(&all);
     let first = percent_token(toks.first()?)?;
     // With --children, two percentages: Children then Self.
     let (pct, rest) = match toks.get(1).and_then(|x| percent_token(x)) {

@@ -142,8 +142,8 @@ pub fn without_clone_suffix(sym: &str) -> &str {
 }
 
 impl Rule {
-    fn matches(&self, sym: &str, dso: Option<&str>) -> bool {
-        let base = without_clone_suffix(sym);
+    /// Whether `sym` (whose clone-suffix-free name is `base`) of binary `dso` matches.
+    fn matches(&self, sym: &str, base: &str, dso: Option<&str>) -> bool {
         self.exact.iter().any(|e| e == sym || e == base)
             || self.prefix.iter().any(|p| sym.starts_with(p.as_str()))
             || self.contains.iter().any(|c| sym.contains(c.as_str()))
@@ -345,7 +345,8 @@ impl Rules {
     /// [`Rules::rule_stage`] for a symbol of binary `dso` (rules with `dso` patterns match
     /// by it too).
     pub fn rule_stage_in(&self, sym: &str, dso: Option<&str>) -> Option<&str> {
-        self.rules.iter().find(|r| r.matches(sym, dso)).map(|r| r.stage.as_str())
+        let base = without_clone_suffix(sym);
+        self.rules.iter().find(|r| r.matches(sym, base, dso)).map(|r| r.stage.as_str())
     }
 
     /// The stage of the first rule whose `process` patterns match thread name `comm`.
@@ -359,8 +360,9 @@ impl Rules {
     /// callchains shows them as [`SHARED`] rather than `other`, which is left for names the
     /// rules do not know.
     pub fn is_shared(&self, sym: &str) -> bool {
+        let base = without_clone_suffix(sym);
         self.rule_stage(sym).is_none()
-            && (self.shared.exact.iter().any(|e| e == sym || e == without_clone_suffix(sym))
+            && (self.shared.exact.iter().any(|e| e == sym || e == base)
                 || self.shared.prefix.iter().any(|p| sym.starts_with(p.as_str())))
     }
 
