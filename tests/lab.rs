@@ -660,3 +660,135 @@ fn afxdp_two_workers_serve_a_queue_each() {
     assert_eq!(received, tx);
     assert!(per_worker.iter().all(|&n| n > 1000), "flows spread over both queues and workers: {per_worker:?}");
 }
+
+/// The frame `lab send --flows 1 --seed S` sends first (the generator with the sender's
+/// settings, and the sender's move of sources off the lab's links).
+fn first_frame_of(name: &str, seed: u64) -> Vec<u8> {
+    use forwarder::traffic::{DstChooser, DstPattern, FlowGen, TrafficProfile};
+    let table = forwarder::table::RouteTable::load(
+        std::path::Path::new(&format!("/run/fwdscope-lab/{name}/routes.txt")),
+        &forwarder::table::LoadOptions::default(),
+    )
+    .unwrap();
+    let profile =
+        TrafficProfile { flows: 1, pkts_per_flow: 50, dst: DstPattern::Random, size: 64, seed, rate: None, ttl: 64 };
+    let chooser = std::sync::Arc::new(DstChooser::new(&table.routes, DstPattern::Random, seed).unwrap());
+    let mut gen = FlowGen::new(&profile, chooser, 0, 1);
+    let mut buf = vec![0u8; forwarder::nic::BUF_SIZE];
+    let len = usize::from(gen.next_frame(&mut buf));
+    if buf[26..29] == [198, 18, 0] {
+        buf[28] = 128;
+    }
+    buf.truncate(len);
+    buf
+}
+
+/// afxdp with two workers on a one-queue interface: both workers' sockets bind that queue
+/// and fwdscope's XDP program spreads flows over them. Every packet of a flow reaches the
+/// worker the program's hash names (predicted here from the sender's own frame); a mixed
+/// load is accounted for packet by packet; the output queue, one as well, is shared by the
+/// workers' tx sockets; the program is detached when the forwarder stops.
+#[test]
+fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
+    if !afxdp_usable() {
+        return;
+    }
+    if let Err(e) = forwarder::nic::xdp_sys::spread_object() {
+        println!("SKIP: {e}");
+        return;
+    }
+    let Some((name, _guard)) = lab_for_test('q') else { return };
+    let out = fwdscope(&[
+        "lab",
+        "up",
+        "--name",
+        &name,
+        "--routes",
+        "500",
+        "--mode",
+        "fwdscope",
+        "--driver",
+        "afxdp",
+        "--no-start",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (fwd, sink) = (format!("{name}-fwd"), format!("{name}-sink"));
+    let (f0, f1) = (format!("{name}-f0"), format!("{name}-f1"));
+    let queues = |ifname: &str| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &fwd, "ls", &format!("/sys/class/net/{ifname}/queues")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(queues(&f0), ["rx-0", "tx-0"], "the input interface has one queue");
+    assert_eq!(queues(&f1), ["rx-0", "tx-0"], "so has the output interface");
+    let exe = env!("CARGO_BIN_EXE_fwdscope");
+    let state = format!("/run/fwdscope-lab/{name}");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &fwd, exe, "forward", "--driver", "afxdp", "--in", &f0, "--out", &f1])
+        .args(["--table", &format!("{state}/routes.txt"), "--stats", &format!("{state}/forwarder.stats")])
+        .args(["--duration", "12", "--no-pin", "--workers", "2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(10, || kernel_xdp(&fwd, &f0).is_some()), "no program attached");
+    let seg = fwd_abi::Segment::open(std::path::Path::new(&format!("{state}/forwarder.stats"))).expect("segment");
+    use fwd_abi::Ctr;
+    let rx_of = |s: &fwd_abi::Snapshot| [s.get(0, Ctr::RxPackets), s.get(1, Ctr::RxPackets)];
+    std::thread::sleep(std::time::Duration::from_millis(300));
+
+    // One flow at a time: all of it on the worker the hash names.
+    let mut chosen = [0; 2];
+    for seed in 1..=8u64 {
+        let before = rx_of(&seg.snapshot());
+        let sent = send(
+            &name,
+            &["--count", "50", "--flows", "1", "--pkts-per-flow", "50", "--rate", "10k", "--seed", &seed.to_string()],
+        );
+        assert_eq!(sent, 50);
+        assert!(common::wait_until(5, || {
+            let now = rx_of(&seg.snapshot());
+            now[0] + now[1] >= before[0] + before[1] + 50
+        }));
+        let now = rx_of(&seg.snapshot());
+        let got = [now[0] - before[0], now[1] - before[1]];
+        let frame = first_frame_of(&name, seed);
+        let want = forwarder::nic::afxdp::spread_slot(&frame) as usize % 2;
+        println!(
+            "seed {seed}: slot {} -> worker {want}; workers received {got:?}",
+            forwarder::nic::afxdp::spread_slot(&frame)
+        );
+        assert_eq!(got[want], 50, "seed {seed}: the flow's 50 packets on worker {want}: {got:?}");
+        assert_eq!(got[1 - want], 0, "seed {seed}: nothing on the other worker: {got:?}");
+        chosen[want] += 1;
+    }
+
+    // Many flows: spread over both, every packet accounted for.
+    let before = seg.snapshot();
+    let sink_before = ip_counter(&sink, "InReceives");
+    let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096"]);
+    let kernel_drops = |s: &fwd_abi::Snapshot| segment_drops(s, |n| n.starts_with("drop_xdp_rx") || n == "rx_missed");
+    let total = |s: &fwd_abi::Snapshot| s.total(Ctr::RxPackets) + kernel_drops(s);
+    assert!(common::wait_until(10, || total(&seg.snapshot()) >= total(&before) + sent));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let snap = seg.snapshot();
+    let rx: Vec<u64> = (0..2).map(|w| snap.get(w, Ctr::RxPackets) - before.get(w, Ctr::RxPackets)).collect();
+    let tx = snap.total(Ctr::TxPackets) - before.total(Ctr::TxPackets);
+    let own = |s: &fwd_abi::Snapshot| segment_drops(s, |n| !n.starts_with("drop_xdp_rx") && n != "rx_missed");
+    let (kdrops, odrops) = (kernel_drops(&snap) - kernel_drops(&before), own(&snap) - own(&before));
+    let received = ip_counter(&sink, "InReceives") - sink_before;
+    println!("afxdp spread: one-flow runs per worker {chosen:?}; sent {sent}, rx {rx:?}, kernel drops {kdrops}, tx {tx}, forwarder drops {odrops}, sink {received}");
+    assert_eq!(rx[0] + rx[1] + kdrops, sent);
+    assert_eq!(tx + odrops, rx[0] + rx[1]);
+    assert_eq!(received, tx);
+    assert!(rx.iter().all(|&n| n > sent / 4), "4096 flows spread over both workers: {rx:?}");
+
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = text.lines().find(|l| l.starts_with(&format!("afxdp on {f0}:"))).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("2 sockets on it, flows spread over them by fwdscope's XDP program"), "{line}");
+    assert!(kernel_xdp(&fwd, &f0).is_none(), "the forwarder detached its program when it stopped");
+}

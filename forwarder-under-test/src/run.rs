@@ -184,26 +184,58 @@ fn open_xsk_ports_as(
     let (Some(i), Some(o)) = (&cfg.in_if, &cfg.out_if) else {
         return Err(Error::Config("--driver afxdp needs --in IF and --out IF".into()));
     };
-    let umem = crate::nic::afxdp::register_umem(arena, cfg.rx_ring as u32, cfg.tx_ring as u32)?;
-    let plans = crate::nic::afxdp::plan_queues(
-        i,
-        crate::nic::afxdp::queue_counts(i).0,
-        o,
-        crate::nic::afxdp::queue_counts(o).1,
-        cfg.workers,
-    )?;
+    use crate::nic::afxdp as xdp;
+    let in_queues = xdp::queue_counts(i).0;
+    let plans = xdp::plan_queues(i, in_queues, xdp::queue_counts(o).1, cfg.workers)?;
+    // A pool's fill and completion rings serve every worker bound to its queue: sized for
+    // all of them (a ring entry is 8 bytes).
+    let w = cfg.workers as u32;
+    let umem = xdp::register_umem(arena, cfg.rx_ring as u32 * w, cfg.tx_ring as u32 * w)?;
+    let spread = if xdp::spreads(in_queues, cfg.workers) { Some(attach_spread(i, opts)?) } else { None };
+    let mut setup = xdp::XskSetup::new(umem, spread);
     let mut qs = Vec::new();
     let mut first: Option<XskReport> = None;
     let mut socks = 0;
     for plan in &plans {
-        let (x, r) = XskQueue::open(&umem, arena, (i, o), plan, (cfg.rx_ring as u32, cfg.tx_ring as u32), opts)?;
+        let (x, r) = XskQueue::open(&mut setup, arena, (i, o), plan, (cfg.rx_ring as u32, cfg.tx_ring as u32), opts)?;
         socks += x.rx_queue_ids().len();
         qs.push(x);
         first.get_or_insert(r);
     }
+    setup.spread_over(&qs)?;
     let mut rep = first.ok_or_else(|| Error::Config("afxdp: no worker".into()))?;
     rep.queues = socks;
+    if xdp::spreads(in_queues, cfg.workers) {
+        rep.queues = 1;
+        rep.spread = format!(
+            "{i} has one rx queue: {} sockets on it, flows spread over them by fwdscope's XDP program",
+            cfg.workers
+        );
+    }
     Ok((qs, rep))
+}
+
+/// Attach fwdscope's flow-spreading XDP program to `in_if` in the mode `opts` asks for
+/// (auto mode was resolved to native or generic by the caller).
+fn attach_spread(in_if: &str, opts: &crate::nic::afxdp::XskOptions) -> Result<crate::nic::xdp_sys::SpreadProg> {
+    use crate::nic::xdp_sys as sys;
+    let lib = sys::libxdp()?;
+    let idx = crate::nic::afpacket::ifindex(in_if)?;
+    let (mode, name) = match opts.mode {
+        crate::nic::afxdp::XdpMode::Generic => (sys::XDP_MODE_SKB, "generic"),
+        _ => (sys::XDP_MODE_NATIVE, "native"),
+    };
+    sys::SpreadProg::attach(lib, idx, mode).map_err(|(e, text)| {
+        let hint = match e {
+            0 => String::new(),
+            libc::EBUSY | libc::EEXIST => format!(
+                " ({in_if} already has an XDP program: another forwarder runs there, or one was killed without detaching; stop it, or if none runs, detach it with `ip link set dev {in_if} xdp off`)"
+            ),
+            libc::EPERM | libc::EACCES => " (needs CAP_NET_ADMIN and CAP_BPF, or root)".into(),
+            _ => crate::nic::afxdp::native_refusal_hint(e).into(),
+        };
+        Error::Config(format!("afxdp: attaching the flow-spreading XDP program to {in_if} in {name} mode: {text}{hint}"))
+    })
 }
 
 /// afpacket: each worker's sockets, opened before any thread starts so that a failure stops

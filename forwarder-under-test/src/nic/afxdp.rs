@@ -9,6 +9,17 @@
 //! libxdp attaches its default XSK program to the input interface (redirect by rx queue to
 //! the bound socket); the tx socket loads none.
 //!
+//! More workers than the input interface has rx queues, on a one-queue interface: every
+//! worker binds an rx socket to queue 0, and fwdscope's own XDP program
+//! (bpf/xdp_spread.c, [`super::xdp_sys::SpreadProg`]) puts each frame into one of them by
+//! a hash of its flow. The kernel keeps one buffer pool per (interface, queue), so sockets
+//! bound to the same queue share its fill and completion rings ([`PoolRings`], under a
+//! lock); each keeps its own rx or tx ring. Likewise workers share an output queue when the
+//! output interface has fewer tx queues than workers. A buffer a worker puts on the shared
+//! fill ring may come back on another worker's rx ring: buffers move between workers'
+//! slabs (as they do through the depot), and each worker completes no more rx slots than
+//! it handed buffers to the kernel, so the kernel holds what the workers handed it.
+//!
 //! The port plays the device's part for the worker's own descriptor rings, as the afpacket
 //! port does: buffers the worker posts go to the fill ring; rx descriptors complete the
 //! worker's rx slots; frames the worker places on its tx ring go to the XSK tx ring and their
@@ -24,7 +35,8 @@ use crate::nic::{BufferArena, RxDevice, TxRing};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Headroom the kernel leaves before a received frame in each buffer.
 pub const HEADROOM: usize = sys::XDP_PACKET_HEADROOM;
@@ -87,18 +99,23 @@ pub struct XskReport {
     pub need_wakeup: bool,
     pub busy_poll: String,
     pub queues: usize,
+    /// How flows reach the workers' sockets when several share one input queue (empty:
+    /// one socket per queue, libxdp's program redirecting by queue).
+    #[serde(default)]
+    pub spread: String,
 }
 
 impl XskReport {
     /// One line for the forwarder's start output.
     pub fn line(&self, in_if: &str) -> String {
         format!(
-            "afxdp on {in_if}: {} XDP ({}), {} ({}), {} queue(s), need_wakeup {}, busy poll {}",
+            "afxdp on {in_if}: {} XDP ({}), {} ({}), {} queue(s){}, need_wakeup {}, busy poll {}",
             self.xdp_mode,
             self.xdp_why,
             self.copy_mode,
             self.copy_why,
             self.queues,
+            if self.spread.is_empty() { String::new() } else { format!(" ({})", self.spread) },
             if self.need_wakeup { "on" } else { "off" },
             self.busy_poll
         )
@@ -112,6 +129,9 @@ pub struct UmemHandle {
     /// The rings handed to xsk_umem__create (libxdp copies them into the first socket's).
     _fill: Box<XskRing>,
     _comp: Box<XskRing>,
+    /// Length of the frame each buffer carries on a tx ring, for tx_bytes at completion
+    /// (whichever worker takes the completion: workers on one output queue share its ring).
+    lens: Box<[AtomicU16]>,
     _arena: Arc<BufferArena>,
 }
 
@@ -160,7 +180,118 @@ pub fn register_umem(arena: &Arc<BufferArena>, fill_size: u32, comp_size: u32) -
             errno_text(e)
         )));
     }
-    Ok(Arc::new(UmemHandle { lib, umem, _fill: fill, _comp: comp, _arena: arena.clone() }))
+    let lens = (0..arena.count()).map(|_| AtomicU16::new(0)).collect();
+    Ok(Arc::new(UmemHandle { lib, umem, _fill: fill, _comp: comp, lens, _arena: arena.clone() }))
+}
+
+/// The fill and completion rings of one buffer pool: the kernel keeps one pool per
+/// (interface, queue) and every socket bound there shares its two rings, so they are taken
+/// under a lock (uncontended where a queue has one socket). The rx sockets of a pool use
+/// its fill ring, the tx sockets its completion ring.
+pub struct PoolRings {
+    fill: Mutex<Box<XskRing>>,
+    comp: Mutex<Box<XskRing>>,
+    /// Frames put on the tx rings of this pool's sockets, and completions taken back.
+    queued: AtomicU64,
+    completed: AtomicU64,
+    /// A tx pool's first socket (libxdp's): the others share its pool by naming it, and
+    /// libxdp unmaps the pool's rings when it is deleted, so it lives as long as the pool.
+    owner: Mutex<Option<(&'static Libxdp, *mut Socket, i32)>>,
+}
+
+impl Drop for PoolRings {
+    fn drop(&mut self) {
+        let owner = self.owner.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((lib, sock, _)) = owner {
+            // SAFETY: a socket libxdp created, deleted once, after every sharer is gone.
+            unsafe { (lib.socket_delete)(sock) };
+        }
+    }
+}
+
+// SAFETY: the rings' raw pointers are only used under their mutex.
+unsafe impl Send for PoolRings {}
+unsafe impl Sync for PoolRings {}
+
+impl PoolRings {
+    fn new() -> Arc<PoolRings> {
+        Arc::new(PoolRings {
+            fill: Mutex::new(Box::default()),
+            comp: Mutex::new(Box::default()),
+            queued: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            owner: Mutex::new(None),
+        })
+    }
+
+    fn fill(&self) -> MutexGuard<'_, Box<XskRing>> {
+        // A worker that panicked while holding it left the indexes consistent: each is
+        // published by one store.
+        self.fill.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// (fill ring, completion ring) addresses for libxdp to set up (first socket) or match.
+    fn ring_ptrs(&self) -> (*mut XskRing, *mut XskRing) {
+        let mut f = self.fill();
+        let mut c = self.comp.lock().unwrap_or_else(|e| e.into_inner());
+        (&mut **f as *mut XskRing, &mut **c as *mut XskRing)
+    }
+}
+
+/// What every worker's sockets share: the UMEM, the buffer pools by (interface index,
+/// queue), and the flow-spreading program when several workers share an input queue.
+pub struct XskSetup {
+    umem: Arc<UmemHandle>,
+    pools: Vec<((i32, u32), Arc<PoolRings>)>,
+    spread: Option<Arc<sys::SpreadProg>>,
+}
+
+impl XskSetup {
+    pub fn new(umem: Arc<UmemHandle>, spread: Option<sys::SpreadProg>) -> XskSetup {
+        XskSetup { umem, pools: Vec::new(), spread: spread.map(Arc::new) }
+    }
+
+    /// The pool of (ifindex, queue), and whether this call made it (its first socket).
+    fn pool(&mut self, ifindex: i32, queue: u32) -> (Arc<PoolRings>, bool) {
+        if let Some((_, p)) = self.pools.iter().find(|(k, _)| *k == (ifindex, queue)) {
+            return (p.clone(), false);
+        }
+        let p = PoolRings::new();
+        self.pools.push(((ifindex, queue), p.clone()));
+        (p, true)
+    }
+
+    /// Fill the spreading program's map: slot k to the rx socket of worker k % workers.
+    pub fn spread_over(&self, queues: &[XskQueue]) -> Result<()> {
+        let Some(prog) = &self.spread else { return Ok(()) };
+        let fds: Vec<i32> = queues.iter().filter_map(|q| q.rxs.first().map(|r| r.fd)).collect();
+        if fds.is_empty() {
+            return Err(Error::Config("afxdp: no rx socket to spread flows over".into()));
+        }
+        for slot in 0..sys::SPREAD_SLOTS {
+            prog.set_slot(slot, fds[slot as usize % fds.len()]).map_err(|e| Error::Sys {
+                what: format!("afxdp: putting a socket in slot {slot} of the spreading program's map"),
+                source: e,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The slot of `fwd_xsks` that bpf/xdp_spread.c picks for `frame` (the same hash, for
+/// tests and tools that predict which worker a flow reaches: worker `slot % workers`).
+pub fn spread_slot(frame: &[u8]) -> u32 {
+    let word = |at: usize| frame.get(at..at + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if frame.len() < 34 || frame[12..14] != [0x08, 0x00] {
+        return 0;
+    }
+    let proto = frame[23];
+    let mut h = word(26) ^ word(30) ^ u32::from(proto);
+    let unfragmented = u16::from_be_bytes([frame[20], frame[21]]) & 0x3fff == 0;
+    if (proto == 17 || proto == 6) && frame[14] & 0x0f == 5 && unfragmented && frame.len() >= 38 {
+        h ^= word(34);
+    }
+    h.wrapping_mul(0x9E37_79B1) >> 26
 }
 
 /// Buffer index and data offset of an unaligned-mode UMEM address (the chunk's base in the
@@ -228,16 +359,16 @@ pub fn queue_counts(ifname: &str) -> (u32, u32) {
     }
 }
 
-/// One rx socket: bound to one queue of the input interface, with its own fill ring.
+/// One rx socket: bound to one queue of the input interface; the fill ring is its pool's.
 struct RxSock {
     sock: *mut Socket,
     fd: i32,
     queue: u32,
-    fill: Box<XskRing>,
+    pool: Arc<PoolRings>,
+    /// The pool's first socket: it reports the pool's fill-ring starvation (the kernel
+    /// gives the pool's figure to every socket of the pool).
+    owns_pool: bool,
     rx: Box<XskRing>,
-    /// Its completion ring: set up by libxdp (every socket on a shared UMEM has one),
-    /// unused (nothing is sent on the input interface).
-    _comp: Box<XskRing>,
 }
 
 /// One worker's sockets (an rx socket on each input queue it serves, a tx socket on its
@@ -245,12 +376,14 @@ struct RxSock {
 pub struct XskQueue {
     lib: &'static Libxdp,
     rxs: Vec<RxSock>,
-    tx_sock: *mut Socket,
+    /// The tx socket: the output queue's first one belongs to its pool ([`PoolRings`]);
+    /// a worker sharing the queue has one of its own here.
+    tx_shared: Option<sys::SharedTxSocket>,
     tx_fd: i32,
     tx: Box<XskRing>,
-    comp: Box<XskRing>,
-    /// The tx socket's fill ring: set up, never used (the socket has no rx ring).
-    _tx_fill: Box<XskRing>,
+    /// The output queue's pool: its completion ring returns what this worker (and any
+    /// other worker on that queue) sent.
+    tx_pool: Arc<PoolRings>,
     pub dev: RxDevice,
     /// Rx slots whose posted buffer went to a fill ring (filled <= handed <= posted).
     handed: u64,
@@ -260,17 +393,18 @@ pub struct XskQueue {
     next_rx: usize,
     stride: u64,
     count: u32,
-    /// Length of the frame each buffer carries on the tx ring (for tx_bytes at completion).
-    lens: Vec<u16>,
     busy_poll: bool,
     /// Empty rx polls since the last send (see [`TX_KICK_IDLE`]).
     empty_polls: u32,
     /// The kernel gave zero-copy (the driver's rx may then wait for a wake-up).
     zero_copy: bool,
     umem: Arc<UmemHandle>,
+    /// Held so the spreading program stays attached while this worker's sockets exist.
+    _spread: Option<Arc<sys::SpreadProg>>,
 }
 
-// SAFETY: the rings and sockets are used by the one worker that owns this queue.
+// SAFETY: the rx and tx rings and the sockets are used by the one worker that owns this
+// queue; the shared fill and completion rings only under their pool's lock.
 unsafe impl Send for XskQueue {}
 
 impl Drop for XskQueue {
@@ -278,9 +412,6 @@ impl Drop for XskQueue {
         // SAFETY: sockets created by libxdp, each deleted once (null ones were never made);
         // libxdp detaches its program when the interface's last socket goes.
         unsafe {
-            if !self.tx_sock.is_null() {
-                (self.lib.socket_delete)(self.tx_sock);
-            }
             for r in &self.rxs {
                 (self.lib.socket_delete)(r.sock);
             }
@@ -313,64 +444,70 @@ pub struct QueuePlan {
     pub tx_queue: u32,
 }
 
-/// Input queue `q` is served by worker `q % workers`; worker `w` sends on output queue `w`.
-/// Refused when a worker would have no input queue or no output queue of its own.
-pub fn plan_queues(
-    in_if: &str,
-    in_queues: u32,
-    out_if: &str,
-    out_queues: u32,
-    workers: usize,
-) -> Result<Vec<QueuePlan>> {
+/// Whether flows are spread over several workers' sockets on one input queue (by
+/// fwdscope's XDP program): more than one worker on a one-queue interface.
+pub fn spreads(in_queues: u32, workers: usize) -> bool {
+    in_queues == 1 && workers > 1
+}
+
+/// Input queue `q` is served by worker `q % workers`; worker `w` sends on output queue
+/// `w % out_queues` (workers share an output queue when there are fewer). On a one-queue
+/// input interface every worker serves queue 0 ([`spreads`]). Refused when some workers
+/// would get a queue and others none (more than one queue, fewer than workers): the
+/// spreading program redirects within one queue only.
+pub fn plan_queues(in_if: &str, in_queues: u32, out_queues: u32, workers: usize) -> Result<Vec<QueuePlan>> {
     let w = workers as u32;
+    let out_queues = out_queues.max(1);
+    if spreads(in_queues, workers) {
+        return Ok((0..w).map(|k| QueuePlan { rx_queues: vec![0], tx_queue: k % out_queues }).collect());
+    }
     if w > in_queues {
         return Err(Error::Config(format!(
-            "afxdp: {in_if} has {in_queues} rx queue(s), fewer than --workers {workers}: a worker would get no packets (add queues: `ethtool -L {in_if} combined {workers}`, or run fewer workers)"
+            "afxdp: {in_if} has {in_queues} rx queues, fewer than --workers {workers}: a worker would get no packets (add queues: `ethtool -L {in_if} combined {workers}`; run {in_queues} workers or fewer; or give it one queue, and flows are spread over the workers by fwdscope's XDP program)"
         )));
     }
-    if w > out_queues {
-        return Err(Error::Config(format!(
-            "afxdp: {out_if} has {out_queues} queue(s), fewer than --workers {workers}: each worker needs a tx queue of its own"
-        )));
-    }
-    Ok((0..w).map(|k| QueuePlan { rx_queues: (k..in_queues).step_by(workers).collect(), tx_queue: k }).collect())
+    Ok((0..w)
+        .map(|k| QueuePlan { rx_queues: (k..in_queues).step_by(workers).collect(), tx_queue: k % out_queues })
+        .collect())
 }
 
 impl XskQueue {
     /// Open one worker's sockets on `umem` as `plan` says. Returns the queue and what the
     /// kernel gave (attach mode, copy mode).
     pub fn open(
-        umem: &Arc<UmemHandle>,
+        setup: &mut XskSetup,
         arena: &BufferArena,
         (in_if, out_if): (&str, &str),
         plan: &QueuePlan,
         ring_sizes: (u32, u32),
         opts: &XskOptions,
     ) -> Result<(XskQueue, XskReport)> {
+        let umem = setup.umem.clone();
         let lib = umem.lib;
         let in_idx = ifindex(in_if)?;
-        ifindex(out_if)?;
+        let out_idx = ifindex(out_if)?;
+        // With the spreading program attached, the rx sockets load no program of their own.
+        let spread = setup.spread.clone();
         let (rx_size, tx_size) = (ring_sizes.0.next_power_of_two(), ring_sizes.1.next_power_of_two());
         let bind_flags = sys::XDP_USE_NEED_WAKEUP | if opts.zero_copy { sys::XDP_ZEROCOPY } else { 0 };
         let mut q = XskQueue {
             lib,
             rxs: Vec::new(),
-            tx_sock: std::ptr::null_mut(),
+            tx_shared: None,
             tx_fd: -1,
             tx: Box::default(),
-            comp: Box::default(),
-            _tx_fill: Box::default(),
+            tx_pool: setup.pool(out_idx, plan.tx_queue).0,
             dev: RxDevice { ring: Arc::new(crate::nic::RxRing::new(8)), filled: 0 },
             handed: 0,
             share: (ring_sizes.0 / plan.rx_queues.len().max(1) as u32).max(64),
             next_rx: 0,
             stride: arena.stride() as u64,
             count: arena.count(),
-            lens: vec![0; arena.count() as usize],
             busy_poll: opts.busy_poll,
             empty_polls: 0,
             zero_copy: false,
             umem: umem.clone(),
+            _spread: spread.clone(),
         };
         let ifname =
             |n: &str| CString::new(n).map_err(|_| Error::Config(format!("interface `{n}`: contains a NUL byte")));
@@ -385,7 +522,7 @@ impl XskQueue {
             let cfg = SocketConfig {
                 rx_size: if rx_side { rx_size } else { 0 },
                 tx_size: if rx_side { 0 } else { tx_size },
-                libxdp_flags: if rx_side { 0 } else { sys::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD },
+                libxdp_flags: if rx_side && spread.is_none() { 0 } else { sys::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD },
                 xdp_flags,
                 bind_flags,
             };
@@ -443,15 +580,11 @@ impl XskQueue {
             _ => native,
         };
         for &queue in &plan.rx_queues {
-            let mut r = RxSock {
-                sock: std::ptr::null_mut(),
-                fd: -1,
-                queue,
-                fill: Box::default(),
-                rx: Box::default(),
-                _comp: Box::default(),
-            };
-            let rings: [*mut XskRing; 4] = [&mut *r.rx, std::ptr::null_mut(), &mut *r.fill, &mut *r._comp];
+            let (pool, owns_pool) = setup.pool(in_idx, queue);
+            let mut r = RxSock { sock: std::ptr::null_mut(), fd: -1, queue, pool, owns_pool, rx: Box::default() };
+            // The pool's rings: set up by libxdp for its first socket, shared by the others.
+            let (fill, comp) = r.pool.ring_ptrs();
+            let rings: [*mut XskRing; 4] = [&mut *r.rx, std::ptr::null_mut(), fill, comp];
             let at = format!("{in_if} queue {queue}");
             // The caller resolved auto mode already (a native probe without a socket).
             r.sock = create(queue, true, flags, rings).map_err(|e| {
@@ -462,11 +595,25 @@ impl XskQueue {
             r.fd = unsafe { (lib.socket_fd)(r.sock) };
             q.rxs.push(r);
         }
-        let rings: [*mut XskRing; 4] = [std::ptr::null_mut(), &mut *q.tx, &mut *q._tx_fill, &mut *q.comp];
-        q.tx_sock = create(plan.tx_queue, false, 0, rings)
-            .map_err(|e| explain(e, plan.tx_queue, &format!("tx socket on {out_if} queue {}", plan.tx_queue)))?;
-        // SAFETY: a socket just created.
-        q.tx_fd = unsafe { (lib.socket_fd)(q.tx_sock) };
+        let tx_at = format!("tx socket on {out_if} queue {}", plan.tx_queue);
+        let shared_fd = q.tx_pool.owner.lock().unwrap_or_else(|e| e.into_inner()).map(|o| o.2);
+        if let Some(shared_fd) = shared_fd {
+            // Another worker's socket is on this output queue: share its pool.
+            let s = sys::SharedTxSocket::bind(out_idx as u32, plan.tx_queue, tx_size, shared_fd, &mut q.tx).map_err(
+                |(what, e)| {
+                    Error::Config(format!("afxdp: {tx_at}, sharing the queue with another worker: {what}: {e}"))
+                },
+            )?;
+            q.tx_fd = s.fd;
+            q.tx_shared = Some(s);
+        } else {
+            let (fill, comp) = q.tx_pool.ring_ptrs();
+            let rings: [*mut XskRing; 4] = [std::ptr::null_mut(), &mut *q.tx, fill, comp];
+            let sock = create(plan.tx_queue, false, 0, rings).map_err(|e| explain(e, plan.tx_queue, &tx_at))?;
+            // SAFETY: a socket just created.
+            q.tx_fd = unsafe { (lib.socket_fd)(sock) };
+            *q.tx_pool.owner.lock().unwrap_or_else(|e| e.into_inner()) = Some((lib, sock, q.tx_fd));
+        }
         let attached = lib.attach_mode(in_idx);
         let xdp_mode = match attached {
             Some((sys::XDP_MODE_NATIVE, _)) => "native",
@@ -476,6 +623,7 @@ impl XskQueue {
             None => "none",
         };
         let legacy = match attached {
+            Some((_, true)) if spread.is_some() => "; fwdscope's spreading program attached alone (no bpffs here, so no dispatcher: no other XDP program can share the interface)",
             Some((_, true)) => "; libxdp's program attached alone (no bpffs here, so no dispatcher: no other XDP program can share the interface)",
             _ => "",
         };
@@ -516,6 +664,7 @@ impl XskQueue {
             need_wakeup: true,
             busy_poll: busy,
             queues: q.rxs.len(),
+            spread: String::new(),
         };
         Ok((q, report))
     }
@@ -547,7 +696,9 @@ impl XskQueue {
             sum.rx_dropped += x.rx_dropped;
             sum.rx_invalid_descs += x.rx_invalid_descs;
             sum.rx_ring_full += x.rx_ring_full;
-            sum.rx_fill_ring_empty_descs += x.rx_fill_ring_empty_descs;
+            if r.owns_pool {
+                sum.rx_fill_ring_empty_descs += x.rx_fill_ring_empty_descs;
+            }
         }
         let t = get(self.tx_fd);
         sum.tx_invalid_descs = t.tx_invalid_descs;
@@ -575,20 +726,23 @@ impl XskQueue {
                 break;
             }
             // One socket: its fill ring holds the whole rx ring (no share to check, no read
-            // of the kernel's consumer index). Several: the one holding fewest, up to its share.
+            // of the kernel's consumer index; a shared pool's ring holds every worker's).
+            // Several: the one holding fewest, up to its share.
             let (k, give) = if self.rxs.len() == 1 {
                 (0, give)
             } else {
-                let Some(k) = (0..self.rxs.len()).min_by_key(|&k| self.rxs[k].fill.outstanding()) else { break };
-                (k, give.min(self.share.saturating_sub(self.rxs[k].fill.outstanding())))
+                let held = |k: usize| self.rxs[k].pool.fill().outstanding();
+                let Some(k) = (0..self.rxs.len()).min_by_key(|&k| held(k)) else { break };
+                (k, give.min(self.share.saturating_sub(held(k))))
             };
-            let r = &mut self.rxs[k];
-            let Some(i) = (if give > 0 { r.fill.reserve(give) } else { None }) else { break };
+            let mut fill = self.rxs[k].pool.fill();
+            let Some(i) = (if give > 0 { fill.reserve(give) } else { None }) else { break };
             for j in 0..give {
                 let b = self.dev.posted_seq(self.handed + u64::from(j)).unwrap_or(0);
-                *r.fill.addr(i.wrapping_add(j)) = u64::from(b) * self.stride;
+                *fill.addr(i.wrapping_add(j)) = u64::from(b) * self.stride;
             }
-            r.fill.submit(give);
+            fill.submit(give);
+            drop(fill);
             self.handed += u64::from(give);
         }
         let buf_len = arena.buf_len() as u64;
@@ -600,7 +754,7 @@ impl XskQueue {
             // In copy mode the kernel's rx runs in the device's NAPI and never asks for a
             // wake-up (the flag shares a cache line with the kernel's consumer index: not
             // read there).
-            if self.busy_poll || (self.zero_copy && r.fill.needs_wakeup()) {
+            if self.busy_poll || (self.zero_copy && r.pool.fill().needs_wakeup()) {
                 // SAFETY: a zero-length, non-blocking receive drives the kernel's rx path.
                 unsafe {
                     libc::recvfrom(
@@ -670,7 +824,9 @@ impl XskQueue {
                 let (b, len) = tx.slot(tx.head + u64::from(k));
                 match first {
                     Some(f) if k < got => {
-                        self.lens[b as usize] = len;
+                        if let Some(l) = self.umem.lens.get(b as usize) {
+                            l.store(len, Ordering::Relaxed);
+                        }
                         *self.tx.desc(f.wrapping_add(k)) = sys::XdpDesc {
                             addr: u64::from(b) * self.stride + HEADROOM as u64,
                             len: u32::from(len),
@@ -684,6 +840,7 @@ impl XskQueue {
                 }
             }
             if first.is_some() {
+                self.tx_pool.queued.fetch_add(u64::from(got), Ordering::Relaxed);
                 self.tx.submit(got);
             }
             // The worker's tx ring is only a staging area here: nothing left to reclaim.
@@ -715,27 +872,31 @@ impl XskQueue {
         }
     }
 
-    /// Buffers the kernel finished sending, into `to_free`.
+    /// Buffers the kernel finished sending, into `to_free`: this worker's, and on a shared
+    /// output queue any other worker's (nothing when another worker is taking them now).
     pub fn reclaim(&mut self, to_free: &mut Vec<u32>) -> XskDone {
-        let (i, n) = self.comp.peek(u32::MAX);
         let mut d = XskDone::default();
+        let Ok(mut comp) = self.tx_pool.comp.try_lock() else { return d };
+        let (i, n) = comp.peek(u32::MAX);
         for k in 0..n {
-            let addr = *self.comp.addr(i.wrapping_add(k));
+            let addr = *comp.addr(i.wrapping_add(k));
             let (idx, _) = locate(addr, self.stride);
-            if let Some(&len) = self.lens.get(idx as usize) {
+            if let Some(len) = self.umem.lens.get(idx as usize) {
                 to_free.push(idx as u32);
                 d.sent += 1;
-                d.bytes += u64::from(len);
+                d.bytes += u64::from(len.load(Ordering::Relaxed));
             }
         }
-        self.comp.release(n);
+        comp.release(n);
+        self.tx_pool.completed.fetch_add(u64::from(n), Ordering::Relaxed);
         d
     }
 
-    /// Frames on the tx ring the kernel has not completed.
+    /// Frames on the output queue's tx rings the kernel has not completed (every worker's
+    /// on that queue: whoever polls next takes their completions).
     pub fn in_flight(&self) -> u64 {
-        // Reserved and submitted, minus what the completion ring returned.
-        u64::from(self.tx.cached_prod.wrapping_sub(self.comp.cached_cons))
+        let queued = self.tx_pool.queued.load(Ordering::Relaxed);
+        queued.saturating_sub(self.tx_pool.completed.load(Ordering::Relaxed))
     }
 
     /// Block until a frame may be ready on any rx socket or `timeout_ms` passes.
@@ -797,7 +958,25 @@ const TX_RING: u32 = 2048;
 
 impl XskTx {
     /// Open a tx socket on every tx queue of `ifname` (in this thread's network namespace).
+    /// A sender that stopped moments ago keeps its queues until the kernel's deferred
+    /// release runs: EBUSY for up to a second is retried from scratch (a new UMEM: libxdp's
+    /// state after a failed bind is not reusable).
     pub fn open(ifname: &str) -> Result<XskTx> {
+        let mut tries = 0;
+        loop {
+            match XskTx::open_once(ifname)? {
+                Ok(port) => return Ok(port),
+                Err((e, _)) if e == libc::EBUSY && tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err((_, text)) => return Err(Error::Config(text)),
+            }
+        }
+    }
+
+    /// One attempt: Ok(Err((errno, message))) when a socket could not be made.
+    fn open_once(ifname: &str) -> Result<std::result::Result<XskTx, (i32, String)>> {
         let lib = sys::libxdp()?;
         ifindex(ifname)?;
         let name =
@@ -844,17 +1023,20 @@ impl XskTx {
                 )
             };
             if r != 0 {
-                return Err(Error::Config(format!(
-                    "afxdp sender: tx socket on {ifname} queue {queue}: {}{}",
-                    lib.error_text(r),
-                    if -r == libc::EPERM { " (needs CAP_NET_RAW, or root)" } else { "" }
+                return Ok(Err((
+                    -r,
+                    format!(
+                        "afxdp sender: tx socket on {ifname} queue {queue}: {}{}",
+                        lib.error_text(r),
+                        if -r == libc::EPERM { " (needs CAP_NET_RAW, or root)" } else { "" }
+                    ),
                 )));
             }
             // SAFETY: a socket just created.
             t.fd = unsafe { (lib.socket_fd)(t.sock) };
             port.socks.push(t);
         }
-        Ok(port)
+        Ok(Ok(port))
     }
 
     /// Queue one frame (a copy into a free chunk) on the tx ring of the queue `hash`
@@ -968,13 +1150,54 @@ mod tests {
 
     #[test]
     fn queues_are_dealt_to_workers_and_shortages_are_named() {
-        let p = plan_queues("a", 4, "b", 2, 2).expect("4 rx queues, 2 workers");
+        let p = plan_queues("a", 4, 2, 2).expect("4 rx queues, 2 workers");
         assert_eq!(p[0], QueuePlan { rx_queues: vec![0, 2], tx_queue: 0 });
         assert_eq!(p[1], QueuePlan { rx_queues: vec![1, 3], tx_queue: 1 });
-        assert_eq!(plan_queues("a", 2, "b", 2, 1).expect("one worker")[0].rx_queues, vec![0, 1]);
-        let e = plan_queues("in0", 1, "b", 4, 2).expect_err("one rx queue, two workers").to_string();
-        assert!(e.contains("in0") && e.contains("1 rx queue"), "{e}");
-        let e = plan_queues("a", 4, "out0", 1, 2).expect_err("one tx queue").to_string();
-        assert!(e.contains("out0"), "{e}");
+        assert_eq!(plan_queues("a", 2, 2, 1).expect("one worker")[0].rx_queues, vec![0, 1]);
+        // Fewer output queues than workers: they share them.
+        let p = plan_queues("a", 4, 1, 2).expect("one tx queue");
+        assert_eq!((p[0].tx_queue, p[1].tx_queue), (0, 0));
+        // One input queue: every worker on it, flows spread by the XDP program.
+        assert!(spreads(1, 3) && !spreads(1, 1) && !spreads(2, 3));
+        let p = plan_queues("in0", 1, 2, 3).expect("one rx queue, three workers");
+        assert_eq!(
+            p.iter().map(|q| (q.rx_queues.clone(), q.tx_queue)).collect::<Vec<_>>(),
+            [(vec![0], 0), (vec![0], 1), (vec![0], 0)]
+        );
+        // Two queues, three workers: one worker would get nothing.
+        let e = plan_queues("in0", 2, 4, 3).expect_err("2 rx queues, 3 workers").to_string();
+        assert!(e.contains("in0") && e.contains("2 rx queues") && e.contains("one queue"), "{e}");
+    }
+
+    /// Frames built byte by byte; the slot is the C program's hash, worked by hand for one.
+    #[test]
+    fn the_spreading_hash_is_the_programs() {
+        let mut f = vec![0u8; 42];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+        f[30..34].copy_from_slice(&[198, 19, 7, 9]);
+        f[34..38].copy_from_slice(&[0x30, 0x39, 0x00, 0x35]); // ports 12345 -> 53
+                                                              // Little-endian words as the BPF loads read them on x86: saddr 0x010012c6,
+                                                              // daddr 0x090713c6, ports 0x35003930, protocol 17: h = 0x3d073821, and
+                                                              // h * 0x9E3779B1 mod 2^32 = 0x089c67d1, whose top six bits are 2.
+        assert_eq!(spread_slot(&f), 2);
+        // A fragment: the ports are not read.
+        let mut frag = f.clone();
+        frag[20] = 0x20;
+        // h = 0x08070111; h * 0x9E3779B1 mod 2^32 = 0x94ffc5c1: slot 37.
+        assert_eq!(spread_slot(&frag), 37);
+        // Not IPv4, or too short: slot 0.
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(spread_slot(&arp), 0);
+        assert_eq!(spread_slot(&f[..30]), 0);
+        // Slots cover 0..64.
+        assert!((0..64u8).all(|x| {
+            let mut g = f.clone();
+            g[33] = x;
+            spread_slot(&g) < 64
+        }));
     }
 }

@@ -119,6 +119,8 @@ pub enum Umem {}
 pub enum Socket {}
 pub enum Multiprog {}
 pub enum Program {}
+/// libbpf's opaque object handle (an ELF of BPF programs and maps).
+pub enum BpfObject {}
 
 type UmemCreate =
     unsafe extern "C" fn(*mut *mut Umem, *mut c_void, u64, *mut XskRing, *mut XskRing, *const UmemConfig) -> c_int;
@@ -153,6 +155,14 @@ pub struct Libxdp {
     program_attach: unsafe extern "C" fn(*mut Program, c_int, c_int, u32) -> c_int,
     program_detach: unsafe extern "C" fn(*mut Program, c_int, c_int, u32) -> c_int,
     program_close: unsafe extern "C" fn(*mut Program),
+    program_from_bpf_obj: unsafe extern "C" fn(*mut BpfObject, *const c_char) -> *mut Program,
+    /// libbpf, for fwdscope's own XDP program: open an object from memory, find a map's
+    /// descriptor after the load, set a map entry, close the object.
+    object_open_mem: unsafe extern "C" fn(*const c_void, usize, *const c_void) -> *mut BpfObject,
+    object_find_map_fd_by_name: unsafe extern "C" fn(*const BpfObject, *const c_char) -> c_int,
+    object_close: unsafe extern "C" fn(*mut BpfObject),
+    map_update_elem: unsafe extern "C" fn(c_int, *const c_void, *const c_void, u64) -> c_int,
+    _bpf: libloading::Library,
 }
 
 // SAFETY: plain function pointers into a library that stays loaded.
@@ -197,7 +207,24 @@ fn load() -> std::result::Result<Libxdp, String> {
                 .map_err(|e| format!("libxdp.so.1 has no {} (libxdp 1.2 or later needed): {e}", $name))?
         };
     }
+    // SAFETY: libbpf is libxdp's dependency, already loaded by the line above.
+    let bpf = unsafe { libloading::Library::new("libbpf.so.1") }
+        .map_err(|e| format!("--driver afxdp needs libbpf (it comes with libxdp): {e}"))?;
+    macro_rules! bpf_sym {
+        ($name:literal) => {
+            // SAFETY: the symbol's C signature is the one declared on the field (libbpf.h,
+            // bpf.h of libbpf 0.6 and later).
+            *unsafe { bpf.get(concat!($name, "\0").as_bytes()) }
+                .map_err(|e| format!("libbpf.so.1 has no {}: {e}", $name))?
+        };
+    }
     Ok(Libxdp {
+        program_from_bpf_obj: sym!("xdp_program__from_bpf_obj"),
+        object_open_mem: bpf_sym!("bpf_object__open_mem"),
+        object_find_map_fd_by_name: bpf_sym!("bpf_object__find_map_fd_by_name"),
+        object_close: bpf_sym!("bpf_object__close"),
+        map_update_elem: bpf_sym!("bpf_map_update_elem"),
+        _bpf: bpf,
         umem_create: sym!("xsk_umem__create"),
         umem_delete: sym!("xsk_umem__delete"),
         socket_create_shared: sym!("xsk_socket__create_shared"),
@@ -269,6 +296,261 @@ impl Libxdp {
         // SAFETY: as above.
         unsafe { (self.multiprog_close)(mp) };
         Some(r)
+    }
+}
+
+/// setsockopt/getsockopt names and the mmap offset of a tx ring (linux/if_xdp.h).
+const XDP_MMAP_OFFSETS: c_int = 1;
+const XDP_TX_RING: c_int = 3;
+const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
+/// Bind flag: share the buffer pool of the socket named by `sxdp_shared_umem_fd`.
+const XDP_SHARED_UMEM: u16 = 1;
+
+/// `struct xdp_ring_offset` and `struct xdp_mmap_offsets` (with the flags word, Linux 5.4+).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct RingOffset {
+    producer: u64,
+    consumer: u64,
+    desc: u64,
+    flags: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct MmapOffsets {
+    rx: RingOffset,
+    tx: RingOffset,
+    fr: RingOffset,
+    cr: RingOffset,
+}
+
+/// `struct sockaddr_xdp`.
+#[repr(C)]
+struct SockaddrXdp {
+    family: u16,
+    flags: u16,
+    ifindex: u32,
+    queue_id: u32,
+    shared_umem_fd: u32,
+}
+
+/// A transmit-only socket bound to a queue that already has a socket of ours: it shares
+/// that socket's buffer pool (its fill and completion rings) and has its own tx ring.
+/// libxdp cannot make one: it always names the UMEM's first socket as the one to share
+/// with, and the kernel shares a pool only with a socket on the same interface and queue.
+pub struct SharedTxSocket {
+    pub fd: c_int,
+    map: *mut c_void,
+    map_len: usize,
+}
+
+// SAFETY: the mapping is only touched through the ring of the worker that owns it.
+unsafe impl Send for SharedTxSocket {}
+
+impl SharedTxSocket {
+    /// Bind a socket with a tx ring of `size` descriptors to `queue` of `ifindex`, sharing
+    /// the pool of `shared_fd` (bound there already), and set `ring` up over its tx ring.
+    /// Err: the failing call and its error.
+    pub fn bind(
+        ifindex: u32,
+        queue: u32,
+        size: u32,
+        shared_fd: c_int,
+        ring: &mut XskRing,
+    ) -> std::result::Result<SharedTxSocket, (&'static str, std::io::Error)> {
+        let last = |what| (what, std::io::Error::last_os_error());
+        // SAFETY: plain socket creation.
+        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(last("socket(AF_XDP)"));
+        }
+        let mut sock = SharedTxSocket { fd, map: std::ptr::null_mut(), map_len: 0 };
+        // SAFETY: a u32 option of its size.
+        let r = unsafe { libc::setsockopt(fd, SOL_XDP, XDP_TX_RING, &size as *const u32 as *const c_void, 4) };
+        if r != 0 {
+            return Err(last("setsockopt(XDP_TX_RING)"));
+        }
+        let mut off = MmapOffsets::default();
+        let mut len = std::mem::size_of::<MmapOffsets>() as libc::socklen_t;
+        // SAFETY: the struct and its size.
+        let r = unsafe {
+            libc::getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &mut off as *mut MmapOffsets as *mut c_void, &mut len)
+        };
+        if r != 0 || len as usize != std::mem::size_of::<MmapOffsets>() {
+            return Err(last("getsockopt(XDP_MMAP_OFFSETS)"));
+        }
+        let map_len = off.tx.desc as usize + size as usize * std::mem::size_of::<XdpDesc>();
+        // SAFETY: mapping the socket's tx ring at the kernel's page offset for it.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                XDP_PGOFF_TX_RING,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(last("mmap of the tx ring"));
+        }
+        sock.map = map;
+        sock.map_len = map_len;
+        let sa = SockaddrXdp {
+            family: libc::AF_XDP as u16,
+            flags: XDP_SHARED_UMEM,
+            ifindex,
+            queue_id: queue,
+            shared_umem_fd: shared_fd as u32,
+        };
+        // SAFETY: the address and its size.
+        let r = unsafe {
+            libc::bind(
+                fd,
+                &sa as *const SockaddrXdp as *const libc::sockaddr,
+                std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(last("bind (sharing the queue's buffer pool)"));
+        }
+        let at = |o: u64| (map as *mut u8).wrapping_add(o as usize);
+        *ring = XskRing {
+            cached_prod: 0,
+            cached_cons: 0,
+            mask: size - 1,
+            size,
+            producer: at(off.tx.producer) as *mut u32,
+            consumer: at(off.tx.consumer) as *mut u32,
+            ring: at(off.tx.desc) as *mut c_void,
+            flags: at(off.tx.flags) as *mut u32,
+        };
+        // As libxdp starts a producer ring: its cached consumer one ring ahead.
+        // SAFETY: the index words of the ring just mapped.
+        unsafe {
+            ring.cached_prod = word(ring.producer).load(Ordering::Relaxed);
+            ring.cached_cons = word(ring.consumer).load(Ordering::Relaxed).wrapping_add(size);
+        }
+        Ok(sock)
+    }
+}
+
+impl Drop for SharedTxSocket {
+    fn drop(&mut self) {
+        // SAFETY: the mapping and descriptor made in `bind`, released once.
+        unsafe {
+            if !self.map.is_null() {
+                libc::munmap(self.map, self.map_len);
+            }
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// Slots of the flow-spreading program's XSKMAP (`FWD_SPREAD_SLOTS` in bpf/xdp_spread.c).
+pub const SPREAD_SLOTS: u32 = 64;
+
+/// fwdscope's flow-spreading XDP program (bpf/xdp_spread.c, compiled by the build script
+/// with clang), or why this build has none.
+pub fn spread_object() -> std::result::Result<&'static [u8], &'static str> {
+    #[cfg(fwd_xdp_spread)]
+    {
+        Ok(include_bytes!(concat!(env!("OUT_DIR"), "/xdp_spread.o")))
+    }
+    #[cfg(not(fwd_xdp_spread))]
+    {
+        Err(env!("FWD_XDP_SPREAD_WHY"))
+    }
+}
+
+/// The flow-spreading program, loaded and attached to one interface; detached and
+/// unloaded when dropped (after every socket it redirects to is gone).
+pub struct SpreadProg {
+    lib: &'static Libxdp,
+    obj: *mut BpfObject,
+    prog: *mut Program,
+    ifindex: c_int,
+    mode: c_int,
+    map_fd: c_int,
+}
+
+// SAFETY: the handles are only used under &self/&mut self; libbpf's map update is a
+// system call on a descriptor.
+unsafe impl Send for SpreadProg {}
+unsafe impl Sync for SpreadProg {}
+
+impl SpreadProg {
+    /// Load the program and attach it to `ifindex` in `mode` (`XDP_MODE_NATIVE` or
+    /// `XDP_MODE_SKB`). Err: the attach's positive errno (0 for other failures) and what
+    /// failed.
+    pub fn attach(
+        lib: &'static Libxdp,
+        ifindex: c_int,
+        mode: c_int,
+    ) -> std::result::Result<SpreadProg, (c_int, String)> {
+        let bytes = spread_object().map_err(|e| (0, e.to_string()))?;
+        // SAFETY: the bytes outlive the call (libbpf copies them); no open options.
+        let obj = unsafe { (lib.object_open_mem)(bytes.as_ptr() as *const c_void, bytes.len(), std::ptr::null()) };
+        if obj.is_null() {
+            return Err((0, format!("opening the spreading program: {}", std::io::Error::last_os_error())));
+        }
+        // SAFETY: a valid object; the section name of the program in bpf/xdp_spread.c.
+        let prog = unsafe { (lib.program_from_bpf_obj)(obj, c"xdp".as_ptr()) };
+        // SAFETY: libxdp_get_error accepts any pointer the library returned.
+        let e = unsafe { (lib.get_error)(prog as *const c_void) };
+        if prog.is_null() || e != 0 {
+            // SAFETY: the object opened above, closed once.
+            unsafe { (lib.object_close)(obj) };
+            let e = if e != 0 { e as c_int } else { -libc::ENOENT };
+            return Err((0, format!("the spreading program: {}", lib.error_text(e))));
+        }
+        let mut p = SpreadProg { lib, obj, prog, ifindex, mode, map_fd: -1 };
+        // SAFETY: a valid program handle; libxdp loads it (the verifier runs here) and
+        // attaches it, through its dispatcher where bpffs allows, alone otherwise.
+        let r = unsafe { (lib.program_attach)(prog, ifindex, mode, 0) };
+        if r != 0 {
+            p.ifindex = 0;
+            return Err((-r, lib.error_text(r)));
+        }
+        // SAFETY: the object is loaded now; the map's name in bpf/xdp_spread.c.
+        p.map_fd = unsafe { (lib.object_find_map_fd_by_name)(obj, c"fwd_xsks".as_ptr()) };
+        if p.map_fd < 0 {
+            return Err((0, "the spreading program has no map fwd_xsks".into()));
+        }
+        Ok(p)
+    }
+
+    /// Put socket `fd` in slot `slot` of the program's map.
+    pub fn set_slot(&self, slot: u32, fd: c_int) -> std::io::Result<()> {
+        // SAFETY: key and value of the map's sizes (u32 each).
+        let r = unsafe {
+            (self.lib.map_update_elem)(
+                self.map_fd,
+                &slot as *const u32 as *const c_void,
+                &fd as *const c_int as *const c_void,
+                0,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::from_raw_os_error(-r))
+        }
+    }
+}
+
+impl Drop for SpreadProg {
+    fn drop(&mut self) {
+        // SAFETY: handles created in `attach`, each released once; ifindex 0 means the
+        // attach never happened.
+        unsafe {
+            if self.ifindex != 0 {
+                (self.lib.program_detach)(self.prog, self.ifindex, self.mode, 0);
+            }
+            (self.lib.program_close)(self.prog);
+            (self.lib.object_close)(self.obj);
+        }
     }
 }
 
