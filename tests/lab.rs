@@ -446,6 +446,16 @@ fn a_dead_forwarder_is_reported_and_restarted_and_lab_commands_take_turns() {
     assert!(err.contains("waiting for fwdscope lab pid 4242"), "{err}");
 }
 
+/// `lab up` in fwdscope mode with the afxdp driver and `routes` routes, its forwarder not
+/// started, with `extra` flags.
+fn afxdp_lab_without_forwarder(name: &str, routes: &str, extra: &[&str]) {
+    let mut args = vec!["lab", "up", "--name", name, "--routes", routes, "--mode", "fwdscope", "--driver", "afxdp"];
+    args.push("--no-start");
+    args.extend_from_slice(extra);
+    let out = fwdscope(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Where afxdp cannot run here (no libxdp), the reason, printed; the test then skips.
 fn afxdp_usable() -> bool {
     match forwarder::nic::xdp_sys::libxdp() {
@@ -568,20 +578,7 @@ fn afxdp_falls_back_to_generic_where_native_is_refused() {
         return;
     }
     let Some((name, _guard)) = lab_for_test('g') else { return };
-    let out = fwdscope(&[
-        "lab",
-        "up",
-        "--name",
-        &name,
-        "--routes",
-        "50",
-        "--mode",
-        "fwdscope",
-        "--driver",
-        "afxdp",
-        "--no-start",
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    afxdp_lab_without_forwarder(&name, "50", &[]);
     let (snd, fwd) = (format!("{name}-snd"), format!("{name}-fwd"));
     let (s0, f0, f1) = (format!("{name}-s0"), format!("{name}-f0"), format!("{name}-f1"));
     let mtu = Command::new("ip").args(["-n", &snd, "link", "set", "dev", &s0, "mtu", "9000"]).output().unwrap();
@@ -698,20 +695,8 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
         return;
     }
     let Some((name, _guard)) = lab_for_test('q') else { return };
-    let out = fwdscope(&[
-        "lab",
-        "up",
-        "--name",
-        &name,
-        "--routes",
-        "500",
-        "--mode",
-        "fwdscope",
-        "--driver",
-        "afxdp",
-        "--no-start",
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // `--queues 1` wins over the queue per worker the lab gives afxdp by default.
+    afxdp_lab_without_forwarder(&name, "500", &["--queues", "1", "--", "--workers", "2"]);
     let (fwd, sink) = (format!("{name}-fwd"), format!("{name}-sink"));
     let (f0, f1) = (format!("{name}-f0"), format!("{name}-f1"));
     let queues = |ifname: &str| {
@@ -765,7 +750,11 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
         chosen[want] += 1;
     }
 
-    // Many flows: spread over both, every packet accounted for.
+    // Many flows: spread over both, every packet accounted for (from a quiet start: the
+    // last single-flow frames' completions may still be on their way).
+    let own = |s: &fwd_abi::Snapshot| segment_drops(s, |n| !n.starts_with("drop_xdp_rx") && n != "rx_missed");
+    let settled = |s: &fwd_abi::Snapshot| s.total(Ctr::TxPackets) + own(s) == s.total(Ctr::RxPackets);
+    assert!(common::wait_until(5, || settled(&seg.snapshot())), "the forwarder never caught up");
     let before = seg.snapshot();
     let sink_before = ip_counter(&sink, "InReceives");
     let sent = send(&name, &["--count", "20000", "--rate", "20k", "--flows", "4096"]);
@@ -776,7 +765,6 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
     let snap = seg.snapshot();
     let rx: Vec<u64> = (0..2).map(|w| snap.get(w, Ctr::RxPackets) - before.get(w, Ctr::RxPackets)).collect();
     let tx = snap.total(Ctr::TxPackets) - before.total(Ctr::TxPackets);
-    let own = |s: &fwd_abi::Snapshot| segment_drops(s, |n| !n.starts_with("drop_xdp_rx") && n != "rx_missed");
     let (kdrops, odrops) = (kernel_drops(&snap) - kernel_drops(&before), own(&snap) - own(&before));
     let received = ip_counter(&sink, "InReceives") - sink_before;
     println!("afxdp spread: one-flow runs per worker {chosen:?}; sent {sent}, rx {rx:?}, kernel drops {kdrops}, tx {tx}, forwarder drops {odrops}, sink {received}");

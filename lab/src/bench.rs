@@ -126,6 +126,7 @@ fn bench_up(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[S
         forwarder_flags: if forwarder_runs { flags.to_vec() } else { Vec::new() },
         forwarder: a.forwarder.clone(),
         driver: Some(if setup == Setup::FwdscopeXdp { LabDriver::Afxdp } else { LabDriver::Afpacket }),
+        queues: None,
     };
     lab.down()?;
     up(&o)?;

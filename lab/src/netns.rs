@@ -87,6 +87,11 @@ pub struct UpOptions {
     /// work, else afpacket]. With afxdp and `-- --workers N` every veth gets N queues.
     #[arg(long, value_enum)]
     pub driver: Option<LabDriver>,
+    /// Rx and tx queues of every veth (1 to 64) [default: with afxdp, the forwarder's
+    /// `--workers`; else 1]. `--queues 1 -- --workers N` runs N afxdp workers on one queue,
+    /// flows spread over them by fwdscope's XDP program.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub queues: Option<u16>,
 }
 
 /// The bundled forwarder's packet I/O in the lab.
@@ -914,6 +919,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
         "forwarder_cpu": a.forwarder_cpu,
         "forwarder_flags": a.forwarder_flags,
         "no_start": a.no_start,
+        "queues": a.queues,
     })
     .to_string();
     if lab.complete()? {
@@ -935,10 +941,10 @@ pub fn up(a: &UpOptions) -> Result<String> {
         said.push_str(&format!("lab {}: incomplete, rebuilding\n", lab.name));
         lab.down()?;
     }
-    let queues = if a.mode == Mode::Fwdscope && driver == LabDriver::Afxdp {
-        workers_flag(&a.forwarder_flags).clamp(1, 64)
-    } else {
-        1
+    let queues = match a.queues {
+        Some(q) => usize::from(q),
+        None if a.mode == Mode::Fwdscope && driver == LabDriver::Afxdp => workers_flag(&a.forwarder_flags).clamp(1, 64),
+        None => 1,
     };
     let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu, queues };
     let started = lab.up(&routes, a.mode, &opts).and_then(|_| lab.set_driver(a.mode, driver)).and_then(|_| {
