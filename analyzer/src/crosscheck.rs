@@ -5,7 +5,7 @@
 //! [`MAX_POINTS_APART`] apart is flagged, so a user can tell which figures to trust. The
 //! synthetic device and waiting are compared apart from the forwarding stages.
 
-use crate::rules::OTHER;
+use crate::rules::{OTHER, SHARED};
 use crate::Result;
 use collector::recording::Recording;
 use fwd_abi::clocks::ClockReport;
@@ -170,7 +170,8 @@ pub fn clock_check(rec: &Recording, event: &str, totals: &HashMap<String, (u64, 
     let (forwarded, tsc_hz) = (clocks.forwarded, clocks.tsc_hz);
     let info = rec.meta.forwarder.as_ref().map(|f| &f["info"]);
     let tsc_source = info.and_then(|i| i["tsc_source"].as_str()).unwrap_or("not recorded").to_string();
-    let in_scope = |st: &str| is_forwarding_stage(st) || st == OTHER;
+    // Samples no stage took count in the workers' total: `other` and shared machinery.
+    let in_scope = |st: &str| is_forwarding_stage(st) || st == OTHER || st == SHARED;
     let worker_samples: u64 = totals.iter().filter(|(s, _)| in_scope(s)).map(|(_, v)| v.0).sum();
     let ns_events = collector::events::is_clock(event);
     let clock_ns: HashMap<String, f64> = clocks.ns_by_stage().into_iter().collect();

@@ -354,7 +354,11 @@ impl Attributor {
     }
 
     /// Attribute one sample (its IP and callchain, innermost first; perf's first callchain
-    /// entry may repeat the IP).
+    /// entry may repeat the IP). Shared machinery (the rules' `[shared]` table: locks,
+    /// copies, the page allocator, system-call entry) is charged to its nearest staged
+    /// caller; a kernel function of it with none in the callchain (no callchain recorded,
+    /// or callers in no stage) is [`SHARED`], as in a flat table, and `other` stays for
+    /// names no rule knows.
     pub fn attribute(&mut self, pid: u32, ip: u64, kernel: bool, callchain: &[u64]) -> Attributed {
         let (symbol, stage, found) = self.resolve(pid, ip, kernel);
         if stage != OTHER {
@@ -377,6 +381,10 @@ impl Attributor {
                 break;
             }
         }
+        // Kernel functions only: they are named from the recording's own kallsyms snapshot.
+        // A user-space one (libc's memcpy) is named only where this machine has the same
+        // library and its debug file, and a stage must not depend on that: it stays other.
+        let stage = if kernel && self.rules.is_shared(&symbol.name) { SHARED.to_string() } else { stage };
         Attributed { symbol, stage, by: By::None }
     }
 }
@@ -392,7 +400,8 @@ impl Attributor {
     ) -> (Attributed, String) {
         let mut a = self.attribute(g.pid, g.ip, g.kernel, &g.callchain);
         let thread = names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid));
-        if a.by == By::None && a.stage == OTHER && self.rules().rule_stage(&a.symbol.name).is_none() {
+        let unstaged = a.stage == OTHER || a.stage == SHARED;
+        if a.by == By::None && unstaged && self.rules().rule_stage(&a.symbol.name).is_none() {
             if let Some(st) = names.get(&g.tid).and_then(|n| self.rules().process_stage(n)) {
                 a.stage = st.to_string();
                 a.by = By::Process;
@@ -566,6 +575,7 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         s.stage != KERNEL_UNKNOWN
             && s.stage != UNLISTED
             && s.stage != SHARED
+            && !rules.is_shared(&s.symbol)
             && rules.stage_in(&s.symbol, &s.dso) == OTHER
     }) {
         match unmatched.iter_mut().find(|u| u.0 == s.symbol) {
@@ -684,9 +694,10 @@ impl StageTable {
         if self.stages.iter().any(|r| r.stage == SHARED && r.samples > 0) {
             let _ = writeln!(
                 s,
-                "# shared: locks, copies, the page allocator, system-call entry, which every caller uses; a table \
-                 without callchains cannot charge them to the stage that called them (record with callchains, \
-                 perf record -g, for that)"
+                "# shared: locks, copies, the page allocator, system-call entry, which every caller uses, where no \
+                 staged caller could be charged: no callchain (a flat table, or a recording without them: record \
+                 with perf record -g or fwdscope record -g), a callchain cut short (a caller without frame \
+                 pointers), or callers in no stage"
             );
         }
         match &self.clock_check {

@@ -314,7 +314,9 @@ impl Model {
                         (self.names.len() - 1) as u32
                     }
                 };
-                let v = (id, self.stage_id(&a.stage), a.stage == analyzer::rules::OTHER);
+                // Unstaged (other, or shared machinery): its callchain may name a staged caller.
+                let unstaged = a.stage == analyzer::rules::OTHER || a.stage == analyzer::rules::SHARED;
+                let v = (id, self.stage_id(&a.stage), unstaged);
                 self.by_ip.insert(key, v);
                 v
             }
