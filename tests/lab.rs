@@ -713,13 +713,18 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
     let child = Command::new("ip")
         .args(["netns", "exec", &fwd, exe, "forward", "--driver", "afxdp", "--in", &f0, "--out", &f1])
         .args(["--table", &format!("{state}/routes.txt"), "--stats", &format!("{state}/forwarder.stats")])
-        .args(["--duration", "12", "--no-pin", "--workers", "2"])
+        .args(["--duration", "120", "--no-pin", "--workers", "2"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     assert!(common::wait_until(10, || kernel_xdp(&fwd, &f0).is_some()), "no program attached");
-    let seg = fwd_abi::Segment::open(std::path::Path::new(&format!("{state}/forwarder.stats"))).expect("segment");
+    // The segment comes after the sockets are open and in the program's map (a debug
+    // build takes a while to get there).
+    let seg_path = format!("{state}/forwarder.stats");
+    let open = || fwd_abi::Segment::open(std::path::Path::new(&seg_path));
+    assert!(common::wait_until(20, || open().is_ok()), "the forwarder made no stats segment");
+    let seg = open().expect("segment");
     use fwd_abi::Ctr;
     let rx_of = |s: &fwd_abi::Snapshot| [s.get(0, Ctr::RxPackets), s.get(1, Ctr::RxPackets)];
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -773,6 +778,10 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
     assert_eq!(received, tx);
     assert!(rx.iter().all(|&n| n > sent / 4), "4096 flows spread over both workers: {rx:?}");
 
+    // Stop it as a user would (SIGINT): it detaches its program and prints its summary.
+    // SAFETY: signalling the child we spawned (the ip netns exec's pid is the forwarder's:
+    // ip execs it).
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
