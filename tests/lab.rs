@@ -727,7 +727,9 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
     let seg = open().expect("segment");
     use fwd_abi::Ctr;
     let rx_of = |s: &fwd_abi::Snapshot| [s.get(0, Ctr::RxPackets), s.get(1, Ctr::RxPackets)];
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Both workers polling (their first poll fills the shared fill ring).
+    let polling = |s: &fwd_abi::Snapshot| (0..2).all(|w| s.get(w, Ctr::Polls) > 0);
+    assert!(common::wait_until(20, || polling(&seg.snapshot())), "the workers never polled");
 
     // One flow at a time: all of it on the worker the hash names.
     let mut chosen = [0; 2];
