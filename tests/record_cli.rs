@@ -402,7 +402,7 @@ fn recordings_are_private_unless_shared() {
         // A permissive umask must not make a private recording readable.
         let r = std::process::Command::new("sh")
             .arg("-c")
-            .arg(format!("umask 000; exec \"$0\" \"$@\""))
+            .arg("umask 000; exec \"$0\" \"$@\"")
             .arg(common::BIN)
             .args(&args)
             .output()

@@ -492,7 +492,9 @@ impl Dataset {
 
     /// The stage table of every selected run together, as `report` prints a recording's.
     pub fn stage_table(&self, rules: &Rules) -> Result<StageTable> {
-        let mut merged: HashMap<(String, String, String, By, String), (u64, u64)> = HashMap::new();
+        // (thread, stage, symbol, how it was attributed, dso) -> (samples, period).
+        type Row = (String, String, String, By, String);
+        let mut merged: HashMap<Row, (u64, u64)> = HashMap::new();
         self.for_rows(|_, r| {
             let e = merged.entry((r.thread, r.stage, r.symbol, r.by, r.dso)).or_default();
             e.0 = e.0.saturating_add(r.samples);

@@ -526,6 +526,9 @@ pub fn read_perf_data_grouped(path: &std::path::Path) -> Result<PerfData> {
     parse_perf_data_into(std::io::BufReader::with_capacity(1 << 20, f), path, Samples::Group(Default::default()))
 }
 
+/// What [`Samples::Group`] sums by: pid, tid, kernel, ip and callchain.
+pub type SampleKey = (u32, u32, bool, u64, Box<[u64]>);
+
 /// Where decoded samples go.
 #[derive(Debug, Clone, Default)]
 pub enum Samples {
@@ -533,7 +536,7 @@ pub enum Samples {
     #[default]
     Keep,
     /// Summed per (pid, tid, kernel, ip, callchain): samples and period.
-    Group(std::collections::HashMap<(u32, u32, bool, u64, Box<[u64]>), (u64, u64)>),
+    Group(std::collections::HashMap<SampleKey, (u64, u64)>),
 }
 
 impl PerfData {

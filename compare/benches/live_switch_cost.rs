@@ -72,7 +72,7 @@ fn main() {
     let t0 = Instant::now();
     let mut unit = 0usize;
     while t0.elapsed().as_secs() < secs {
-        let order = if unit % 2 == 0 { [1, 0, 0, 1] } else { [0, 1, 1, 0] };
+        let order = if unit.is_multiple_of(2) { [1, 0, 0, 1] } else { [0, 1, 1, 0] };
         for setting in order {
             // Setting 0: left alone (the baseline); setting 1: switched every 50 ms.
             let start = Instant::now();

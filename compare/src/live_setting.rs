@@ -121,7 +121,7 @@ impl LiveSetting {
     fn request_with(&self, tag: u64, gc: fwd_abi::GcTunables, spin_ns: u32) -> Request {
         Request {
             prefetch: self.prefetch,
-            cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| u32::from(m.code())),
+            cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| m.code()),
             spin_ns: Some(self.spin_ns.unwrap_or(spin_ns)),
             gc: Some(self.gc.over(gc)),
             flush: false,

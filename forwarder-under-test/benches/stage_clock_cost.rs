@@ -97,7 +97,7 @@ fn main() {
     let t0 = Instant::now();
     let mut quad = 0usize;
     while t0.elapsed().as_secs_f64() < secs {
-        let order = if quad % 2 == 0 { [true, false, false, true] } else { [false, true, true, false] };
+        let order = if quad.is_multiple_of(2) { [true, false, false, true] } else { [false, true, true, false] };
         for on in order {
             w.set_stage_clock(on);
             w.fill_counters();

@@ -303,7 +303,7 @@ impl Config {
             return Ok(());
         }
         let mut by: Vec<_> = parts.into_iter().filter(|(_, b)| *b > 0).collect();
-        by.sort_by(|a, b| b.1.cmp(&a.1));
+        by.sort_by_key(|p| std::cmp::Reverse(p.1));
         let list: Vec<String> = by.iter().map(|(n, b)| format!("{n} {}", mib(*b))).collect();
         Err(Error::Config(format!(
             "this configuration needs about {} but {} is available (MemAvailable): {}; lower the \
