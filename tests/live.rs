@@ -30,7 +30,7 @@ const SMALL: [&str; 5] = ["--", "--routes", "5000", "--cache", "nocache"];
 
 /// `fwdscope forward --duration 0 --device inline FLAGS`, once its segment says running.
 fn running_forwarder(flags: &[&str]) -> (std::process::Child, fwd_abi::Segment) {
-    let fwd = fwdscope()
+    let mut fwd = fwdscope()
         .args(["forward", "--duration", "0", "--device", "inline"])
         .args(flags)
         .stdout(std::process::Stdio::null())
@@ -41,7 +41,12 @@ fn running_forwarder(flags: &[&str]) -> (std::process::Child, fwd_abi::Segment) 
         if let Some(s) = fwd_abi::Segment::find_for(fwd.id()).filter(|s| s.state() == fwd_abi::State::Running) {
             return (fwd, s);
         }
-        assert!(t0.elapsed().as_secs() < 60, "forwarder did not start");
+        if t0.elapsed().as_secs() >= 60 || matches!(fwd.try_wait(), Ok(Some(_))) {
+            // It runs until stopped (--duration 0): never leave it loading the machine.
+            let _ = fwd.kill();
+            let status = fwd.wait();
+            panic!("forwarder did not start within 60 s (exit: {status:?})");
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
@@ -53,8 +58,20 @@ fn a_planted_cost_is_found_and_every_block_has_one_setting() {
     let mut args =
         vec!["--spin-ns", "0,60", "--duration", "4", "--block-ms", "100", "--discard-ms", "20", "--seed", "5"];
     args.extend(SMALL);
-    let (text, j) = live(&args, &out);
-    println!("{text}");
+    // A host whose hypervisor steals from the worker's CPU makes the tool refuse a verdict
+    // ("undecided: the machine was busy"), as it must: run again, up to three times, and
+    // check the verdict on a run the host left alone.
+    let mut attempt = 0;
+    let (text, j) = loop {
+        attempt += 1;
+        let (text, j) = live(&args, &out);
+        println!("{text}");
+        let busy = j["results"][1]["verdict"]["reason"].as_str().is_some_and(|r| r.contains("machine was busy"));
+        if !busy || attempt == 3 {
+            break (text, j);
+        }
+        println!("run {attempt}: the machine was busy (see the contention line); running again");
+    };
     let results = j["results"].as_array().expect("results");
     assert_eq!(results.len(), 2);
     let e = &results[1]["effect"];
@@ -270,7 +287,7 @@ fn settings_that_cannot_change_live_are_refused() {
 
 #[test]
 fn top_s_ab_loop_finds_the_planted_cost_and_leaves_b_in_force() {
-    use compare::live::{ab_loop, LiveSetting};
+    use compare::live::{ab_loop, AbTiming, LiveSetting};
     use std::sync::atomic::{AtomicBool, Ordering};
     let _g = serial();
     let (mut fwd, seg) = running_forwarder(&SMALL[1..]);
@@ -293,7 +310,8 @@ fn top_s_ab_loop_finds_the_planted_cost_and_leaves_b_in_force() {
             stop.store(true, Ordering::Relaxed);
         });
         let ms = std::time::Duration::from_millis;
-        ab_loop(&seg, &threads, [set("spin 0", 0), set("spin 60", 60)], ms(60), ms(20), 3, &stop, |st| {
+        let timing = AbTiming { block: ms(60), discard: ms(20), seed: 3 };
+        ab_loop(&seg, &threads, [set("spin 0", 0), set("spin 60", 60)], timing, &stop, |st| {
             updates += 1;
             last = Some(st.clone());
         });

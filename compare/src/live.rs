@@ -370,7 +370,7 @@ fn settle_profile(switch_ns: u64, trace: &[(u64, u64)]) -> Option<Vec<f64>> {
     }
     let half = slices.len() / 2;
     let reference = crate::stats::median(&slices[half..]);
-    if !(reference > 0.0) {
+    if reference.is_nan() || reference <= 0.0 {
         return None;
     }
     Some(slices[..half].iter().map(|r| r / reference).collect())
@@ -575,20 +575,30 @@ impl AbStatus {
     }
 }
 
-/// Alternate `a` and `b` (ABBA/BAAB units in a random order from `seed`) in the forwarder
-/// of `seg` until `stop` is set, calling `update` after every unit; at the end `b` is left
-/// in force. Returns the blocks.
+/// The blocks of an open-ended A/B ([`ab_loop`]).
+#[derive(Debug, Clone, Copy)]
+pub struct AbTiming {
+    /// Length of one block.
+    pub block: Duration,
+    /// Warm-up left out at the start of each block.
+    pub discard: Duration,
+    /// Seed of the units' random order.
+    pub seed: u64,
+}
+
+/// Alternate `a` and `b` (ABBA/BAAB units in a random order from `timing.seed`) in the
+/// forwarder of `seg` until `stop` is set, calling `update` after every unit; at the end `b`
+/// is left in force. Returns the blocks.
 pub fn ab_loop(
     seg: &Segment,
     threads: &[WorkerThread],
     ab: [LiveSetting; 2],
-    block: Duration,
-    discard: Duration,
-    seed: u64,
+    timing: AbTiming,
     stop: &std::sync::atomic::AtomicBool,
     mut update: impl FnMut(&AbStatus),
 ) -> Vec<Block> {
     use std::sync::atomic::Ordering;
+    let AbTiming { block, discard, seed } = timing;
     let mut settings = ab.to_vec();
     fill_unset(&mut settings, seg);
     let plan = BlockPlan { settings: &settings, block, discard, trace: false };

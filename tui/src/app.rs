@@ -291,7 +291,8 @@ impl App {
         let spawned = std::thread::Builder::new().name("fwdscope-ab".into()).spawn(move || {
             let Some(seg) = Segment::find_for(pid as u32) else { return };
             let threads = compare::contention::worker_threads(pid as u32).unwrap_or_default();
-            compare::live::ab_loop(&seg, &threads, [a, b], AB_BLOCK, AB_DISCARD, seed, &stop2, |st| {
+            let timing = compare::live::AbTiming { block: AB_BLOCK, discard: AB_DISCARD, seed };
+            compare::live::ab_loop(&seg, &threads, [a, b], timing, &stop2, |st| {
                 if let Ok(mut s) = status2.lock() {
                     *s = Some(st.clone());
                 }
