@@ -666,10 +666,12 @@ fn first_frame_of(name: &str, seed: u64) -> Vec<u8> {
         std::path::Path::new(&format!("/run/fwdscope-lab/{name}/routes.txt")),
         &forwarder::table::LoadOptions::default(),
     )
-    .unwrap();
+    .expect("the lab's routes.txt");
     let profile =
         TrafficProfile { flows: 1, pkts_per_flow: 50, dst: DstPattern::Random, size: 64, seed, rate: None, ttl: 64 };
-    let chooser = std::sync::Arc::new(DstChooser::new(&table.routes, DstPattern::Random, seed).unwrap());
+    let chooser = std::sync::Arc::new(
+        DstChooser::new(&table.routes, DstPattern::Random, seed).expect("a destination chooser over the lab's routes"),
+    );
     let mut gen = FlowGen::new(&profile, chooser, 0, 1);
     let mut buf = vec![0u8; forwarder::nic::BUF_SIZE];
     let len = usize::from(gen.next_frame(&mut buf));
@@ -703,7 +705,7 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
         let out = Command::new("ip")
             .args(["netns", "exec", &fwd, "ls", &format!("/sys/class/net/{ifname}/queues")])
             .output()
-            .unwrap();
+            .expect("ip netns exec ls");
         String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_string).collect::<Vec<_>>()
     };
     assert_eq!(queues(&f0), ["rx-0", "tx-0"], "the input interface has one queue");
@@ -717,7 +719,7 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .expect("start the forwarder in the lab");
     assert!(common::wait_until(10, || kernel_xdp(&fwd, &f0).is_some()), "no program attached");
     // The segment comes after the sockets are open and in the program's map (a debug
     // build takes a while to get there).
@@ -784,7 +786,7 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
     // SAFETY: signalling the child we spawned (the ip netns exec's pid is the forwarder's:
     // ip execs it).
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait_with_output().expect("the forwarder's output");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let line = text.lines().find(|l| l.starts_with(&format!("afxdp on {f0}:"))).unwrap_or_else(|| panic!("{text}"));
