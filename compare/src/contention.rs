@@ -27,6 +27,7 @@ pub struct WorkerThread {
     pub tid: u32,
     schedstat: PathBuf,
     status: PathBuf,
+    stat: PathBuf,
 }
 
 impl WorkerThread {
@@ -34,7 +35,13 @@ impl WorkerThread {
     /// forwarder's worker whose waiting matters: a load generator's sender).
     pub fn of(pid: u32, tid: u32, worker: usize) -> WorkerThread {
         let dir = PathBuf::from(format!("/proc/{pid}/task/{tid}"));
-        WorkerThread { worker, tid, schedstat: dir.join("schedstat"), status: dir.join("status") }
+        WorkerThread {
+            worker,
+            tid,
+            schedstat: dir.join("schedstat"),
+            status: dir.join("status"),
+            stat: dir.join("stat"),
+        }
     }
 }
 
@@ -52,6 +59,7 @@ pub fn worker_threads(pid: u32) -> Result<Vec<WorkerThread>> {
                 tid,
                 schedstat: e.path().join("schedstat"),
                 status: e.path().join("status"),
+                stat: e.path().join("stat"),
             });
         }
     }
@@ -90,8 +98,7 @@ impl WorkerThread {
             .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0);
-        let stat = self.schedstat.with_file_name("stat");
-        let cpu = std::fs::read_to_string(stat).ok().as_deref().and_then(parse_task_cpu);
+        let cpu = std::fs::read_to_string(&self.stat).ok().as_deref().and_then(parse_task_cpu);
         Some(ThreadReading { run_ns, wait_ns, nonvoluntary, cpu })
     }
 }
@@ -107,8 +114,7 @@ pub struct CpuTicks {
 /// for a number /proc/stat does not list, an offline CPU).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostReading {
-    pub total: u64,
-    pub steal: u64,
+    pub all: CpuTicks,
     pub cpus: Vec<Option<CpuTicks>>,
 }
 
@@ -135,7 +141,7 @@ pub fn parse_proc_stat(text: &str) -> Option<HostReading> {
         }
         cpus[n] = Some(t);
     }
-    Some(HostReading { total: all.total, steal: all.steal, cpus })
+    Some(HostReading { all, cpus })
 }
 
 /// /proc/stat now (`None` without procfs).
@@ -193,13 +199,10 @@ pub fn between(a: &Reading, b: &Reading, elapsed_ns: u64) -> Contention {
         let mut worker_cpus: Vec<usize> = a.threads.iter().chain(&b.threads).flatten().filter_map(|t| t.cpu).collect();
         worker_cpus.sort_unstable();
         worker_cpus.dedup();
-        let per_cpu: Vec<(usize, f64)> = worker_cpus
-            .iter()
-            .filter_map(|&n| Some((n, share((*x.cpus.get(n)?)?, (*y.cpus.get(n)?)?)?)))
-            .collect();
+        let per_cpu: Vec<(usize, f64)> =
+            worker_cpus.iter().filter_map(|&n| Some((n, share((*x.cpus.get(n)?)?, (*y.cpus.get(n)?)?)?))).collect();
         if per_cpu.is_empty() {
-            let all = share(CpuTicks { total: x.total, steal: x.steal }, CpuTicks { total: y.total, steal: y.steal });
-            c.steal_share = all.unwrap_or(0.0);
+            c.steal_share = share(x.all, y.all).unwrap_or(0.0);
         } else if let Some(&(n, v)) = per_cpu.iter().max_by(|p, q| p.1.total_cmp(&q.1)) {
             c.steal_share = v;
             c.steal_cpu = Some(n);
@@ -244,10 +247,10 @@ mod tests {
     fn proc_stat_and_intervals() {
         let h = parse_proc_stat("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n").unwrap();
         // cpu0's line is too short to read: left out, not guessed.
-        assert_eq!(h, HostReading { total: 1000, steal: 35, cpus: Vec::new() });
+        assert_eq!(h, HostReading { all: CpuTicks { total: 1000, steal: 35 }, cpus: Vec::new() });
         assert_eq!(parse_proc_stat("cpu  1 2\n"), None);
         let t = |run, wait, nv| Some(ThreadReading { run_ns: run, wait_ns: wait, nonvoluntary: nv, cpu: None });
-        let host = |total, steal| Some(HostReading { total, steal, cpus: Vec::new() });
+        let host = |total, steal| Some(HostReading { all: CpuTicks { total, steal }, cpus: Vec::new() });
         let a = Reading { threads: vec![t(0, 1_000_000, 3), t(0, 0, 0)], host: host(1000, 0) };
         let b = Reading { threads: vec![t(0, 21_000_000, 10), t(0, 1_000_000, 1)], host: host(1100, 2) };
         // 200 ms: worker 0 waited 20 ms (10%), worker 1 1 ms; 2 of 100 ticks stolen (no
@@ -275,19 +278,31 @@ mod tests {
                      cpu0 100 0 0 1016 0 0 0 9 0 0\n\
                      cpu1 101 0 0 1009 0 0 0 3 0 0\n\
                      cpu2 109 0 0 1000 0 0 0 3 0 0\n";
-        let (x, y) = (parse_proc_stat(before).unwrap(), parse_proc_stat(after).unwrap());
+        let (x, y) = (parse_proc_stat(before).expect("before"), parse_proc_stat(after).expect("after"));
         assert_eq!(y.cpus[2], Some(CpuTicks { total: 1112, steal: 3 }));
         let on = |cpu| vec![Some(ThreadReading { cpu, ..Default::default() })];
-        let c = between(&Reading { threads: on(Some(2)), host: Some(x.clone()) }, &Reading { threads: on(Some(2)), host: Some(y.clone()) }, 100_000_000);
+        let c = between(
+            &Reading { threads: on(Some(2)), host: Some(x.clone()) },
+            &Reading { threads: on(Some(2)), host: Some(y.clone()) },
+            100_000_000,
+        );
         assert_eq!(c.steal_cpu, Some(2));
         assert!((c.steal_share - 0.1).abs() < 1e-12, "{}", c.steal_share);
         assert_eq!(c.flags, vec!["the hypervisor stole 10% of worker CPU 2's time (over 5%)".to_string()]);
         // A worker that moved from CPU 1 to CPU 0: both count, the worse one decides.
-        let c = between(&Reading { threads: on(Some(1)), host: Some(x.clone()) }, &Reading { threads: on(Some(0)), host: Some(y.clone()) }, 100_000_000);
+        let c = between(
+            &Reading { threads: on(Some(1)), host: Some(x.clone()) },
+            &Reading { threads: on(Some(0)), host: Some(y.clone()) },
+            100_000_000,
+        );
         assert_eq!(c.steal_cpu, Some(0));
         assert!((c.steal_share - 0.2).abs() < 1e-12);
         // CPU 1 alone lost nothing: the steal elsewhere is not the worker's.
-        let c = between(&Reading { threads: on(Some(1)), host: Some(x.clone()) }, &Reading { threads: on(Some(1)), host: Some(y) }, 100_000_000);
+        let c = between(
+            &Reading { threads: on(Some(1)), host: Some(x.clone()) },
+            &Reading { threads: on(Some(1)), host: Some(y) },
+            100_000_000,
+        );
         assert_eq!((c.steal_cpu, c.steal_share), (Some(1), 0.0));
         assert!(c.flags.is_empty());
     }

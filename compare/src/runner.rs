@@ -352,8 +352,8 @@ impl Runner<'_> {
         self.sym = Some(sym);
         let runq_share = recording_runq_share(&rec)?;
         let steal = match (host0, host1) {
-            (Some(a), Some(b)) if b.total > a.total => {
-                Some(b.steal.saturating_sub(a.steal) as f64 / (b.total - a.total) as f64)
+            (Some(a), Some(b)) if b.all.total > a.all.total => {
+                Some(b.all.steal.saturating_sub(a.all.steal) as f64 / (b.all.total - a.all.total) as f64)
             }
             _ => None,
         };
