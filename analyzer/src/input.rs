@@ -9,7 +9,7 @@ use crate::import::TextProfile;
 use crate::rules::Rules;
 use crate::stages::StageTable;
 use crate::symbolize::kernel::KernelLookup;
-use crate::symbolize::Symbolizer;
+use crate::symbolize::{SymbolPaths, Symbolizer};
 use crate::{Error, Result};
 use collector::recording::Recording;
 use std::path::{Path, PathBuf};
@@ -109,10 +109,10 @@ pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
 pub const ACCEPTED: &str = "a recording directory (fwdscope record), a dataset of recordings or a partition of \
      one (fwdscope record --dataset), a perf.data file (perf record), or a text profile (opreport, perf report --stdio)";
 
-/// Where a perf.data file's kernel symbols are looked for: `kallsyms` if given, else the
+/// Where a perf.data file's kernel symbols are looked for: `--kallsyms` if given, else the
 /// defaults of [`KernelLookup`].
-fn lookup(kallsyms: Option<&Path>) -> KernelLookup {
-    KernelLookup { given: kallsyms.map(Path::to_path_buf), ..KernelLookup::default() }
+fn lookup(paths: &SymbolPaths) -> KernelLookup {
+    KernelLookup { given: paths.kallsyms.clone(), ..KernelLookup::default() }
 }
 
 /// Read until `buf` is full or the file ends.
@@ -139,15 +139,17 @@ impl Input {
         }
     }
 
-    /// The stage table. `kallsyms` names the kernel symbols of a perf.data file (default:
-    /// perf's build-id cache or this machine's, when of the recorded kernel build);
-    /// recordings carry their own snapshot.
-    pub fn stage_table(&self, rules: &Rules, kallsyms: Option<&Path>) -> Result<StageTable> {
+    /// The stage table. `paths.kallsyms` names the kernel symbols of a perf.data file
+    /// (default: perf's build-id cache or this machine's, when of the recorded kernel
+    /// build; recordings carry their own snapshot); `paths.symfs` a copy of the recording
+    /// machine's binaries, tried first.
+    pub fn stage_table(&self, rules: &Rules, paths: &SymbolPaths) -> Result<StageTable> {
         match self {
-            Input::Recording(rec) => crate::stages::stage_table(rec, rules),
+            Input::Recording(rec) => crate::stages::stage_table_with(rec, rules, paths),
             Input::PerfData(p) => {
-                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(kallsyms), true)?;
-                crate::stages::perfdata_table_with(&pd, Symbolizer::with_kernel(pd.maps.clone(), ks), rules)
+                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(paths), true)?;
+                let sym = Symbolizer::with_kernel(pd.maps.clone(), ks).with_symfs(paths.symfs.as_deref());
+                crate::stages::perfdata_table_with(&pd, sym, rules)
             }
             Input::Text(t) => Ok(crate::stages::profile_table(t, rules)),
             Input::Dataset(d) => d.stage_table(rules),
@@ -156,10 +158,10 @@ impl Input {
 
     /// The stacks, symbolized, and the symbolizer that did it (reuse it for pprof's
     /// locations). A text profile has no stacks.
-    pub fn profile(&self, rules: &Rules, kallsyms: Option<&Path>) -> Result<(Profile, Symbolizer)> {
+    pub fn profile(&self, rules: &Rules, paths: &SymbolPaths) -> Result<(Profile, Symbolizer)> {
         match self {
             Input::Recording(rec) => {
-                let mut sym = Symbolizer::for_recording(rec)?;
+                let mut sym = Symbolizer::for_recording(rec)?.with_symfs(paths.symfs.as_deref());
                 let mut p = crate::export::recording_profile(rec, &mut sym, rules)?;
                 // A dataset run's recording is labelled as the run.
                 if let Some(run) = crate::dataset::run_of_recording(&rec.dir) {
@@ -169,8 +171,8 @@ impl Input {
                 Ok((p, sym))
             }
             Input::PerfData(p) => {
-                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(kallsyms), false)?;
-                let mut sym = Symbolizer::with_kernel(pd.maps.clone(), ks);
+                let (pd, ks) = crate::perfdata::read_perf_data_with_kernel(p, &lookup(paths), false)?;
+                let mut sym = Symbolizer::with_kernel(pd.maps.clone(), ks).with_symfs(paths.symfs.as_deref());
                 Ok((crate::export::perfdata_profile(&pd, &mut sym, rules)?, sym))
             }
             Input::Text(t) => Err(Error::Export(format!(

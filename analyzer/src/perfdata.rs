@@ -10,6 +10,7 @@ use linux_perf_data::linux_perf_event_reader::{
     SamplingPolicy, SoftwareCounterType,
 };
 use linux_perf_data::{PerfFileReader, PerfFileRecord};
+use std::collections::HashMap;
 
 /// What a perf.data file held.
 #[derive(Debug, Clone, Default)]
@@ -666,6 +667,9 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
     samples: Samples,
 ) -> Result<PerfData> {
     let io = |e| Error::Io { path: path.into(), source: e };
+    if is_pipe_mode(&mut reader).map_err(io)? {
+        return parse_pipe(reader, path, samples);
+    }
     let (data_off, data_size) = check_header(&mut reader, path)?;
     // The header, attributes and feature sections (the data section is not read here).
     let (perf_file, event, fast) = {
@@ -676,29 +680,17 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
         (perf_file, event, fast)
     };
     let mut out = PerfData { event, grouped: samples, ..Default::default() };
-    // The build-id table (a feature section): the kernel's and its modules'.
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let mut module_ids: Vec<(String, String)> = Vec::new();
-    if let Ok(ids) = guard(path, "build-id table", || perf_file.build_ids())? {
-        for (key, info) in ids {
-            match key {
-                linux_perf_data::DsoKey::Kernel if !info.build_id.is_empty() => {
-                    out.kernel.build_id = Some(hex(&info.build_id))
-                }
-                linux_perf_data::DsoKey::KernelModule { name } if !info.build_id.is_empty() => {
-                    let name = name.trim_start_matches('[').trim_end_matches(']').replace('-', "_");
-                    module_ids.push((name, hex(&info.build_id)))
-                }
-                _ => {}
-            }
-        }
+    let mut ids = BuildIds::default();
+    if let Ok(table) = guard(path, "build-id table", || perf_file.build_ids())? {
+        ids.take_table(&mut out, table);
     }
     if let Some((st, default_period, info)) = fast {
         // Record by record from the data section, each checked against the section's end
         // before its body is read: memory does not grow with the file.
+        let mut dec = Decoder::new(&mut out, path, st, default_period, info);
         reader.seek(std::io::SeekFrom::Start(data_off)).map_err(io)?;
         let mut body = Vec::with_capacity(1 << 16);
-        let (mut pos, mut n) = (0u64, 0u64);
+        let mut pos = 0u64;
         while pos < data_size {
             let at = data_off + pos;
             let left = data_size - pos;
@@ -707,9 +699,7 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
             }
             let mut h = [0u8; 8];
             reader.read_exact(&mut h).map_err(io)?;
-            let ty = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-            let misc = u16::from_le_bytes([h[4], h[5]]);
-            let len = u16::from_le_bytes([h[6], h[7]]) as u64;
+            let (ty, misc, len) = record_header(&h);
             if len < 8 || len > left {
                 return Err(bad(
                     path,
@@ -730,24 +720,11 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
                 reader.seek(std::io::SeekFrom::Current(extra as i64)).map_err(io)?;
                 step += extra;
             }
-            if ty == PERF_RECORD_SAMPLE {
-                let s = decode_sample(&body, st, misc, default_period)
-                    .ok_or_else(|| bad(path, format!("record {n} at offset {at}: sample shorter than its layout")))?;
-                out.take(s, path)?;
-            } else if ty < 64 {
-                // Kernel record types; perf's own (>= 64: rounds, build-ids, ...) carry no samples.
-                let rt = RecordType(ty);
-                check_mmap2(path, n, rt, misc, body.get(32).copied())?;
-                let raw = RawEventRecord::new(rt, misc, RawData::Single(&body), info);
-                let parsed = guard(path, &format!("record {n}"), || raw.parse())?
-                    .map_err(|e| bad(path, format!("record {n} at offset {at}: {e}")))?;
-                absorb(&mut out, parsed, path)?;
-            }
+            dec.record(ty, misc, &body, &format!("offset {at}"), &mut ids)?;
             pos += step;
-            n += 1;
         }
-        attach_module_ids(&mut out, &module_ids);
-        return Ok(out);
+        dec.finish()?;
+        return ids.finish(out, path);
     }
     // Other files go through the library's sorted iterator, after every record size in the
     // data section was checked (it allocates by them).
@@ -759,24 +736,314 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
     reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
     let PerfFileReader { mut perf_file, mut record_iter } =
         guard(path, "header", || PerfFileReader::parse_file(reader))?.map_err(|e| bad(path, e))?;
+    read_sorted(&mut out, &mut perf_file, &mut record_iter, path, &mut ids)?;
+    ids.finish(out, path)
+}
+
+/// Read every record through linux-perf-data's sorted iterator (which decompresses
+/// `perf record -z` chunks itself): events into `out`, build-id records into `ids`, record
+/// types nothing here reads counted.
+fn read_sorted<R: std::io::Read>(
+    out: &mut PerfData,
+    perf_file: &mut linux_perf_data::PerfFile,
+    record_iter: &mut linux_perf_data::PerfRecordIter<R>,
+    path: &std::path::Path,
+    ids: &mut BuildIds,
+) -> Result<()> {
     let mut n = 0u64;
-    while let Some(rec) = guard(path, &format!("record {n}"), || record_iter.next_record(&mut perf_file))?
+    while let Some(rec) = guard(path, &format!("record {n}"), || record_iter.next_record(perf_file))?
         .map_err(|e| bad(path, format!("record {n}: {e}")))?
     {
         n += 1;
-        let PerfFileRecord::EventRecord { record, .. } = rec else { continue };
-        check_mmap2(path, n, record.record_type, record.misc, record.data.get(32..33).map(|b| b.as_slice()[0]))?;
-        let parsed = guard(path, &format!("record {n}"), || record.parse())?
-            .map_err(|e| bad(path, format!("record {n}: {e}")))?;
-        absorb(&mut out, parsed, path)?;
+        match rec {
+            PerfFileRecord::EventRecord { record, .. } => {
+                check_mmap2(
+                    path,
+                    n,
+                    record.record_type,
+                    record.misc,
+                    record.data.get(32..33).map(|b| b.as_slice()[0]),
+                )?;
+                let parsed = guard(path, &format!("record {n}"), || record.parse())?
+                    .map_err(|e| bad(path, format!("record {n}: {e}")))?;
+                absorb(out, parsed, path)?;
+            }
+            PerfFileRecord::UserRecord(u) => {
+                let ty = u.record_type.record_type().0;
+                if ty == PERF_RECORD_HEADER_BUILD_ID {
+                    ids.take_record(u.misc, &u.data.as_slice());
+                } else if !USER_RECORDS_WITHOUT_SAMPLES.contains(&ty) {
+                    *ids.skipped.entry(ty).or_default() += 1;
+                }
+            }
+        }
     }
-    attach_module_ids(&mut out, &module_ids);
-    Ok(out)
+    Ok(())
 }
 
-fn attach_module_ids(out: &mut PerfData, ids: &[(String, String)]) {
-    for m in &mut out.modules {
-        m.build_id = ids.iter().find(|(n, _)| *n == m.name).map(|(_, id)| id.clone());
+/// Whether the file starts with a pipe-mode header (`perf record -o -`: the 16-byte
+/// header, attributes and features as records in the stream). Leaves the reader at 0.
+fn is_pipe_mode<R: std::io::Read + std::io::Seek>(r: &mut R) -> std::io::Result<bool> {
+    let mut h = [0u8; 16];
+    r.seek(std::io::SeekFrom::Start(0))?;
+    let got = r.read(&mut h)?;
+    r.seek(std::io::SeekFrom::Start(0))?;
+    Ok(got == 16 && &h[0..8] == b"PERFILE2" && u64::from_le_bytes(h[8..16].try_into().unwrap_or([0; 8])) == 16)
+}
+
+/// A pipe-mode stream (`perf record -o - > FILE`): the library reads the attributes and
+/// features from the stream's first records; the rest as in a file.
+fn parse_pipe<R: std::io::Read>(reader: R, path: &std::path::Path, samples: Samples) -> Result<PerfData> {
+    let PerfFileReader { mut perf_file, mut record_iter } =
+        guard(path, "pipe-mode header", || PerfFileReader::parse_pipe(reader))?
+            .map_err(|e| bad(path, format!("pipe-mode stream: {e}")))?;
+    let (event, _) = layout(&perf_file, false);
+    let mut out = PerfData { event, grouped: samples, ..Default::default() };
+    let mut ids = BuildIds::default();
+    if let Ok(table) = guard(path, "build-id table", || perf_file.build_ids())? {
+        ids.take_table(&mut out, table);
+    }
+    read_sorted(&mut out, &mut perf_file, &mut record_iter, path, &mut ids)?;
+    out.warnings.push(format!(
+        "{}: a pipe-mode stream (perf record -o -): read in full; the build-ids it carries are those perf wrote into \
+         the stream",
+        path.display()
+    ));
+    ids.finish(out, path)
+}
+
+/// A record header: type, misc, size.
+fn record_header(h: &[u8; 8]) -> (u32, u16, u64) {
+    (
+        u32::from_le_bytes([h[0], h[1], h[2], h[3]]),
+        u16::from_le_bytes([h[4], h[5]]),
+        u16::from_le_bytes([h[6], h[7]]) as u64,
+    )
+}
+
+/// perf's own record types (>= 64) that carry no samples and nothing this reader uses:
+/// attributes and features (read from the header or by the library), rounds, the ID index,
+/// AUX trace, thread and CPU maps, `perf stat` records, time conversion, init markers.
+const USER_RECORDS_WITHOUT_SAMPLES: [u32; 18] =
+    [64, 65, 66, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 82, 84];
+
+/// PERF_RECORD_HEADER_BUILD_ID: a binary's build-id, written into the stream.
+const PERF_RECORD_HEADER_BUILD_ID: u32 = 67;
+/// PERF_RECORD_COMPRESSED (Linux 5.2) and COMPRESSED2 (Linux 6.16): zstd frames of records.
+const PERF_RECORD_COMPRESSED: u32 = 81;
+const PERF_RECORD_COMPRESSED2: u32 = 83;
+/// PERF_RECORD_MISC_BUILD_ID_SIZE: byte 20 of a build-id record's id field is its length.
+const PERF_RECORD_MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+
+/// Build-ids a file records (its build-id table, build-id records in the stream) and the
+/// record types nothing here reads, gathered while reading and applied at the end.
+#[derive(Default)]
+struct BuildIds {
+    modules: Vec<(String, String)>,
+    /// User-space binaries by the path the recording names.
+    user: HashMap<String, String>,
+    /// Record types read but not understood, with counts.
+    skipped: std::collections::BTreeMap<u32, u64>,
+}
+
+impl BuildIds {
+    /// Take the build-id table (a feature section): the kernel's goes to `out` now.
+    fn take_table(&mut self, out: &mut PerfData, table: HashMap<linux_perf_data::DsoKey, linux_perf_data::DsoInfo>) {
+        for (key, info) in table {
+            if info.build_id.is_empty() {
+                continue;
+            }
+            let id = hex(&info.build_id);
+            match key {
+                linux_perf_data::DsoKey::Kernel => out.kernel.build_id = Some(id),
+                linux_perf_data::DsoKey::KernelModule { name } => {
+                    self.modules.push((name.trim_start_matches('[').trim_end_matches(']').replace('-', "_"), id))
+                }
+                linux_perf_data::DsoKey::GuestKernel => {}
+                _ => {
+                    self.user.insert(String::from_utf8_lossy(&info.path).into_owned(), id);
+                }
+            }
+        }
+    }
+
+    /// A PERF_RECORD_HEADER_BUILD_ID body: pid (4), id (24: 20 and, with
+    /// PERF_RECORD_MISC_BUILD_ID_SIZE, its length), then the NUL-terminated path.
+    fn take_record(&mut self, misc: u16, body: &[u8]) {
+        let (Some(idf), Some(rest)) = (body.get(4..28), body.get(28..)) else { return };
+        let len = if misc & PERF_RECORD_MISC_BUILD_ID_SIZE != 0 {
+            usize::from(idf[20].min(20))
+        } else {
+            // Older perf: the length is what is left after trailing zero words.
+            let mut n = 20;
+            while n >= 4 && idf[n - 4..n].iter().all(|b| *b == 0) {
+                n -= 4;
+            }
+            n
+        };
+        let p = rest.split(|b| *b == 0).next().unwrap_or_default();
+        if len > 0 && !p.is_empty() && !p.starts_with(b"[kernel.kallsyms]") {
+            self.user.insert(String::from_utf8_lossy(p).into_owned(), hex(&idf[..len]));
+        }
+    }
+
+    /// Give every mapping without a build-id of its own record the one the file records
+    /// for its path, modules theirs; warn of record types nothing read; refuse a file whose
+    /// samples all vanished in decoding.
+    fn finish(self, mut out: PerfData, path: &std::path::Path) -> Result<PerfData> {
+        for m in out.maps.iter_mut().filter(|m| m.build_id.is_none()) {
+            m.build_id = self.user.get(&m.path).cloned();
+        }
+        for m in &mut out.modules {
+            m.build_id = self.modules.iter().find(|(n, _)| *n == m.name).map(|(_, id)| id.clone());
+        }
+        if !self.skipped.is_empty() {
+            let list: Vec<String> = self.skipped.iter().map(|(t, n)| format!("{n} of type {t}")).collect();
+            if out.sample_count == 0 {
+                return Err(bad(
+                    path,
+                    format!(
+                        "no sample could be decoded, and records of a kind this reader does not know were skipped \
+                         ({}): the samples may be in them; `perf report -i FILE` on the recording machine, or \
+                         `perf inject -i FILE -o PLAIN.data` to rewrite it plainly",
+                        list.join(", ")
+                    ),
+                ));
+            }
+            out.warnings.push(format!(
+                "{}: records of a kind this reader does not know were skipped ({}): their contents are not in these \
+                 figures",
+                path.display(),
+                list.join(", ")
+            ));
+        }
+        Ok(out)
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The direct decoder: one record at a time, from the file or from a decompressed
+/// `perf record -z` chunk (records may straddle chunks: the tail waits for the next).
+struct Decoder<'a> {
+    out: &'a mut PerfData,
+    path: &'a std::path::Path,
+    st: u64,
+    default_period: u64,
+    info: RecordParseInfo,
+    /// Records decoded so far (for messages).
+    n: u64,
+    zstd: Option<zstd_safe::DCtx<'static>>,
+    /// Decompressed bytes not yet a whole record.
+    pending: Vec<u8>,
+}
+
+impl<'a> Decoder<'a> {
+    fn new(
+        out: &'a mut PerfData,
+        path: &'a std::path::Path,
+        st: u64,
+        default_period: u64,
+        info: RecordParseInfo,
+    ) -> Decoder<'a> {
+        Decoder { out, path, st, default_period, info, n: 0, zstd: None, pending: Vec::new() }
+    }
+
+    /// One record: `at` says where it is for messages.
+    fn record(&mut self, ty: u32, misc: u16, body: &[u8], at: &str, ids: &mut BuildIds) -> Result<()> {
+        let path = self.path;
+        let n = self.n;
+        self.n += 1;
+        match ty {
+            PERF_RECORD_SAMPLE => {
+                let s = decode_sample(body, self.st, misc, self.default_period)
+                    .ok_or_else(|| bad(path, format!("record {n} at {at}: sample shorter than its layout")))?;
+                self.out.take(s, path)
+            }
+            // Kernel record types.
+            t if t < 64 => {
+                let rt = RecordType(t);
+                check_mmap2(path, n, rt, misc, body.get(32).copied())?;
+                let raw = RawEventRecord::new(rt, misc, RawData::Single(body), self.info);
+                let parsed = guard(path, &format!("record {n}"), || raw.parse())?
+                    .map_err(|e| bad(path, format!("record {n} at {at}: {e}")))?;
+                absorb(self.out, parsed, path)
+            }
+            PERF_RECORD_COMPRESSED => self.decompress(body, at, ids),
+            PERF_RECORD_COMPRESSED2 => {
+                let size = body.get(0..8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+                match size.filter(|&sz| sz <= body.len() as u64 - 8) {
+                    Some(sz) => self.decompress(&body[8..8 + sz as usize], at, ids),
+                    None => Err(bad(path, format!("record {n} at {at}: COMPRESSED2 size {size:?} past its record"))),
+                }
+            }
+            PERF_RECORD_HEADER_BUILD_ID => {
+                ids.take_record(misc, body);
+                Ok(())
+            }
+            t if USER_RECORDS_WITHOUT_SAMPLES.contains(&t) => Ok(()),
+            t => {
+                *ids.skipped.entry(t).or_default() += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// Decompress one zstd chunk and decode the whole records it completes, 1 MiB of
+    /// output at a time (a chunk that inflates without end is read in bounded memory).
+    fn decompress(&mut self, compressed: &[u8], at: &str, ids: &mut BuildIds) -> Result<()> {
+        let path = self.path;
+        let mut dctx = self.zstd.take().unwrap_or_else(zstd_safe::DCtx::create);
+        let mut out = vec![0u8; 1 << 20];
+        let mut input = zstd_safe::InBuffer::around(compressed);
+        loop {
+            let mut ob = zstd_safe::OutBuffer::around(&mut out[..]);
+            dctx.decompress_stream(&mut ob, &mut input).map_err(|code| {
+                bad(path, format!("compressed record at {at}: zstd: {}", zstd_safe::get_error_name(code)))
+            })?;
+            let produced = ob.pos();
+            self.pending.extend_from_slice(&out[..produced]);
+            self.drain_pending(at, ids)?;
+            if produced < out.len() && input.pos() == compressed.len() {
+                break;
+            }
+        }
+        self.zstd = Some(dctx);
+        Ok(())
+    }
+
+    /// Decode the whole records at the front of the decompressed bytes.
+    fn drain_pending(&mut self, at: &str, ids: &mut BuildIds) -> Result<()> {
+        let mut pos = 0usize;
+        let pending = std::mem::take(&mut self.pending);
+        while let Some(h) = pending.get(pos..pos + 8) {
+            let (ty, misc, len) = record_header(h.try_into().unwrap_or(&[0; 8]));
+            if len < 8 {
+                return Err(bad(self.path, format!("compressed record at {at}: inner record of size {len}")));
+            }
+            let Some(body) = pending.get(pos + 8..pos + len as usize) else { break };
+            if matches!(ty, PERF_RECORD_COMPRESSED | PERF_RECORD_COMPRESSED2) {
+                return Err(bad(self.path, format!("compressed record at {at}: a compressed record inside one")));
+            }
+            self.record(ty, misc, body, &format!("{at} (decompressed)"), ids)?;
+            pos += len as usize;
+        }
+        self.pending = pending[pos..].to_vec();
+        Ok(())
+    }
+
+    /// The stream must not end inside a record.
+    fn finish(self) -> Result<()> {
+        if self.pending.is_empty() {
+            Ok(())
+        } else {
+            Err(bad(
+                self.path,
+                format!("the compressed records end inside a record ({} bytes left over)", self.pending.len()),
+            ))
+        }
     }
 }
 

@@ -34,6 +34,11 @@ pub const APART: [&str; 3] = ["nic", "local", "idle"];
 /// build): a stage of their own, never guessed into another.
 pub const KERNEL_UNKNOWN: &str = "kernel-unknown";
 
+/// User-space samples in a binary of which no file of the recorded build was found (a
+/// rebuilt program, another machine's library): a stage of their own, never guessed into
+/// another.
+pub const BINARY_UNKNOWN: &str = "binary-unknown";
+
 /// The part of a profile an excerpt does not list (imported excerpts only).
 pub const UNLISTED: &str = "unlisted";
 
@@ -43,10 +48,10 @@ pub const UNLISTED: &str = "unlisted";
 pub const SHARED: &str = "shared";
 
 /// Where a stage sorts in tables: [`STAGE_ORDER`], with the kernel rules' `netfilter`
-/// after `ip` and `local`, and [`SHARED`] and [`KERNEL_UNKNOWN`] after `other`; any other stage after all
-/// of these (ties by name).
+/// after `ip` and `local`, and [`SHARED`], [`KERNEL_UNKNOWN`] and [`BINARY_UNKNOWN`] after `other`; any
+/// other stage after all of these (ties by name).
 pub fn stage_rank(stage: &str) -> usize {
-    const RANK: [&str; 14] = [
+    const RANK: [&str; 15] = [
         "lookup",
         "gc",
         "slab",
@@ -57,6 +62,7 @@ pub fn stage_rank(stage: &str) -> usize {
         "other",
         SHARED,
         KERNEL_UNKNOWN,
+        BINARY_UNKNOWN,
         UNLISTED,
         "local",
         "nic",

@@ -3,7 +3,7 @@
 //! events such as cycles otherwise) from the recording's packet counts; plus the top
 //! symbols no rule matched, so the rules can be fixed.
 
-use crate::rules::{stage_rank, Rules, APART, KERNEL_UNKNOWN, OTHER, SHARED, UNLISTED};
+use crate::rules::{stage_rank, Rules, APART, BINARY_UNKNOWN, KERNEL_UNKNOWN, OTHER, SHARED, UNLISTED};
 use crate::symbolize::{Symbol, Symbolizer};
 use crate::Result;
 use collector::events::period_unit;
@@ -72,9 +72,42 @@ pub struct StageTable {
     /// the recorded kernel), then each binary read. Empty for text profiles.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub symbol_sources: Vec<String>,
+    /// Every user-space binary looked up: its recorded build-id and where its symbols came
+    /// from, or why none (`report --buildid-list`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub binaries: Vec<crate::symbolize::BinaryReport>,
 }
 
 impl StageTable {
+    /// Take what the symbolizer says of its sources: one line per source, the binaries'
+    /// list, and a warning for each binary that stayed unnamed (which, why, how to supply
+    /// it).
+    pub fn take_symbol_sources(&mut self, sym: &Symbolizer) {
+        self.symbol_sources = sym.sources();
+        self.binaries = sym.binaries();
+        self.warnings.extend(sym.unnamed_binaries());
+    }
+
+    /// The binaries' list as `report --buildid-list` prints it: one line each, build-id
+    /// as recorded, then the path and where its symbols came from or why none.
+    pub fn buildid_list(&self) -> String {
+        let mut s = String::new();
+        // The kernel first, as its source line says it (recorded build-id, where found).
+        if let Some(k) = self.symbol_sources.first().filter(|k| k.starts_with("kernel:")) {
+            s.push_str(&format!("[kernel.kallsyms]\n    {k}\n"));
+        }
+        for b in &self.binaries {
+            let id = b.recorded.as_deref().unwrap_or("(none recorded)");
+            let how = match (&b.source, &b.unnamed) {
+                (Some(src), _) => src.clone(),
+                (None, Some(why)) => format!("UNNAMED: {why}"),
+                (None, None) => String::new(),
+            };
+            s.push_str(&format!("{id} {}\n    {how}\n", b.path));
+        }
+        s
+    }
+
     /// Samples whose address could not be named, by binary (`[kernel.kallsyms]` for the
     /// kernel), most first.
     pub fn unnamed(&self) -> Vec<(String, u64)> {
@@ -142,6 +175,12 @@ pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
     Ok(stage_table_reusing(rec, rules, None)?.0)
 }
 
+/// [`stage_table`] with binaries looked for under `paths.symfs` first (`--symfs`).
+pub fn stage_table_with(rec: &Recording, rules: &Rules, paths: &crate::symbolize::SymbolPaths) -> Result<StageTable> {
+    let sym = Symbolizer::for_recording(rec)?.with_symfs(paths.symfs.as_deref());
+    Ok(recording_table(rec, rules, sym)?.0)
+}
+
 /// [`stage_table`] with the symbolizer of an earlier recording of the same program (see
 /// [`Symbolizer::reuse_for`]); returns it for the next one.
 pub fn stage_table_reusing(
@@ -153,6 +192,11 @@ pub fn stage_table_reusing(
         Some(p) => p.reuse_for(rec)?,
         None => Symbolizer::for_recording(rec)?,
     };
+    recording_table(rec, rules, sym)
+}
+
+/// The stage table of a recording with `sym`; returns the symbolizer for reuse.
+fn recording_table(rec: &Recording, rules: &Rules, sym: Symbolizer) -> Result<(StageTable, Symbolizer)> {
     let groups = crate::aggregate::group(rec.samples_df()?)?;
     let sym_warnings = sym.warnings().to_vec();
     let mut at = Attributor::new(sym, rules.clone());
@@ -181,7 +225,7 @@ pub fn stage_table_reusing(
     t.warnings.extend(sym_warnings);
     t.warnings.extend(rec.problems());
     let sym = at.into_symbolizer();
-    t.symbol_sources = sym.sources();
+    t.take_symbol_sources(&sym);
     Ok((t, sym))
 }
 
@@ -335,6 +379,10 @@ impl Attributor {
                     // No kernel symbols of this kernel's build: never guessed into a stage.
                     return (s, KERNEL_UNKNOWN.to_string(), Found::Rule);
                 }
+                if s.binary_unknown {
+                    // No file of the recorded build of its binary: likewise.
+                    return (s, BINARY_UNKNOWN.to_string(), Found::Rule);
+                }
                 if let Some(own) = rules.rule_stage_in(&s.name, Some(&s.dso)) {
                     // A rule names it (possibly `other`, as start-up work): final.
                     return (s, own.to_string(), Found::Rule);
@@ -361,6 +409,11 @@ impl Attributor {
     /// names no rule knows.
     pub fn attribute(&mut self, pid: u32, ip: u64, kernel: bool, callchain: &[u64]) -> Attributed {
         let (symbol, stage, found) = self.resolve(pid, ip, kernel);
+        if stage == BINARY_UNKNOWN {
+            // Not named, so not attributed by its symbol: its thread's name may still say
+            // what runs there (user-space code is its own process's).
+            return Attributed { symbol, stage, by: By::None };
+        }
         if stage != OTHER {
             let by = if found == Found::Inline { By::Inline } else { By::Symbol };
             return Attributed { symbol, stage, by };
@@ -400,7 +453,7 @@ impl Attributor {
     ) -> (Attributed, String) {
         let mut a = self.attribute(g.pid, g.ip, g.kernel, &g.callchain);
         let thread = names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid));
-        let unstaged = a.stage == OTHER || a.stage == SHARED;
+        let unstaged = a.stage == OTHER || a.stage == SHARED || a.stage == BINARY_UNKNOWN;
         if a.by == By::None && unstaged && self.rules().rule_stage(&a.symbol.name).is_none() {
             if let Some(st) = names.get(&g.tid).and_then(|n| self.rules().process_stage(n)) {
                 a.stage = st.to_string();
@@ -573,6 +626,7 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     let mut unmatched: Vec<(String, u64)> = Vec::new();
     for s in symbols.iter().filter(|s| {
         s.stage != KERNEL_UNKNOWN
+            && s.stage != BINARY_UNKNOWN
             && s.stage != UNLISTED
             && s.stage != SHARED
             && !rules.is_shared(&s.symbol)
@@ -610,6 +664,7 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         warnings: rules.warnings.clone(),
         rule_sources: rules.sources.clone(),
         symbol_sources: Vec::new(),
+        binaries: Vec::new(),
     }
 }
 
@@ -836,6 +891,6 @@ pub fn perfdata_table_with(pd: &crate::perfdata::PerfData, sym: Symbolizer, rule
     let mut t = build(head, attribute(&groups, &mut at, &names), rules);
     t.warnings.extend(pd.warnings.iter().cloned());
     t.warnings.extend(sym_warnings);
-    t.symbol_sources = at.into_symbolizer().sources();
+    t.take_symbol_sources(&at.into_symbolizer());
     Ok(t)
 }

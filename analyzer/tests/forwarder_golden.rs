@@ -70,9 +70,22 @@ fn forwarder_recording_matches_golden_with_and_without_its_binaries() {
         assert_eq!(table_rows(&t), want, "{}", dir.display());
     }
 
-    // Without the symbol maps, the forwarder's functions can no longer be named: the
-    // table changes (the maps were doing the work).
+    // Without the symbol maps, the forwarder's functions can no longer be named: its
+    // samples stay BINARY+0x... in a stage of their own, never guessed into another, and
+    // the report says which binary of which build-id it lacked and how to supply it.
     std::fs::remove_dir_all(tmp.join("symbols")).unwrap();
     assert_ne!(rows(&tmp), want);
+    let t = stage_table(&Recording::open(&tmp).unwrap(), &Rules::builtin()).unwrap();
+    let unknown = t.stages.iter().find(|r| r.stage == analyzer::rules::BINARY_UNKNOWN).map_or(0, |r| r.samples);
+    assert!(unknown > t.samples / 2, "binary-unknown {unknown} of {}", t.samples);
+    assert!(t
+        .stages
+        .iter()
+        .filter(|r| ["lookup", "ip", "slab", "driver"].contains(&r.stage.as_str()))
+        .all(|r| r.samples == 0));
+    let missing = t.binaries.iter().filter(|b| b.unnamed.is_some()).count();
+    assert!(missing >= 1, "{:?}", t.binaries);
+    let w = t.warnings.iter().find(|w| w.starts_with("/nonexistent/")).expect("a warning per unnamed binary");
+    assert!(w.contains("no file of the recorded build-id") && w.contains("--symfs"), "{w}");
     std::fs::remove_dir_all(&tmp).unwrap();
 }

@@ -13,9 +13,8 @@ pub struct DiffArgs {
     /// Extra stage rules (TOML), tried before the built-in ones.
     #[arg(long)]
     pub stages: Option<PathBuf>,
-    /// Kernel symbols for perf.data inputs (default: this machine's /proc/kallsyms).
-    #[arg(long)]
-    pub kallsyms: Option<PathBuf>,
+    #[command(flatten)]
+    pub symbols: super::SymbolArgs,
     /// Symbols compared.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
@@ -28,7 +27,7 @@ pub fn run(a: &DiffArgs) -> Result<()> {
     let rules = analyzer::rules::Rules::builtin_with(a.stages.as_deref())?;
     let mut tables = Vec::new();
     for p in &a.inputs {
-        tables.push(analyzer::input::open(p)?.stage_table(&rules, a.kallsyms.as_deref())?);
+        tables.push(analyzer::input::open(p)?.stage_table(&rules, &a.symbols.paths())?);
     }
     let names = a.inputs.iter().map(|p| p.display().to_string()).collect();
     let d = analyzer::diff::diff(names, &tables, a.top);

@@ -17,9 +17,8 @@ pub struct ExportArgs {
     /// Output file (default: standard output; binary formats need a file).
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
-    /// Kernel symbols for a perf.data input (default: this machine's /proc/kallsyms).
-    #[arg(long)]
-    pub kallsyms: Option<PathBuf>,
+    #[command(flatten)]
+    pub symbols: super::SymbolArgs,
     /// Extra stage rules (TOML), tried before the built-in ones.
     #[arg(long)]
     pub stages: Option<PathBuf>,
@@ -29,7 +28,7 @@ pub fn run(a: &ExportArgs) -> Result<()> {
     let rules = analyzer::rules::Rules::builtin_with(a.stages.as_deref())?;
     // One symbolizer: the binaries and kallsyms it loads serve the stacks and pprof.
     let (profile, mut sym): (Profile, Symbolizer) =
-        analyzer::input::open(&a.input)?.profile(&rules, a.kallsyms.as_deref())?;
+        analyzer::input::open(&a.input)?.profile(&rules, &a.symbols.paths())?;
     let title = format!("fwdscope: {} ({})", a.input.display(), profile.event);
     let bytes = profile.encode(a.format, &title, &mut sym)?;
     match &a.output {

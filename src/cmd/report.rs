@@ -40,10 +40,12 @@ pub struct ReportArgs {
     /// Order of the symbol table.
     #[arg(long, value_enum, default_value_t = Sort::Samples)]
     pub sort: Sort,
-    /// Kernel symbols for a perf.data file recorded on another boot or machine (a copy of
-    /// its /proc/kallsyms, plain or gzipped; default: this machine's).
+    #[command(flatten)]
+    pub symbols: super::SymbolArgs,
+    /// Print each binary the samples touched with its recorded build-id and where its
+    /// symbols came from, or why none (as `perf buildid-list`, with the lookup's outcome).
     #[arg(long)]
-    pub kallsyms: Option<PathBuf>,
+    pub buildid_list: bool,
     /// Also print a stage table per thread (forwarder workers get per-packet figures).
     #[arg(long)]
     pub per_worker: bool,
@@ -97,7 +99,11 @@ pub fn run(a: &ReportArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let mut t = analyzer::input::open_with(&a.input, a.strict)?.stage_table(&rules, a.kallsyms.as_deref())?;
+    let mut t = analyzer::input::open_with(&a.input, a.strict)?.stage_table(&rules, &a.symbols.paths())?;
+    if a.buildid_list {
+        print!("{}", t.buildid_list());
+        return Ok(());
+    }
     // The text table carries them itself; JSON and CSV readers see them here too.
     if !matches!(a.format, Format::Table) {
         for w in &t.warnings {

@@ -85,10 +85,22 @@ fn elf_parts(data: &memmap2::Mmap, store: u32) -> Option<ElfParts> {
     Some((syms, segs, build_id))
 }
 
+/// Map a regular file read-only. Opened without blocking (a FIFO planted where a binary
+/// was recorded must not hang the reader) and checked to be a regular file first.
 fn map_file(path: &std::path::Path) -> Option<memmap2::Mmap> {
-    let f = std::fs::File::open(path).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
     // SAFETY: read-only private mapping of a binary.
     unsafe { memmap2::Mmap::map(&f) }.ok()
+}
+
+/// Sort by address, the largest symbol first at one address, and keep one per address.
+fn sort_symbols(syms: &mut Vec<Sym>) {
+    syms.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
+    syms.dedup_by_key(|s| s.addr);
 }
 
 impl ElfSymbols {
@@ -100,36 +112,55 @@ impl ElfSymbols {
 
     /// [`ElfSymbols::load`] with debug files looked up under `debug_root` (none: not at all).
     pub fn load_with_debug(path: &std::path::Path, debug_root: Option<&std::path::Path>) -> Option<ElfSymbols> {
+        let mut e = ElfSymbols::open(path)?;
+        if let (Some(root), Some(id)) = (debug_root, e.build_id.clone().filter(|id| id.len() > 2)) {
+            e.add_debug_file(&[root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]))]);
+        }
+        Some(e)
+    }
+
+    /// Read the symbol table of the file at `path` alone (no debug file); None when it is
+    /// not a readable ELF file.
+    pub fn open(path: &std::path::Path) -> Option<ElfSymbols> {
         let data = map_file(path)?;
         let (mut syms, segs, build_id) = elf_parts(&data, 0)?;
-        let mut names = vec![NameStore::Mapped(data)];
-        let mut debug_file = None;
-        if let (Some(root), Some(id)) = (debug_root, build_id.as_deref().filter(|id| id.len() > 2)) {
-            let p = root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
-            // The debug file must be the same build (its own build-id note says so).
-            if let Some(dbg) = p.exists().then(|| map_file(&p)).flatten() {
-                if let Some((more, _, Some(dbg_id))) = elf_parts(&dbg, 1) {
-                    if dbg_id == id {
-                        syms.extend(more);
-                        names.push(NameStore::Mapped(dbg));
-                        debug_file = Some(p);
-                    }
-                }
-            }
-        }
-        syms.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
-        syms.dedup_by_key(|s| s.addr);
+        sort_symbols(&mut syms);
         let shown = (0..syms.len()).map(|_| std::cell::OnceCell::new()).collect();
         Some(ElfSymbols {
             path: path.to_path_buf(),
-            names,
+            names: vec![NameStore::Mapped(data)],
             syms,
             shown,
             segs,
             build_id,
-            debug_file,
+            debug_file: None,
             dwarf: std::cell::OnceCell::new(),
         })
+    }
+
+    /// Add the symbols of the first of `candidates` that exists and is a debug file of this
+    /// very build (its own build-id note says so), as perf does for stripped binaries.
+    /// Returns whether one was added.
+    pub fn add_debug_file(&mut self, candidates: &[std::path::PathBuf]) -> bool {
+        let Some(id) = self.build_id.clone() else { return false };
+        if self.debug_file.is_some() {
+            return false;
+        }
+        for p in candidates {
+            let Some(dbg) = p.is_file().then(|| map_file(p)).flatten() else { continue };
+            let store = self.names.len() as u32;
+            let Some((more, _, Some(dbg_id))) = elf_parts(&dbg, store) else { continue };
+            if dbg_id != id {
+                continue;
+            }
+            self.syms.extend(more);
+            sort_symbols(&mut self.syms);
+            self.shown = (0..self.syms.len()).map(|_| std::cell::OnceCell::new()).collect();
+            self.names.push(NameStore::Mapped(dbg));
+            self.debug_file = Some(p.clone());
+            return true;
+        }
+        false
     }
 
     /// Symbols from a symbol map (`FILE_OFFSET SIZE NAME` lines, hex): offsets stand in
@@ -154,8 +185,7 @@ impl ElfSymbols {
             syms.push(Sym { addr: off, size, store: 0, len, off: names.len() });
             names.push_str(name);
         }
-        syms.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
-        syms.dedup_by_key(|s| s.addr);
+        sort_symbols(&mut syms);
         let shown = (0..syms.len()).map(|_| std::cell::OnceCell::new()).collect();
         Ok(ElfSymbols {
             path: origin.to_path_buf(),

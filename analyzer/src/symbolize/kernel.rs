@@ -57,12 +57,16 @@ impl ThisMachine {
     }
 }
 
+/// perf's build-id cache directory: `$PERF_BUILDID_DIR`, else `$HOME/.debug`.
+pub fn default_buildid_dir() -> Option<PathBuf> {
+    std::env::var_os("PERF_BUILDID_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".debug")))
+}
+
 impl Default for KernelLookup {
     fn default() -> KernelLookup {
-        let buildid_dir = std::env::var_os("PERF_BUILDID_DIR")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".debug")));
-        KernelLookup { given: None, buildid_dir, this_machine: Some(ThisMachine::running()) }
+        KernelLookup { given: None, buildid_dir: default_buildid_dir(), this_machine: Some(ThisMachine::running()) }
     }
 }
 

@@ -15,11 +15,13 @@
 //! debug info yields its symbol-table name with no file or line.
 
 mod addr;
+mod binary;
 mod elf;
 mod kallsyms;
 pub mod kernel;
 
 pub use addr::{Avma, FileOffset, MappedRange, Svma};
+pub use binary::{BinaryLookup, BinaryReport, Origin};
 pub use elf::{ElfSymbols, DEBUG_ROOT};
 pub use kallsyms::Kallsyms;
 
@@ -40,6 +42,20 @@ pub struct Symbol {
     pub name: String,
     /// The file (`[kernel.kallsyms]` for the kernel).
     pub dso: String,
+    /// A user-space address in a binary of which no file of the recorded build was found
+    /// (the name is `DSO+0xOFFSET`): never guessed into a stage.
+    pub binary_unknown: bool,
+}
+
+/// Where symbols are looked for beyond the input itself, as the user gave them.
+#[derive(Debug, Clone, Default)]
+pub struct SymbolPaths {
+    /// `--kallsyms FILE`: the recording machine's kernel symbols. Default: none (perf's
+    /// build-id cache, then this machine when it runs the recorded build).
+    pub kallsyms: Option<std::path::PathBuf>,
+    /// `--symfs DIR`: a copy of the recording machine's files (DIR/PATH tried first, as
+    /// perf does). Default: none.
+    pub symfs: Option<std::path::PathBuf>,
 }
 
 /// One frame of an address: the function (an inlined one first, then the functions it
@@ -74,28 +90,31 @@ pub fn write_symbol_maps(dir: &std::path::Path, maps: &[Mapping]) -> crate::Resu
     Ok(written)
 }
 
-/// Forget the binaries `maps` would not accept: one rebuilt since it was read (a mapping
-/// of its path names another build-id) or one that could not be read then (it may be
-/// readable now). They are read again on first use.
-fn keep_matching(elfs: &mut HashMap<String, Option<ElfSymbols>>, maps: &[Mapping]) {
-    elfs.retain(|path, e| {
-        maps.iter().filter(|m| &m.path == path).all(|m| match (e.as_ref(), &m.build_id) {
-            (Some(e), Some(want)) => e.build_id.as_deref() == Some(want.as_str()),
-            (None, _) => false,
-            (Some(_), None) => true,
-        })
-    });
+/// What a symbolizer found for one (path, recorded build-id).
+type Binaries = HashMap<(String, Option<String>), binary::Found>;
+
+/// Forget, before a symbolizer is reused for another recording, what was not found (the
+/// file may be readable now, or the new recording ship its symbol map) and what was read
+/// without a build-id to check (the file may have been rebuilt since). A binary found by
+/// its build-id stays: it is that build wherever it came from.
+fn keep_matching(bins: &mut Binaries) {
+    bins.retain(|(_, id), b| id.is_some() && b.elf.is_some() && !matches!(b.origin, Some(Origin::SymbolMap(_))));
+}
+
+/// A binary's short name (its file name), as tables show it.
+fn dso_name(path: &str) -> String {
+    std::path::Path::new(path).file_name().map_or(path.to_string(), |f| f.to_string_lossy().into_owned())
 }
 
 /// Resolves the samples of one recording.
 pub struct Symbolizer {
     maps: HashMap<u32, Vec<Mapping>>,
     kallsyms: Option<Kallsyms>,
-    elfs: HashMap<String, Option<ElfSymbols>>,
-    /// Symbol maps shipped with a recording, by build-id.
-    shipped: HashMap<String, ElfSymbols>,
-    /// Where debug files are looked up by build-id. Default: [`DEBUG_ROOT`].
-    debug_root: Option<std::path::PathBuf>,
+    bins: Binaries,
+    /// Symbol maps shipped with a recording, by build-id, with their files.
+    shipped: HashMap<String, (ElfSymbols, std::path::PathBuf)>,
+    /// Where binaries and their debug files are looked for. Default: [`BinaryLookup`]'s.
+    lookup: BinaryLookup,
     /// What loading found wrong with the symbol sources (a kallsyms snapshot of junk),
     /// each naming its file; reports print them.
     warnings: Vec<String>,
@@ -103,8 +122,6 @@ pub struct Symbolizer {
     kernel_source: String,
     /// Kernel address ranges left unnamed (modules of another build or load).
     kernel_unnamed: Vec<(u64, u64)>,
-    /// Binaries named from a symbol map shipped with the recording.
-    used_shipped: std::collections::BTreeSet<String>,
 }
 
 impl Symbolizer {
@@ -118,13 +135,12 @@ impl Symbolizer {
         Symbolizer {
             maps: by_pid,
             kallsyms,
-            elfs: HashMap::new(),
+            bins: HashMap::new(),
             shipped: HashMap::new(),
             warnings: Vec::new(),
-            debug_root: Some(DEBUG_ROOT.into()),
+            lookup: BinaryLookup::default(),
             kernel_source,
             kernel_unnamed: Vec::new(),
-            used_shipped: Default::default(),
         }
     }
 
@@ -138,35 +154,86 @@ impl Symbolizer {
         s
     }
 
+    /// Look for binaries under `symfs` first (`--symfs`, as perf).
+    pub fn with_symfs(mut self, symfs: Option<&std::path::Path>) -> Symbolizer {
+        self.lookup.symfs = symfs.map(std::path::Path::to_path_buf);
+        self
+    }
+
+    /// Every binary looked up so far: its recorded build-id and where its symbols came
+    /// from, or why none (what `report --buildid-list` prints), sorted by path.
+    pub fn binaries(&self) -> Vec<BinaryReport> {
+        let mut out: Vec<BinaryReport> = self
+            .bins
+            .iter()
+            .map(|((path, id), b)| match (&b.elf, &b.origin) {
+                (Some(e), Some(o)) => BinaryReport {
+                    path: path.clone(),
+                    recorded: id.clone(),
+                    source: Some(o.describe(e, id.as_deref())),
+                    unnamed: None,
+                },
+                _ => BinaryReport {
+                    path: path.clone(),
+                    recorded: id.clone(),
+                    source: None,
+                    unnamed: Some(self.why_unnamed(path, id.as_deref(), b)),
+                },
+            })
+            .collect();
+        out.sort_by(|a, b| a.path.cmp(&b.path).then(a.recorded.cmp(&b.recorded)));
+        out
+    }
+
+    /// Why a binary stayed unnamed, and how to supply it.
+    fn why_unnamed(&self, path: &str, id: Option<&str>, b: &binary::Found) -> String {
+        let tried = if b.refused.is_empty() { String::new() } else { format!(" (found {})", b.refused.join("; ")) };
+        match id {
+            Some(id) => format!(
+                "no file of the recorded build-id {id} was found{tried}: its samples stay {}+0x... (stage {}); {}",
+                dso_name(path),
+                crate::rules::BINARY_UNKNOWN,
+                self.lookup.how_to_supply(path, id)
+            ),
+            None => format!(
+                "unreadable here and no build-id recorded: its samples stay {}+0x... (stage {}); give a copy with \
+                 --symfs DIR (DIR{path})",
+                dso_name(path),
+                crate::rules::BINARY_UNKNOWN
+            ),
+        }
+    }
+
     /// Where every name came from, one line per source: the kernel's, then each binary
-    /// read (ELF symbol table, debug file by build-id, a recording's symbol map, or
-    /// unreadable).
+    /// read (its ELF symbol table, a debug file by build-id, perf's build-id cache,
+    /// `--symfs`, a recording's symbol map) or why it stayed unnamed.
     pub fn sources(&self) -> Vec<String> {
         let mut out = vec![self.kernel_source.clone()];
-        let mut paths: Vec<&String> = self.elfs.keys().collect();
-        paths.sort();
-        for p in paths {
-            let line = match (&self.elfs[p], self.used_shipped.contains(p)) {
-                (_, true) => format!("{p}: the recording's symbol map (the binary here is missing or rebuilt)"),
-                (Some(e), false) => match &e.debug_file {
-                    Some(d) => format!("{p}: debug file {} (by build-id)", d.display()),
-                    None => format!(
-                        "{p}: its ELF symbol table{}",
-                        e.build_id.as_deref().map_or(String::new(), |b| format!(" (build-id {b})"))
-                    ),
-                },
-                (None, false) => format!("{p}: unreadable here: its samples stay unnamed (FILE+0x...)"),
-            };
-            out.push(line);
+        for b in self.binaries() {
+            match (&b.source, &b.unnamed) {
+                (Some(src), _) => out.push(format!("{}: {src}", b.path)),
+                (None, Some(_)) => out.push(format!(
+                    "{}: unnamed (recorded build-id {}): its samples stay FILE+0x...",
+                    b.path,
+                    b.recorded.as_deref().unwrap_or("none")
+                )),
+                (None, None) => {}
+            }
         }
         out
+    }
+
+    /// One warning per binary that stayed unnamed: which, why, and how to supply it.
+    pub fn unnamed_binaries(&self) -> Vec<String> {
+        self.binaries().into_iter().filter_map(|b| Some(format!("{}: {}", b.path, b.unnamed?))).collect()
     }
 
     /// Name only what the binaries (and a recording's symbol maps) name, not what debug
     /// files installed on this machine add: for results that must not depend on the
     /// machine (golden tests). Binaries already read keep their names.
     pub fn without_debug_files(mut self) -> Symbolizer {
-        self.debug_root = None;
+        self.lookup.debug_root = None;
+        self.lookup.buildid_dir = None;
         self
     }
 
@@ -194,9 +261,9 @@ impl Symbolizer {
         let maps = rec.maps()?;
         let (prev_ks, prev_rest) = match prev {
             Some(p) => {
-                let mut elfs = p.elfs;
-                keep_matching(&mut elfs, &maps);
-                (p.kallsyms, Some((elfs, p.debug_root)))
+                let mut bins = p.bins;
+                keep_matching(&mut bins);
+                (p.kallsyms, Some((bins, p.lookup)))
             }
             None => (None, None),
         };
@@ -265,9 +332,9 @@ impl Symbolizer {
         let mut sym = Symbolizer::new(maps, ks);
         sym.warnings = warnings;
         sym.kernel_source = kernel_source;
-        if let Some((elfs, debug_root)) = prev_rest {
-            sym.elfs = elfs;
-            sym.debug_root = debug_root;
+        if let Some((bins, lookup)) = prev_rest {
+            sym.bins = bins;
+            sym.lookup = lookup;
         }
         let dir = rec.dir.join("symbols");
         if let Ok(rd) = std::fs::read_dir(&dir) {
@@ -277,7 +344,7 @@ impl Symbolizer {
                     continue;
                 };
                 let text = std::fs::read_to_string(&p).map_err(|e| crate::Error::Io { path: p.clone(), source: e })?;
-                sym.shipped.insert(id.to_string(), ElfSymbols::from_symbol_map(&text, &p, id)?);
+                sym.shipped.insert(id.to_string(), (ElfSymbols::from_symbol_map(&text, &p, id)?, p.clone()));
             }
         }
         Ok(sym)
@@ -297,48 +364,41 @@ impl Symbolizer {
     fn locate(&self, pid: u32, ip: Avma) -> Option<(Mapping, FileOffset, String)> {
         let (m, off) = self.maps.get(&pid)?.iter().rev().find_map(|m| Some((m, m.file_offset(ip)?)))?;
         let m = m.clone();
-        let dso =
-            std::path::Path::new(&m.path).file_name().map_or(m.path.clone(), |f| f.to_string_lossy().into_owned());
+        let dso = dso_name(&m.path);
         Some((m, off, dso))
     }
 
-    /// The binary of mapping `m`, loaded once; None when unreadable or its build-id differs
-    /// from the one recorded.
+    /// The symbols of mapping `m`'s binary as recorded, looked up once per (path,
+    /// build-id) ([`BinaryLookup`]; then a symbol map shipped with the recording); None
+    /// when no file of that build was found.
     fn elf(&mut self, m: &Mapping) -> Option<&ElfSymbols> {
-        let root = self.debug_root.as_deref();
-        let elf = self
-            .elfs
-            .entry(m.path.clone())
-            .or_insert_with(|| ElfSymbols::load_with_debug(std::path::Path::new(&m.path), root));
-        let usable = match (elf.as_ref(), &m.build_id) {
-            (Some(e), Some(want)) => e.build_id.as_deref() == Some(want.as_str()),
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if usable {
-            return elf.as_ref();
+        let key = (m.path.clone(), m.build_id.clone());
+        if !self.bins.contains_key(&key) {
+            let mut found = self.lookup.find(&m.path, m.build_id.as_deref());
+            if found.elf.is_none() {
+                if let Some((e, p)) = m.build_id.as_ref().and_then(|id| self.shipped.remove(id)) {
+                    found.origin = Some(Origin::SymbolMap(p));
+                    found.elf = Some(e);
+                }
+            }
+            self.bins.insert(key.clone(), found);
         }
-        // The binary is gone or rebuilt: a symbol map shipped with the recording.
-        let shipped = m.build_id.as_ref().and_then(|id| self.shipped.get(id));
-        if shipped.is_some() {
-            self.used_shipped.insert(m.path.clone());
-        }
-        shipped
+        self.bins.get(&key).and_then(|b| b.elf.as_ref())
     }
 
     /// Resolve an address in process `pid`.
     pub fn resolve_ip(&mut self, pid: u32, ip: u64, kernel: bool) -> Symbol {
         if kernel {
-            return Symbol { name: self.kernel_name(ip), dso: "[kernel.kallsyms]".into() };
+            return Symbol { name: self.kernel_name(ip), dso: "[kernel.kallsyms]".into(), binary_unknown: false };
         }
         let Some((m, off, dso)) = self.locate(pid, Avma(ip)) else {
-            return Symbol { name: format!("[unknown]+{ip:#x}"), dso: "[unknown]".into() };
+            return Symbol { name: format!("[unknown]+{ip:#x}"), dso: "[unknown]".into(), binary_unknown: false };
         };
-        let name = match self.elf(&m).and_then(|e| e.at_offset(off)) {
-            Some(n) => n.to_string(),
-            None => format!("{dso}+{:#x}", off.0),
+        let (name, binary_unknown) = match self.elf(&m) {
+            Some(e) => (e.at_offset(off).map_or_else(|| format!("{dso}+{:#x}", off.0), str::to_string), false),
+            None => (format!("{dso}+{:#x}", off.0), true),
         };
-        Symbol { name, dso }
+        Symbol { name, dso, binary_unknown }
     }
 
     fn kernel_name(&self, ip: u64) -> String {
@@ -401,30 +461,23 @@ mod tests {
     }
 
     #[test]
-    fn a_reused_binary_is_dropped_when_the_recording_names_another_build_id() {
+    fn a_reused_symbolizer_keeps_only_binaries_found_by_build_id() {
         let exe = std::env::current_exe().unwrap();
         let path = exe.display().to_string();
-        let elf = ElfSymbols::load(&exe).unwrap();
-        let id = elf.build_id.clone().expect("test binaries carry a build-id");
-        let map_of = |path: &str, build_id: Option<&str>| Mapping {
-            time: 0,
-            pid: 1,
-            tid: 1,
-            start: 0x1000,
-            len: 0x1000,
-            pgoff: 0,
-            path: path.to_string(),
-            build_id: build_id.map(str::to_string),
-        };
-        let map = |build_id: Option<&str>| map_of(&path, build_id);
-        let mut elfs = HashMap::from([(path.clone(), Some(elf)), ("/gone".to_string(), None)]);
-        keep_matching(&mut elfs, &[map(Some(&id)), map_of("/gone", None)]);
-        assert!(elfs.get(&path).is_some_and(Option::is_some), "same build-id: kept");
-        assert!(!elfs.contains_key("/gone"), "unreadable then: tried again");
-        keep_matching(&mut elfs, &[map(None)]);
-        assert!(elfs.contains_key(&path), "no build-id recorded: kept");
-        keep_matching(&mut elfs, &[map(Some("00ff"))]);
-        assert!(elfs.is_empty(), "rebuilt: read again");
+        let id = ElfSymbols::open(&exe).unwrap().build_id.expect("test binaries carry a build-id");
+        let found =
+            |origin: Origin| binary::Found { elf: ElfSymbols::open(&exe), origin: Some(origin), refused: Vec::new() };
+        let mut bins: Binaries = HashMap::from([
+            ((path.clone(), Some(id.clone())), found(Origin::Path { checked: true })),
+            ((path.clone(), None), found(Origin::Path { checked: false })),
+            (("/gone".to_string(), Some("00ff".into())), binary::Found { elf: None, origin: None, refused: vec![] }),
+            (("/shipped".to_string(), Some("11ee".into())), found(Origin::SymbolMap("/r/symbols/11ee.map".into()))),
+        ]);
+        keep_matching(&mut bins);
+        let kept: Vec<_> = bins.keys().cloned().collect();
+        // Found by its build-id: the same build for every recording. Read unchecked (may be
+        // rebuilt), not found (may be readable now), another recording's symbol map: again.
+        assert_eq!(kept, [(path, Some(id))]);
     }
 
     #[test]
