@@ -54,7 +54,8 @@ pub struct ClockCheck {
 }
 
 impl ClockCheck {
-    /// Whether every stage is within [`MAX_POINTS_APART`].
+    /// Whether every stage is within [`MAX_POINTS_APART`] (always, for clocks too unsure to
+    /// judge by: [`ClockReport::unsure`]).
     pub fn agrees(&self) -> bool {
         !self.rows.iter().any(|r| r.flagged)
     }
@@ -94,7 +95,13 @@ impl ClockCheck {
         let _ = writeln!(
             s,
             "# {}; other {:.1}% of the workers' samples; {}; {}",
-            if flagged.is_empty() {
+            if self.clocks.unsure() {
+                format!(
+                    "the stages are not judged: the worker waited to run {:.0}% of the clocked time, so the clocks \
+                     are unsure",
+                    100.0 * self.clocks.runq_share.unwrap_or(0.0)
+                )
+            } else if flagged.is_empty() {
                 format!("the instruments agree: every stage within {MAX_POINTS_APART:.0} points")
             } else {
                 format!(
@@ -167,9 +174,20 @@ pub fn clock_check(rec: &Recording, event: &str, totals: &HashMap<String, (u64, 
     let Some(clocks) = clock_report_since(rec, 0)? else {
         return Ok(None);
     };
-    let (forwarded, tsc_hz) = (clocks.forwarded, clocks.tsc_hz);
     let info = rec.meta.forwarder.as_ref().map(|f| &f["info"]);
     let tsc_source = info.and_then(|i| i["tsc_source"].as_str()).unwrap_or("not recorded").to_string();
+    Ok(Some(compare(clocks, event, tsc_source, totals)))
+}
+
+/// The two instruments side by side, stage by stage: the clocks against the workers'
+/// sampled totals (stage -> samples, period) of `event`.
+pub fn compare(
+    clocks: ClockReport,
+    event: &str,
+    tsc_source: String,
+    totals: &HashMap<String, (u64, u64)>,
+) -> ClockCheck {
+    let (forwarded, tsc_hz) = (clocks.forwarded, clocks.tsc_hz);
     // Samples no stage took count in the workers' total: `other` and shared machinery.
     let in_scope = |st: &str| is_forwarding_stage(st) || st == OTHER || st == SHARED;
     let worker_samples: u64 = totals.iter().filter(|(s, _)| in_scope(s)).map(|(_, v)| v.0).sum();
@@ -197,13 +215,14 @@ pub fn clock_check(rec: &Recording, event: &str, totals: &HashMap<String, (u64, 
                 sampled_share,
                 clock_share: cs,
                 points_apart: apart,
-                flagged: apart.is_some_and(|a| a.abs() > MAX_POINTS_APART),
+                // Clocks the machine made unsure judge no stage.
+                flagged: !clocks.unsure() && apart.is_some_and(|a| a.abs() > MAX_POINTS_APART),
                 stage,
             }
         })
         .collect();
     let other = totals.get(OTHER).map_or(0, |v| v.0);
-    Ok(Some(ClockCheck {
+    ClockCheck {
         event: event.to_string(),
         tsc_hz,
         tsc_source,
@@ -211,5 +230,40 @@ pub fn clock_check(rec: &Recording, event: &str, totals: &HashMap<String, (u64, 
         rows,
         worker_samples,
         other_share: if worker_samples == 0 { 0.0 } else { 100.0 * other as f64 / worker_samples as f64 },
-    }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Clocks: lookup 3000 and ip 1000 of 4000 forwarding clocks (75% / 25%) at 1 GHz over
+    /// 100 packets, with the given run-queue wait (ns) of 10000 clocked ns.
+    fn clocks(wait: u64) -> ClockReport {
+        let d = |c: Ctr| match c {
+            Ctr::ClkLookup => 3_000,
+            Ctr::ClkIp => 1_000,
+            Ctr::ClkIdle => 6_000,
+            Ctr::SchedRunNs => 10_000 - wait,
+            Ctr::SchedWaitNs => wait,
+            _ => 0,
+        };
+        ClockReport::new(d, 1_000_000_000, 100).unwrap()
+    }
+
+    /// Samples 50/50 against clocks 75/25: 25 points apart, flagged; on a machine where the
+    /// worker waited to run 60% of the clocked time, judged not at all, and said so.
+    #[test]
+    fn unsure_clocks_judge_no_stage() {
+        let totals = HashMap::from([("lookup".to_string(), (500, 500_000)), ("ip".to_string(), (500, 500_000))]);
+        let sure = compare(clocks(1_000), "cpu-clock", "test".into(), &totals);
+        let lookup = sure.rows.iter().find(|r| r.stage == "lookup").unwrap();
+        assert_eq!((lookup.points_apart, lookup.flagged), (Some(-25.0), true));
+        assert!(!sure.agrees() && sure.text().contains("disagree on lookup, ip"), "{}", sure.text());
+        let unsure = compare(clocks(6_000), "cpu-clock", "test".into(), &totals);
+        assert!(unsure.clocks.unsure());
+        assert!(unsure.rows.iter().all(|r| !r.flagged) && unsure.agrees());
+        assert!(unsure.text().contains("the stages are not judged: the worker waited to run 60%"), "{}", unsure.text());
+        assert!(!unsure.text().contains("DISAGREE"));
+    }
 }

@@ -369,7 +369,12 @@ pub fn row_text(r: &StatRow) -> String {
     let counts: Vec<String> = r.counts.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let clocks = r.stage_clocks.as_ref().map_or(String::new(), |c| {
         let stages: Vec<String> = c.ns_by_stage().iter().map(|(s, v)| format!("{s} {v:.1}")).collect();
-        format!("  clock ns/pkt: {}; idle {:.0}%", stages.join(" "), 100.0 * c.idle_share)
+        let unsure = if c.unsure() {
+            format!("; UNSURE: waited to run {:.0}% of the clocked time", 100.0 * c.runq_share.unwrap_or(0.0))
+        } else {
+            String::new()
+        };
+        format!("  clock ns/pkt: {}; idle {:.0}%{unsure}", stages.join(" "), 100.0 * c.idle_share)
     });
     format!(
         "{:>9.3} {:<10} {:>8} {:>10} {:>10} {:>6} {:>10} {:>10}  {}{}",

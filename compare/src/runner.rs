@@ -232,6 +232,7 @@ fn measure_window(rec: &Recording, from_ns: u64) -> Result<Measured> {
         }
     }
     let clocks = analyzer::crosscheck::clock_report_since(rec, from_ns)?
+        .filter(|c| !c.unsure())
         .map(|c| c.ns_by_stage().into_iter().collect())
         .unwrap_or_default();
     Ok(Measured { mpps: forwarded as f64 / secs / 1e6, entries, stages, clocks })
@@ -369,7 +370,13 @@ impl Runner<'_> {
         };
         let clocks = match &window {
             Some(w) => w.clocks.clone(),
-            None => t.clock_check.as_ref().map(|c| c.clocks.ns_by_stage().into_iter().collect()).unwrap_or_default(),
+            // Clocks of a worker that mostly waited to run measured the machine: none given.
+            None => t
+                .clock_check
+                .as_ref()
+                .filter(|c| !c.clocks.unsure())
+                .map(|c| c.clocks.ns_by_stage().into_iter().collect())
+                .unwrap_or_default(),
         };
         let res = RunResult {
             setting: s.label.clone(),

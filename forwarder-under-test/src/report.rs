@@ -192,11 +192,10 @@ impl Summary {
                 s.push_str(&c.table());
                 let _ = writeln!(
                     s,
-                    "  {}; {}; forwarding stages {:.1} ns/packet = {:.2} Mpps on its own{}",
+                    "  {}; {}; {}{}",
                     c.bound_text(),
                     c.scale_text(),
-                    c.forwarding_ns_per_packet.unwrap_or(0.0),
-                    c.capacity_mpps.unwrap_or(0.0),
+                    c.capacity_text(),
                     if c.device_share > 0.0 {
                         format!(
                             "; the synthetic device took {:.0}% of the workers' time (simulated hardware, apart)",

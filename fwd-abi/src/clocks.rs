@@ -12,6 +12,11 @@ use serde::Serialize;
 /// Idle share of a worker's time above which its rate is the device's, not its own.
 pub const DEVICE_BOUND_IDLE: f64 = 0.10;
 
+/// Share of the clocked time spent waiting to run (the run queue) above which the
+/// clocks say too little of the forwarder's own work: no capacity figure is given, the
+/// per-stage figures are marked unsure, and the cross-check does not judge stages by them.
+pub const UNSURE_RUNQ_SHARE: f64 = 0.5;
+
 /// One clocked stage over an interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StageClockRow {
@@ -116,7 +121,9 @@ impl ClockReport {
             tsc_hz,
             forwarded,
             rows,
-            capacity_mpps: forwarding_ns_per_packet.filter(|v| *v > 0.0).map(|v| 1e3 / v),
+            capacity_mpps: forwarding_ns_per_packet
+                .filter(|v| *v > 0.0 && runq_share.is_none_or(|r| r <= UNSURE_RUNQ_SHARE))
+                .map(|v| 1e3 / v),
             forwarding_ns_per_packet,
             idle_share,
             device_share: of("nic"),
@@ -174,6 +181,27 @@ impl ClockReport {
             }
     }
 
+    /// Whether the worker waited to run more than [`UNSURE_RUNQ_SHARE`] of the clocked
+    /// time: the figures are then mostly the machine's, not the forwarder's.
+    pub fn unsure(&self) -> bool {
+        self.runq_share.is_some_and(|r| r > UNSURE_RUNQ_SHARE)
+    }
+
+    /// What the forwarding stages alone would allow, in words: `forwarding stages X
+    /// ns/packet = Y Mpps on its own`, or, on a machine too busy to say, why no figure.
+    pub fn capacity_text(&self) -> String {
+        match (self.forwarding_ns_per_packet, self.capacity_mpps) {
+            (Some(ns), Some(mpps)) => format!("forwarding stages {ns:.1} ns/packet = {mpps:.2} Mpps on its own"),
+            _ if self.unsure() => format!(
+                "no capacity figure: the worker waited to run {:.0}% of the clocked time (schedstat), more than \
+                 {:.0}%, so the clocks measured the machine more than the forwarder; the per-stage figures are unsure",
+                100.0 * self.runq_share.unwrap_or(0.0),
+                100.0 * UNSURE_RUNQ_SHARE
+            ),
+            _ => "no capacity figure: no packet was forwarded".to_string(),
+        }
+    }
+
     /// Whether the worker was limited by the device or by its own work, in words.
     pub fn bound_text(&self) -> String {
         if self.device_bound {
@@ -187,10 +215,20 @@ impl ClockReport {
         }
     }
 
-    /// VPP-style table, one line per clocked stage, device and idle last and apart.
+    /// VPP-style table, one line per clocked stage, device and idle last and apart; on a
+    /// machine too busy to trust it ([`ClockReport::unsure`]) a first line says so.
     pub fn table(&self) -> String {
         use std::fmt::Write;
-        let mut s = format!(
+        let mut s = String::new();
+        if self.unsure() {
+            let _ = writeln!(
+                s,
+                "  UNSURE: the worker waited to run {:.0}% of the clocked time: ns/fwd pkt below are mostly the \
+                 machine's, not the forwarder's",
+                100.0 * self.runq_share.unwrap_or(0.0)
+            );
+        }
+        s += &format!(
             "  {:<10} {:>12} {:>12} {:>14} {:>10} {:>9} {:>11} {:>7}\n",
             "stage", "calls", "packets", "clocks", "clk/pkt", "pkt/call", "ns/fwd pkt", "share"
         );
@@ -301,7 +339,28 @@ mod tests {
         assert_eq!(lookup.share, Some(50.0));
         assert_eq!(lookup.clocks_per_packet, Some(50.0));
         assert!(busy.scale_text().contains("10.0% of the clocked time") && busy.scale_text().contains("busy"));
+        assert!(!busy.unsure() && busy.capacity_text().contains("Mpps on its own"));
         assert_eq!(r.runq_share, None);
+        // Waiting to run 24000 of the 40000 clocked ns (60%, over half): no capacity figure,
+        // the reason instead, and the table marked.
+        let swamped = ClockReport::new(
+            |c| match c {
+                Ctr::SchedRunNs => 16_000,
+                Ctr::SchedWaitNs => 24_000,
+                _ => d.get(&c).copied().unwrap_or(0),
+            },
+            1_000_000_000,
+            300,
+        )
+        .unwrap();
+        assert_eq!(swamped.runq_share, Some(0.6));
+        assert!(swamped.unsure());
+        assert_eq!(swamped.capacity_mpps, None);
+        assert!(swamped.forwarding_ns_per_packet.is_some(), "the raw figure stays in the data");
+        let text = swamped.capacity_text();
+        assert!(text.starts_with("no capacity figure") && text.contains("60%") && !text.contains("Mpps"), "{text}");
+        assert!(swamped.table().starts_with("  UNSURE: the worker waited to run 60%"), "{}", swamped.table());
+        assert!(!busy.table().contains("UNSURE"));
         // One poll in 8 clocked (80 polls, 10 clocked): every
         // clock is scaled by 8, so shares and per-packet figures of the clocked polls hold.
         let sampled = ClockReport::new(

@@ -150,6 +150,9 @@ fn header(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     let events = Line::from(Span::styled(m.events_line(), Style::new().fg(Color::Gray)));
     let r = m.rates;
     let bound = match &m.clocks {
+        Some(c) if c.unsure() => {
+            format!("clocks UNSURE (waited to run {:.0}%)  ", 100.0 * c.runq_share.unwrap_or(0.0))
+        }
         Some(c) if c.device_bound => format!("device-bound (idle {:.0}%)  ", 100.0 * c.idle_share),
         Some(c) => format!("worker-bound (idle {:.0}%)  ", 100.0 * c.idle_share),
         None => String::new(),
