@@ -17,6 +17,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the bundled forwarder and print rtstat-like lines every -i seconds.
+    // A flag given twice takes its last value: a sweep's or an experiment's flags come
+    // first and the user's after `--` override them.
+    #[command(args_override_self = true)]
     Forward(forward::ForwardCmd),
     /// Sample the forwarder (flags after `--`), a PID (-p) or every CPU (-a) into a recording.
     Record(record::RecordArgs),

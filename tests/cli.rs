@@ -4,6 +4,33 @@
 mod common;
 use common::run as fwdscope;
 
+/// A flag given twice takes its last value (a sweep's or an experiment's flags first, the
+/// user's after `--` override them).
+#[test]
+fn a_forwarder_flag_given_twice_takes_the_last_value() {
+    let out = fwdscope(&[
+        "forward",
+        "--duration",
+        "0.2",
+        "--json",
+        "--routes",
+        "1000",
+        "--no-pin",
+        "--device",
+        "thread",
+        "--dma",
+        "nt",
+        "--device",
+        "inline",
+        "--dma",
+        "ddio",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = String::from_utf8_lossy(&out.stdout).lines().next().map(str::to_string).unwrap_or_default();
+    let start: serde_json::Value = serde_json::from_str(&first).expect("a JSON start line");
+    assert_eq!((start["config"]["gen_mode"].as_str(), start["config"]["dma"].as_str()), (Some("inline"), Some("ddio")));
+}
+
 #[test]
 fn forward_json_lines_add_up() {
     let out = fwdscope(&[

@@ -34,7 +34,23 @@ pub struct Experiment {
     /// step's second half. A step's flags are what it changes (live-changeable ones only).
     #[serde(default)]
     pub phased: bool,
+    /// How the original hardware is modelled, in words (printed with the results).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Live mode's timing for this experiment (default: live mode's own, unless the
+    /// command line gives one): a device on a thread of its own adapts its pace to the
+    /// worker's for tens of ms after each switch and needs longer blocks and discards.
+    #[serde(default)]
+    pub live: Option<LiveTiming>,
     pub setting: Vec<ExperimentSetting>,
+}
+
+/// Block and discard lengths of a live comparison, in ms.
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveTiming {
+    pub block_ms: u64,
+    pub discard_ms: u64,
 }
 
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -79,6 +95,15 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
     })?;
     if e.setting.is_empty() {
         return Err(bad(None, "no [[setting]]".into()));
+    }
+    if let Some(t) = e.live.filter(|t| t.block_ms == 0 || t.block_ms > 60_000 || t.discard_ms >= t.block_ms) {
+        return Err(bad(
+            None,
+            format!(
+                "[live]: block_ms {} and discard_ms {}: a block is 1 to 60000 ms and keeps some of it after the discard",
+                t.block_ms, t.discard_ms
+            ),
+        ));
     }
     if let Some(s) = e.setting.iter().find(|s| s.flush_at.is_some_and(|f| !(0.0..1.0).contains(&f))) {
         return Err(bad(None, format!("setting `{}`: flush_at is a fraction of the run, 0 to 1", s.label)));
@@ -227,6 +252,21 @@ mod tests {
         let err = load_experiment(p.to_str().unwrap()).unwrap_err().to_string();
         assert!(err.contains(":8:") && err.contains("flagz"), "{err}");
         assert!(load_experiment("no-such-experiment").unwrap_err().to_string().contains("known: prefetch-2005"));
+        // The 2005 experiment models 2005's hardware: the device on a core of its own,
+        // writing frames past the caches, and live blocks long enough for that device.
+        let flags = e.flags.join(" ");
+        assert!(flags.contains("--device thread") && flags.contains("--dma nt"), "{flags}");
+        assert!(e.model.as_deref().is_some_and(|m| m.contains("non-temporal")));
+        assert!(matches!(e.live, Some(LiveTiming { block_ms: 200, discard_ms: 50 })));
+        // A live timing that leaves nothing to measure is refused.
+        std::fs::write(
+            &p,
+            "title = \"t\"\nsource = \"s\"\nunit = \"kpps\"\nrepeat = 1\nduration = 1.0\n[live]\nblock_ms = 100\n\
+             discard_ms = 100\n[[setting]]\nlabel = \"a\"\n[[setting]]\nlabel = \"b\"\n",
+        )
+        .unwrap();
+        let err = load_experiment(p.to_str().unwrap()).unwrap_err().to_string();
+        assert!(err.contains("[live]") && err.contains("discard_ms 100"), "{err}");
         std::fs::remove_file(&p).unwrap();
     }
 

@@ -828,6 +828,9 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
     let mut s = String::new();
     if let Some(e) = &o.experiment {
         let _ = writeln!(s, "experiment: {}\nsource: {}", e.title, e.source);
+        if let Some(m) = &e.model {
+            let _ = writeln!(s, "model: {m}");
+        }
     }
     let k = o.settings.len();
     let order = if k == 2 { "ABBA/BAAB quads".to_string() } else { format!("rotated rounds of {k} and their mirrors") };

@@ -452,6 +452,9 @@ pub fn run(o: &SweepOptions) -> Result<String> {
     let mut text = String::new();
     if let Some(e) = &o.experiment {
         text.push_str(&format!("experiment: {}\nsource: {}\n", e.title, e.source));
+        if let Some(m) = &e.model {
+            text.push_str(&format!("model: {m}\n"));
+        }
     }
     text.push_str(&format!(
         "sweep: {} settings x {} repeats, {:.1} s each, interleaved; stages sampled with {event}\n",

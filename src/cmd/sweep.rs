@@ -37,15 +37,13 @@ pub struct SweepArgs {
     /// [default 30].
     #[arg(long)]
     pub live: bool,
-    /// Live mode: block length in ms.
-    #[arg(long, default_value_t = compare::live::BLOCK.as_millis() as u64, requires = "live",
-          value_parser = clap::value_parser!(u64).range(1..=60_000))]
-    pub block_ms: u64,
+    /// Live mode: block length in ms [default: 50, or the experiment's].
+    #[arg(long, requires = "live", value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub block_ms: Option<u64>,
     /// Live mode: ms discarded as warm-up after each switch (measure with --settle; with
-    /// `--device thread` use 50 and blocks of 100 or more).
-    #[arg(long, default_value_t = compare::live::DISCARD.as_millis() as u64, requires = "live",
-          value_parser = clap::value_parser!(u64).range(0..=60_000))]
-    pub discard_ms: u64,
+    /// `--device thread` use 50 and blocks of 100 or more) [default: 10, or the experiment's].
+    #[arg(long, requires = "live", value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub discard_ms: Option<u64>,
     /// Live mode: seed of the block order [default: from the clock; printed].
     #[arg(long, requires = "live")]
     pub seed: Option<u64>,
@@ -181,8 +179,11 @@ fn live(a: &SweepArgs) -> Result<()> {
     let (program, program_args) = forwarder_command(&None)?;
     let mut o = LiveOptions::new(a.output.clone(), live, program, program_args);
     o.force = a.force;
-    o.block = std::time::Duration::from_millis(a.block_ms);
-    o.discard = std::time::Duration::from_millis(a.discard_ms);
+    let timing = exp.as_ref().and_then(|e| e.live);
+    o.block = a.block_ms.or(timing.map(|t| t.block_ms)).map_or(compare::live::BLOCK, std::time::Duration::from_millis);
+    o.discard =
+        a.discard_ms.or(timing.map(|t| t.discard_ms)).map_or(compare::live::DISCARD, std::time::Duration::from_millis);
+
     // Each comparison with the baseline gets 30 s of blocks: with several settings the
     // blocks are shared, and 30 s in all left the 2005 experiment's four settings
     // undecided (intervals about ±1.2%) where 90 s decided every pair.

@@ -6,7 +6,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(name = "fwdscope-forwarder", version, about = "fwdscope's instrumented IPv4 forwarder")]
+#[command(
+    name = "fwdscope-forwarder",
+    version,
+    about = "fwdscope's instrumented IPv4 forwarder",
+    args_override_self = true
+)]
 struct Cli {
     #[command(flatten)]
     args: forwarder::cli::ForwardArgs,
