@@ -197,7 +197,14 @@ fn analyzer_commands_on_golden_inputs_and_bad_files() {
         .map(|l| l.split(',').nth(5).unwrap().parse::<u64>().unwrap())
         .sum();
     assert_eq!(stage_sum, total, "folded and report disagree on the sample count");
-    assert!(String::from_utf8_lossy(&out.stderr).is_empty());
+    // The only warning: the recording's vDSO is of another kernel build than this
+    // machine's, and no build-id cache holds it, so its samples stay unnamed.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines().all(|l| l.starts_with("fwdscope report: WARNING: [vdso]: no file of the recorded build-id")
+            && l.contains("(stage binary-unknown)")),
+        "{err}"
+    );
 
     let dir = std::env::temp_dir().join(format!("fwdscope-cli-an-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -3,8 +3,11 @@
 //! Per stage: sampled and clocked cost per forwarded packet, each one's share of the
 //! forwarding work, and the difference in points of share; a stage more than
 //! [`MAX_POINTS_APART`] apart is flagged, so a user can tell which figures to trust. The
-//! synthetic device and waiting are compared apart from the forwarding stages.
+//! synthetic device and waiting are compared apart from the forwarding stages. Where the
+//! recording's host and configuration are ones the instruments are known to part on
+//! ([`crate::agreement`]), the check carries that note.
 
+use crate::agreement::{Partings, Setting};
 use crate::rules::{OTHER, SHARED};
 use crate::Result;
 use collector::recording::Recording;
@@ -51,6 +54,10 @@ pub struct ClockCheck {
     pub worker_samples: u64,
     /// `other`'s share of the workers' samples, percent.
     pub other_share: f64,
+    /// Where this host and configuration are known to part (from
+    /// `rules/instrument-agreement.toml`), one note each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub known: Vec<String>,
 }
 
 impl ClockCheck {
@@ -114,6 +121,9 @@ impl ClockCheck {
             self.clocks.bound_text(),
             self.clocks.scale_text()
         );
+        for k in &self.known {
+            let _ = writeln!(s, "# {k}");
+        }
         s
     }
 }
@@ -176,7 +186,10 @@ pub fn clock_check(rec: &Recording, event: &str, totals: &HashMap<String, (u64, 
     };
     let info = rec.meta.forwarder.as_ref().map(|f| &f["info"]);
     let tsc_source = info.and_then(|i| i["tsc_source"].as_str()).unwrap_or("not recorded").to_string();
-    Ok(Some(compare(clocks, event, tsc_source, totals)))
+    let setting = Setting::of(&rec.meta.machine.cpu_model, clocks.tsc_hz, rec.meta.forwarder.as_ref());
+    let mut check = compare(clocks, event, tsc_source, totals);
+    check.known = Partings::embedded().matching(&setting).into_iter().map(|p| p.note()).collect();
+    Ok(Some(check))
 }
 
 /// The two instruments side by side, stage by stage: the clocks against the workers'
@@ -230,6 +243,7 @@ pub fn compare(
         rows,
         worker_samples,
         other_share: if worker_samples == 0 { 0.0 } else { 100.0 * other as f64 / worker_samples as f64 },
+        known: Vec::new(),
     }
 }
 

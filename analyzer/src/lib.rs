@@ -7,9 +7,11 @@
 //! those three apart; [`diff`] puts tables side by side; [`export`] writes stacks for other
 //! tools; [`import`] and [`perfdata`] read other profilers' files; [`dataset`] keeps runs
 //! of many hosts as one Hive-partitioned dataset; [`windows`] splits samples by thread and
-//! time window (a live comparison's blocks).
+//! time window (a live comparison's blocks); [`agreement`] lists the hosts and settings
+//! where samples and stage clocks are known to part.
 
 pub mod aggregate;
+pub mod agreement;
 pub mod crosscheck;
 pub mod dataset;
 pub mod diff;
