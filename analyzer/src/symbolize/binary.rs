@@ -3,7 +3,8 @@
 //! with build-ids or the build-id table; a recording: maps.json). Candidates are tried in
 //! perf's order: `--symfs DIR` (DIR/PATH, as perf), perf's build-id cache
 //! (`~/.debug/.build-id/NN/REST/elf`, `~/.debug/PATH/BUILDID/elf`), then the file at the
-//! recorded path; a recording's own symbol map (`record --keep-symbols`) comes last. Each
+//! recorded path (for `[vdso]`, which no file holds: this machine's running vDSO image); a
+//! recording's own symbol map (`record --keep-symbols`) comes last. Each
 //! must carry the recorded build-id: a file of another build never names a sample. Debug
 //! files by build-id (`/usr/lib/debug/.build-id/NN/REST.debug`, under `--symfs` too, and
 //! the cache's `debug`) add the symbols a stripped binary lacks; they cannot stand alone
@@ -49,6 +50,9 @@ pub enum Origin {
     BuildIdCache(PathBuf),
     /// The recording's symbol map (`record --keep-symbols`).
     SymbolMap(PathBuf),
+    /// This machine's running vDSO, read from memory (`[vdso]` recorded on this boot's
+    /// kernel build).
+    RunningVdso,
 }
 
 /// One binary as the report shows it: the recorded path and build-id, and where its names
@@ -153,6 +157,21 @@ impl BinaryLookup {
                 None => refused.push(format!("{}: not a readable ELF file", p.display())),
             }
         }
+        // The vDSO is no file: this machine's running image stands in when it is the
+        // recorded build (the recording was made on this kernel build).
+        if path == "[vdso]" {
+            if let Some(img) = collector::buildid::running_vdso_image() {
+                match collector::buildid::image_build_id(&img) {
+                    Some(own) if own == id => {
+                        let elf = ElfSymbols::from_image(img, Path::new("[vdso]"));
+                        let origin = elf.as_ref().map(|_| Origin::RunningVdso);
+                        return Found { elf, origin, refused };
+                    }
+                    own => refused
+                        .push(format!("this machine's running vDSO: build-id {}", own.as_deref().unwrap_or("none"))),
+                }
+            }
+        }
         Found { elf: None, origin: None, refused }
     }
 
@@ -193,6 +212,7 @@ impl Origin {
             Origin::BuildIdCache(p) => {
                 format!("perf's build-id cache {}{debug} (build-id {id}, as recorded)", p.display())
             }
+            Origin::RunningVdso => format!("this machine's running vDSO (build-id {id}, as recorded)"),
             Origin::SymbolMap(p) => {
                 format!(
                     "the recording's symbol map {} (build-id {id}; the binary here is missing or rebuilt)",
@@ -200,5 +220,43 @@ impl Origin {
                 )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vDSO is named from this machine's running image when the recorded build-id is
+    /// its own, and never when it is another's.
+    #[test]
+    fn the_running_vdso_names_its_own_build_and_no_other() {
+        let Some(img) = collector::buildid::running_vdso_image() else {
+            eprintln!("skipped: no readable [vdso] mapping in this process");
+            return;
+        };
+        let id = collector::buildid::image_build_id(&img).expect("vDSO build-id");
+        let lookup = BinaryLookup { symfs: None, buildid_dir: None, debug_root: None };
+        let found = lookup.find("[vdso]", Some(&id));
+        assert_eq!(found.origin, Some(Origin::RunningVdso));
+        let elf = found.elf.expect("symbols");
+        // Independent expectation: the image's own dynamic symbol table, read with object.
+        use object::{Object, ObjectSymbol};
+        let file = object::File::parse(&*img).expect("ELF");
+        let sym = file
+            .dynamic_symbols()
+            .find(|s| s.name() == Ok("__vdso_clock_gettime") || s.name() == Ok("clock_gettime"))
+            .expect("a clock_gettime symbol");
+        // The vDSO is linked at 0: its file offsets are its addresses.
+        let at = elf.at_offset(crate::symbolize::addr::FileOffset(sym.address() + 1)).expect("named");
+        assert!(at.ends_with("clock_gettime"), "{at}");
+        let other = "00".repeat(20);
+        let refused = lookup.find("[vdso]", Some(&other));
+        assert!(refused.elf.is_none());
+        assert!(
+            refused.refused.iter().any(|r| r.contains("running vDSO: build-id") && r.contains(&id)),
+            "{:?}",
+            refused.refused
+        );
     }
 }

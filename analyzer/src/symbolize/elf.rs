@@ -45,6 +45,8 @@ enum NameStore {
     Mapped(memmap2::Mmap),
     /// Names already demangled (a symbol map).
     Text(String),
+    /// Raw names in an ELF image held in memory (the running vDSO).
+    Owned(Vec<u8>),
 }
 
 impl NameStore {
@@ -52,6 +54,7 @@ impl NameStore {
         match self {
             NameStore::Mapped(m) => m,
             NameStore::Text(t) => t.as_bytes(),
+            NameStore::Owned(b) => b,
         }
     }
 }
@@ -63,9 +66,9 @@ pub const DEBUG_ROOT: &str = "/usr/lib/debug";
 /// segments and build-id.
 type ElfParts = (Vec<Sym>, Vec<(u64, u64, u64)>, Option<String>);
 
-fn elf_parts(data: &memmap2::Mmap, store: u32) -> Option<ElfParts> {
+fn elf_parts(data: &[u8], store: u32) -> Option<ElfParts> {
     use object::{Object, ObjectSegment, ObjectSymbol};
-    let file = object::File::parse(&**data).ok()?;
+    let file = object::File::parse(data).ok()?;
     let base = data.as_ptr() as usize;
     let in_file = |name: &[u8]| {
         let off = (name.as_ptr() as usize).checked_sub(base)?;
@@ -129,6 +132,24 @@ impl ElfSymbols {
         Some(ElfSymbols {
             path: path.to_path_buf(),
             names: vec![NameStore::Mapped(data)],
+            syms,
+            shown,
+            segs,
+            build_id,
+            debug_file: None,
+            dwarf: std::cell::OnceCell::new(),
+        })
+    }
+
+    /// Read the symbol table of an ELF image held in memory (the running vDSO); `label`
+    /// names it in reports. None when it is not an ELF image.
+    pub fn from_image(image: Vec<u8>, label: &std::path::Path) -> Option<ElfSymbols> {
+        let (mut syms, segs, build_id) = elf_parts(&image, 0)?;
+        sort_symbols(&mut syms);
+        let shown = (0..syms.len()).map(|_| std::cell::OnceCell::new()).collect();
+        Some(ElfSymbols {
+            path: label.to_path_buf(),
+            names: vec![NameStore::Owned(image)],
             syms,
             shown,
             segs,
@@ -208,7 +229,7 @@ impl ElfSymbols {
             let raw = names.bytes().get(off..off + len as usize).unwrap_or_default();
             let raw = String::from_utf8_lossy(raw);
             match names {
-                NameStore::Mapped(_) => addr2line::demangle_auto(raw, None).into_owned(),
+                NameStore::Mapped(_) | NameStore::Owned(_) => addr2line::demangle_auto(raw, None).into_owned(),
                 NameStore::Text(_) => raw.into_owned(),
             }
         })

@@ -195,6 +195,12 @@ impl Symbolizer {
                 crate::rules::BINARY_UNKNOWN,
                 self.lookup.how_to_supply(path, id)
             ),
+            None if path.starts_with('[') => format!(
+                "no file holds it and no build-id was recorded to find its image by: its samples stay {}+0x... \
+                 (stage {})",
+                dso_name(path),
+                crate::rules::BINARY_UNKNOWN
+            ),
             None => format!(
                 "unreadable here and no build-id recorded: its samples stay {}+0x... (stage {}); give a copy with \
                  --symfs DIR (DIR{path})",
