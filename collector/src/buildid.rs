@@ -9,14 +9,11 @@ use std::collections::HashMap;
 /// the pages holding the headers and the note are touched (binaries with debug info run to
 /// hundreds of megabytes).
 pub fn read_build_id(path: &std::path::Path) -> Option<String> {
-    use object::Object;
     let f = std::fs::File::open(path).ok()?;
     // SAFETY: read-only private mapping; a file truncated under us would fault, which for
     // mapped executables of a live process does not happen.
     let data = unsafe { memmap2::Mmap::map(&f) }.ok()?;
-    let file = object::File::parse(&*data).ok()?;
-    let id = file.build_id().ok()??;
-    Some(id.iter().map(|b| format!("{b:02x}")).collect())
+    image_build_id(&data)
 }
 
 /// The GNU build-id in an ELF notes blob (/sys/kernel/notes, a module's

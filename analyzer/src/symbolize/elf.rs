@@ -125,13 +125,17 @@ impl ElfSymbols {
     /// Read the symbol table of the file at `path` alone (no debug file); None when it is
     /// not a readable ELF file.
     pub fn open(path: &std::path::Path) -> Option<ElfSymbols> {
-        let data = map_file(path)?;
-        let (mut syms, segs, build_id) = elf_parts(&data, 0)?;
+        ElfSymbols::from_store(NameStore::Mapped(map_file(path)?), path)
+    }
+
+    /// The symbols of the ELF data in `store` (its only name store), `path` naming it.
+    fn from_store(store: NameStore, path: &std::path::Path) -> Option<ElfSymbols> {
+        let (mut syms, segs, build_id) = elf_parts(store.bytes(), 0)?;
         sort_symbols(&mut syms);
         let shown = (0..syms.len()).map(|_| std::cell::OnceCell::new()).collect();
         Some(ElfSymbols {
             path: path.to_path_buf(),
-            names: vec![NameStore::Mapped(data)],
+            names: vec![store],
             syms,
             shown,
             segs,
@@ -144,19 +148,7 @@ impl ElfSymbols {
     /// Read the symbol table of an ELF image held in memory (the running vDSO); `label`
     /// names it in reports. None when it is not an ELF image.
     pub fn from_image(image: Vec<u8>, label: &std::path::Path) -> Option<ElfSymbols> {
-        let (mut syms, segs, build_id) = elf_parts(&image, 0)?;
-        sort_symbols(&mut syms);
-        let shown = (0..syms.len()).map(|_| std::cell::OnceCell::new()).collect();
-        Some(ElfSymbols {
-            path: label.to_path_buf(),
-            names: vec![NameStore::Owned(image)],
-            syms,
-            shown,
-            segs,
-            build_id,
-            debug_file: None,
-            dwarf: std::cell::OnceCell::new(),
-        })
+        ElfSymbols::from_store(NameStore::Owned(image), label)
     }
 
     /// Add the symbols of the first of `candidates` that exists and is a debug file of this
