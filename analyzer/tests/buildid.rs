@@ -124,7 +124,9 @@ fn samples_are_named_only_from_the_recorded_build() {
     // 1. The binary at the recorded path was rebuilt, and nothing else holds A: unnamed.
     let t = table(&s, &SymbolPaths::default(), None);
     let in_prog = samples_of(&t, |_| true);
-    assert!(in_prog > 300, "samples in the program: {in_prog}");
+    // Fixed work at 2000 Hz of the task's own CPU time: about 300-600 samples, fewer where a
+    // busy sibling thread slows the core; 100 are plenty for the equalities below.
+    assert!(in_prog > 100, "samples in the program: {in_prog}");
     assert_eq!(samples_of(&t, |n| n.contains("beta")), 0, "named from the rebuilt binary: {:?}", t.symbols);
     assert_eq!(samples_of(&t, |n| n.starts_with("prog+0x")), in_prog, "{:?}", t.symbols);
     let unknown = t.stages.iter().find(|r| r.stage == BINARY_UNKNOWN).map_or(0, |r| r.samples);
