@@ -9,8 +9,25 @@
 //! `[.]` markers, a Children column before Self), opreport rows without theirs, quoted with
 //! one or more `> `, between paragraphs of prose. An excerpt lists part of a profile: its
 //! rows keep their share of the whole, and what it does not list is [`TextProfile::unlisted`].
+//!
+//! Every format holds one profile: two `# Samples:` headers, two events, a row listed again
+//! with another figure, or shares adding up past 100% are refused naming the lines (two
+//! profiles pasted together would otherwise be averaged). Files are read line by line in
+//! two passes (which format, then the rows), so memory is bounded by the distinct rows
+//! ([`MAX_ROWS`]) and the longest line ([`MAX_LINE`]), not by the file; repeated rows are
+//! noted a few times and then counted.
 
 use crate::{Error, Result};
+use std::collections::HashMap;
+use std::io::{BufRead, Read};
+
+/// The longest line a text profile may hold (bytes); longer is refused naming the line.
+pub const MAX_LINE: usize = 64 * 1024;
+/// The most distinct rows a text profile may hold: a kernel and a few binaries give tens
+/// of thousands of symbols; more is not a profile.
+pub const MAX_ROWS: usize = 1_000_000;
+/// Repeated rows noted one by one before the rest are counted in one note.
+const NOTED_REPEATS: usize = 3;
 
 /// One symbol of a text profile.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +49,7 @@ pub struct TextProfile {
     /// rows' unit). None for a whole table.
     pub unlisted: Option<u64>,
     /// What the reader did that the user should know (a repeated row counted once), each
-    /// naming the line.
+    /// naming the line; repeats past the first few are summed up in one note.
     pub notes: Vec<String>,
 }
 
@@ -43,27 +60,193 @@ impl TextProfile {
     }
 }
 
+/// A name from a text profile as it may be printed: control characters (a terminal's escape
+/// sequences among them) escaped (`\u{1b}`), never passed to the terminal raw.
+fn printable(s: String) -> String {
+    if s.chars().any(char::is_control) {
+        s.chars().flat_map(|c| if c.is_control() { c.escape_unicode().collect::<Vec<_>>() } else { vec![c] }).collect()
+    } else {
+        s
+    }
+}
+
 fn bad(origin: &str, line: usize, msg: impl Into<String>) -> Error {
-    Error::Import { path: origin.to_string(), line, msg: msg.into() }
+    Error::Import { path: printable(origin.to_string()), line, msg: printable(msg.into()) }
+}
+
+/// One pass over a profile's lines: (line number from 1, the line), or the error that
+/// stopped reading (naming the line).
+type Lines<'a> = Box<dyn Iterator<Item = Result<(usize, String)>> + 'a>;
+
+fn str_lines(text: &str) -> Lines<'_> {
+    Box::new(text.lines().enumerate().map(|(i, l)| Ok((i + 1, l.to_string()))))
+}
+
+/// A file's lines, each at most [`MAX_LINE`] bytes and UTF-8, read with a bounded buffer.
+fn file_lines(path: &std::path::Path) -> Result<Lines<'static>> {
+    let io = |e| Error::Io { path: path.into(), source: e };
+    let f = std::fs::File::open(path).map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(bad(&path.display().to_string(), 0, "not a regular file: expected a text profile"));
+    }
+    let origin = path.display().to_string();
+    let mut r = std::io::BufReader::new(f);
+    let mut n = 0usize;
+    let mut buf = Vec::new();
+    let mut done = false;
+    Ok(Box::new(std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        buf.clear();
+        n += 1;
+        let got = (&mut r).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buf);
+        let out = match got {
+            Err(e) => Err(Error::Io { path: origin.clone().into(), source: e }),
+            Ok(0) => {
+                done = true;
+                return None;
+            }
+            Ok(_) if buf.len() > MAX_LINE && !buf.ends_with(b"\n") => {
+                Err(bad(&origin, n, format!("a line longer than {MAX_LINE} bytes: not a text profile")))
+            }
+            Ok(_) => {
+                while buf.last().is_some_and(|&b| b == b'\n' || b == b'\r') {
+                    buf.pop();
+                }
+                match std::str::from_utf8(&buf) {
+                    Ok(s) => Ok((n, s.to_string())),
+                    Err(e) => Err(bad(&origin, n, format!("byte {}: not UTF-8 text", e.valid_up_to() + 1))),
+                }
+            }
+        };
+        if out.is_err() {
+            done = true;
+        }
+        Some(out)
+    })))
+}
+
+/// Repeated rows: the first few noted by line, the rest counted.
+#[derive(Default)]
+struct Repeats {
+    notes: Vec<String>,
+    more: usize,
+}
+
+impl Repeats {
+    fn add(&mut self, note: impl FnOnce() -> String) {
+        if self.notes.len() < NOTED_REPEATS {
+            self.notes.push(note());
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn into_notes(mut self) -> Vec<String> {
+        if self.more > 0 {
+            self.notes.push(format!("{} more repeated rows, each counted once", self.more));
+        }
+        self.notes
+    }
+}
+
+/// What a whole table's rows must hold: each row once (the same row again with the same
+/// figure is counted once and noted; with another figure it is a second profile), shares
+/// adding up to at most 100% (two decimals of rounding per row allowed), at most
+/// [`MAX_ROWS`] rows.
+struct RowCheck<'o> {
+    origin: &'o str,
+    seen: HashMap<String, (usize, f64)>,
+    sum: f64,
+    repeats: Repeats,
+}
+
+impl<'o> RowCheck<'o> {
+    fn new(origin: &'o str) -> Self {
+        RowCheck { origin, seen: HashMap::new(), sum: 0.0, repeats: Repeats::default() }
+    }
+
+    /// Whether to keep the row at line `n` (false: a repeat, counted once).
+    fn admit(&mut self, n: usize, key: &str, pct: f64) -> Result<bool> {
+        if let Some(&(first, was)) = self.seen.get(key) {
+            if (was - pct).abs() < 1e-9 {
+                let origin = self.origin;
+                self.repeats
+                    .add(|| format!("{origin}:{n} repeats the row of line {first} (`{key}` {pct}%): counted once"));
+                return Ok(false);
+            }
+            return Err(bad(
+                self.origin,
+                n,
+                format!(
+                    "`{key}` listed again with {pct}% (line {first} gave {was}%): more than one profile (paste each \
+                     into a file of its own)"
+                ),
+            ));
+        }
+        if self.seen.len() >= MAX_ROWS {
+            return Err(bad(self.origin, n, format!("more than {MAX_ROWS} rows: not a profile fwdscope reads")));
+        }
+        self.seen.insert(key.to_string(), (n, pct));
+        self.sum += pct;
+        if self.sum > 100.0 + 0.005 * self.seen.len() as f64 {
+            return Err(bad(
+                self.origin,
+                n,
+                format!(
+                    "the rows' percentages add up to {:.2}% by this line: more than one profile (paste each into a \
+                     file of its own)",
+                    self.sum
+                ),
+            ));
+        }
+        Ok(true)
+    }
 }
 
 /// Parse opreport output.
 pub fn parse_opreport(text: &str, origin: &str) -> Result<TextProfile> {
-    let mut event = String::from("unknown");
+    opreport_lines(str_lines(text), origin)
+}
+
+fn opreport_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
+    let mut event: Option<(usize, String)> = None;
     let mut header: Option<(bool, usize)> = None; // (has vma column, line)
     let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
+    let mut check = RowCheck::new(origin);
+    for line in lines {
+        let (n, line) = line?;
         let t = line.trim();
         if t.is_empty() {
             continue;
         }
         if let Some(rest) = t.strip_prefix("Counted ") {
-            event = rest.split_whitespace().next().unwrap_or("unknown").to_string();
+            let e = rest.split_whitespace().next().unwrap_or("unknown").to_string();
+            if let Some((first, was)) = &event {
+                return Err(bad(
+                    origin,
+                    n,
+                    format!(
+                        "a second event `{e}` (line {first} counted `{was}`): fwdscope reads one event per profile \
+                         (opreport --event, or one file per event)"
+                    ),
+                ));
+            }
+            event = Some((n, e));
             continue;
         }
         if t.starts_with("CPU:") || t.starts_with("Profiling through") || t.starts_with("Interrupt") {
             continue;
+        }
+        let is_header = (t.starts_with("vma") || t.starts_with("samples")) && t.contains('%');
+        if let Some((_, first)) = header.filter(|_| is_header) {
+            return Err(bad(
+                origin,
+                n,
+                format!("a second table header (the first is at line {first}): more than one profile in one file"),
+            ));
         }
         if header.is_none() {
             if t.starts_with("vma") || t.starts_with("samples") {
@@ -86,17 +269,25 @@ pub fn parse_opreport(text: &str, origin: &str) -> Result<TextProfile> {
         }
         let samples: u64 =
             toks[base].parse().map_err(|_| bad(origin, n, format!("`{}`: expected a sample count", toks[base])))?;
-        toks[base + 1]
+        let pct = toks[base + 1]
             .parse::<f64>()
-            .map_err(|_| bad(origin, n, format!("`{}`: expected a percentage", toks[base + 1])))?;
+            .ok()
+            .filter(|p| p.is_finite())
+            .ok_or_else(|| bad(origin, n, format!("`{}`: expected a percentage", toks[base + 1])))?;
+        if !(0.0..=100.0).contains(&pct) {
+            return Err(bad(origin, n, format!("{pct}%: expected a percentage between 0 and 100")));
+        }
         let symbol = toks[toks.len() - 1].to_string();
         let dso = if toks.len() > base + 3 { toks[base + 2].to_string() } else { String::from("[unknown]") };
-        rows.push(ProfileRow { symbol, dso, samples });
+        if check.admit(n, &format!("{dso} {symbol}"), pct)? {
+            rows.push(ProfileRow { symbol: printable(symbol), dso: printable(dso), samples });
+        }
     }
     if header.is_none() {
         return Err(bad(origin, 0, "no `vma samples % symbol name` header: not an opreport table"));
     }
-    Ok(TextProfile { format: "opreport".into(), event, rows, unlisted: None, notes: Vec::new() })
+    let event = event.map_or_else(|| "unknown".to_string(), |e| e.1);
+    Ok(TextProfile { format: "opreport".into(), event, rows, unlisted: None, notes: check.repeats.into_notes() })
 }
 
 /// `12K` -> 12000, `1.5M` -> 1500000.
@@ -112,12 +303,17 @@ fn parse_count(s: &str) -> Option<f64> {
 
 /// Parse `perf report --stdio` output (children off, no callgraph).
 pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
+    perf_report_lines(str_lines(text), origin)
+}
+
+fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
     let mut event = String::from("unknown");
     let mut total: Option<f64> = None;
-    let mut rows = Vec::new();
+    let mut samples_line: Option<usize> = None;
     let mut pct_rows: Vec<(String, String, f64)> = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
+    let mut check = RowCheck::new(origin);
+    for line in lines {
+        let (n, line) = line?;
         let t = line.trim();
         if t.is_empty() {
             continue;
@@ -125,6 +321,17 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
         if let Some(h) = t.strip_prefix('#') {
             let h = h.trim();
             if let Some(rest) = h.strip_prefix("Samples:") {
+                if let Some(first) = samples_line {
+                    return Err(bad(
+                        origin,
+                        n,
+                        format!(
+                            "a second `# Samples:` header (the first is at line {first}): more than one profile or \
+                             event in one file (give each its own file, e.g. perf report --stdio -e EVENT)"
+                        ),
+                    ));
+                }
+                samples_line = Some(n);
                 // "10K of event 'cpu-clock:pppH'"
                 let mut it = rest.split_whitespace();
                 total = it.next().and_then(parse_count);
@@ -163,38 +370,67 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
         if symbol.is_empty() {
             return Err(bad(origin, n, "a row without a symbol"));
         }
-        pct_rows.push((symbol, dso, pct));
+        // A row of perf's table is unique by its columns after the overhead (command,
+        // object, symbol).
+        if check.admit(n, &toks[1..].join(" "), pct)? {
+            pct_rows.push((symbol, dso, pct));
+        }
     }
     if pct_rows.is_empty() {
         return Err(bad(origin, 0, "no `OVERHEAD%  ...  SYMBOL` rows: not a perf report --stdio text"));
     }
     // Without a sample total, weigh rows by their percentage of a notional 10000 samples.
     let total = total.unwrap_or(10_000.0);
-    for (symbol, dso, pct) in pct_rows {
-        rows.push(ProfileRow { symbol, dso, samples: (pct / 100.0 * total).round() as u64 });
-    }
-    Ok(TextProfile { format: "perf report".into(), event, rows, unlisted: None, notes: Vec::new() })
+    let rows = pct_rows
+        .into_iter()
+        .map(|(symbol, dso, pct)| ProfileRow {
+            symbol: printable(symbol),
+            dso: printable(dso),
+            samples: (pct / 100.0 * total).round() as u64,
+        })
+        .collect();
+    Ok(TextProfile { format: "perf report".into(), event, rows, unlisted: None, notes: check.repeats.into_notes() })
 }
 
-/// Read a text profile, telling the format by its content.
+/// Read a text profile, telling the format by its content: one pass to tell the format,
+/// one to read the rows, each line by line.
 pub fn load_text(path: &std::path::Path) -> Result<TextProfile> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
-    parse_text(&text, &path.display().to_string())
+    let kind = detect(file_lines(path)?)?;
+    parse_kind(kind, file_lines(path)?, &path.display().to_string())
 }
 
 /// Parse a text profile, telling opreport from `perf report` by its content, and either
 /// from an excerpt (rows without a header); errors name `origin` and the line.
 pub fn parse_text(text: &str, origin: &str) -> Result<TextProfile> {
-    let origin = origin.to_string();
-    if text.lines().any(|l| l.trim_start().starts_with("# Overhead") || l.contains(" of event '")) {
-        parse_perf_report(text, &origin)
-    } else if text.lines().any(|l| {
-        let t = unquote(l).trim_start();
-        (t.starts_with("vma") || t.starts_with("samples")) && t.contains('%') && t.contains("symbol")
-    }) {
-        parse_opreport(text, &origin)
-    } else {
-        parse_excerpt(text, &origin)
+    let kind = detect(str_lines(text))?;
+    parse_kind(kind, str_lines(text), origin)
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    PerfReport,
+    Opreport,
+    Excerpt,
+}
+
+fn detect(lines: Lines<'_>) -> Result<Kind> {
+    let mut op = false;
+    for line in lines {
+        let (_, l) = line?;
+        if l.trim_start().starts_with("# Overhead") || l.contains(" of event '") {
+            return Ok(Kind::PerfReport);
+        }
+        let t = unquote(&l).trim_start();
+        op |= (t.starts_with("vma") || t.starts_with("samples")) && t.contains('%') && t.contains("symbol");
+    }
+    Ok(if op { Kind::Opreport } else { Kind::Excerpt })
+}
+
+fn parse_kind(kind: Kind, lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
+    match kind {
+        Kind::PerfReport => perf_report_lines(lines, origin),
+        Kind::Opreport => opreport_lines(lines, origin),
+        Kind::Excerpt => excerpt_lines(lines, origin),
     }
 }
 
@@ -319,19 +555,23 @@ fn op_row(t: &str) -> Option<ExcerptRow> {
 /// is `unlisted`. Errors name `origin` and the line: no row at all, or rows whose
 /// percentages add up to more than 100 (two profiles pasted together).
 pub fn parse_excerpt(text: &str, origin: &str) -> Result<TextProfile> {
+    excerpt_lines(str_lines(text), origin)
+}
+
+fn excerpt_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
     let mut perf: Vec<(usize, f64, String, String)> = Vec::new();
     let mut op: Vec<(usize, u64, f64, String, String)> = Vec::new();
     // A table lists each row once (perf: per command, object and symbol; opreport: per
     // image and symbol). A row met again is the writer pointing back at it ("that is why
     // this one is high:") when its figure is the same, and a second profile when not.
-    let mut seen: std::collections::HashMap<(bool, String), (usize, f64)> = std::collections::HashMap::new();
-    let mut notes = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let t = unquote(line).trim();
+    let mut seen: HashMap<(bool, String), (usize, f64)> = HashMap::new();
+    let mut repeats = Repeats::default();
+    for line in lines {
+        let (n, line) = line?;
+        let t = unquote(&line).trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
         }
-        let n = i + 1;
         let Some(row) = perf_row(t).or_else(|| op_row(t)) else { continue };
         let (key, pct) = match &row {
             ExcerptRow::Perf { pct, key, .. } => ((true, key.clone()), *pct),
@@ -339,7 +579,8 @@ pub fn parse_excerpt(text: &str, origin: &str) -> Result<TextProfile> {
         };
         if let Some(&(first, was)) = seen.get(&key) {
             if (was - pct).abs() < 1e-9 {
-                notes.push(format!("{origin}:{n} repeats the row of line {first} (`{}` {pct}%): counted once", key.1));
+                repeats
+                    .add(|| format!("{origin}:{n} repeats the row of line {first} (`{}` {pct}%): counted once", key.1));
                 continue;
             }
             return Err(bad(
@@ -351,6 +592,9 @@ pub fn parse_excerpt(text: &str, origin: &str) -> Result<TextProfile> {
                     key.1
                 ),
             ));
+        }
+        if seen.len() >= MAX_ROWS {
+            return Err(bad(origin, n, format!("more than {MAX_ROWS} rows: not a profile fwdscope reads")));
         }
         seen.insert(key, (n, pct));
         match row {
@@ -393,7 +637,11 @@ pub fn parse_excerpt(text: &str, origin: &str) -> Result<TextProfile> {
         // Shares in hundredths of a percent: a notional 10,000 samples.
         let rows: Vec<ProfileRow> = perf
             .into_iter()
-            .map(|(_, pct, dso, symbol)| ProfileRow { symbol, dso, samples: (pct * 100.0).round() as u64 })
+            .map(|(_, pct, dso, symbol)| ProfileRow {
+                symbol: printable(symbol),
+                dso: printable(dso),
+                samples: (pct * 100.0).round() as u64,
+            })
             .collect();
         let listed: u64 = rows.iter().map(|r| r.samples).sum();
         (rows, 10_000u64.saturating_sub(listed), "perf report excerpt")
@@ -406,13 +654,21 @@ pub fn parse_excerpt(text: &str, origin: &str) -> Result<TextProfile> {
             .max_by_key(|r| r.1)
             .map(|r| (r.1 as f64 * 100.0 / r.2).round())
             .unwrap_or(0.0);
-        let rows: Vec<ProfileRow> =
-            op.into_iter().map(|(_, samples, _, dso, symbol)| ProfileRow { symbol, dso, samples }).collect();
+        let rows: Vec<ProfileRow> = op
+            .into_iter()
+            .map(|(_, samples, _, dso, symbol)| ProfileRow { symbol: printable(symbol), dso: printable(dso), samples })
+            .collect();
         let listed: u64 = rows.iter().fold(0u64, |a, r| a.saturating_add(r.samples));
         let total = if total.is_finite() && total < 1e15 { total as u64 } else { listed };
         (rows, total.saturating_sub(listed), "opreport excerpt")
     };
-    Ok(TextProfile { format: format.into(), event: "unknown".into(), rows, unlisted: Some(unlisted), notes })
+    Ok(TextProfile {
+        format: format.into(),
+        event: "unknown".into(),
+        rows,
+        unlisted: Some(unlisted),
+        notes: repeats.into_notes(),
+    })
 }
 
 #[cfg(test)]
@@ -551,5 +807,80 @@ mod tests {
         assert_eq!(p.rows.len(), 2);
         let e = parse_text(" 160.00%  [k] x_a\n", "big.txt").unwrap_err().to_string();
         assert!(e.starts_with("big.txt:1: 160%: expected a percentage between 0 and 100"), "{e}");
+    }
+
+    #[test]
+    fn every_format_holds_one_profile() {
+        // Two pasted perf profiles (60/40 and 30/70) are two headers, not a 45/55 average.
+        let two = "# Samples: 10K of event 'cycles'\n# Overhead  Symbol\n 60.00%  [k] x_a\n 40.00%  [k] x_b\n\
+                   # Samples: 10K of event 'cycles'\n 30.00%  [k] x_a\n 70.00%  [k] x_b\n";
+        let e = parse_text(two, "two.txt").unwrap_err().to_string();
+        assert!(e.starts_with("two.txt:5: a second `# Samples:` header (the first is at line 1)"), "{e}");
+        // Without the second header: the row listed again with another figure.
+        let e =
+            parse_text(&two.replace("# Samples: 10K of event 'cycles'\n 30", " 30"), "t.txt").unwrap_err().to_string();
+        assert!(e.starts_with("t.txt:5: `[k] x_a` listed again with 30% (line 3 gave 60%)"), "{e}");
+        // Shares past 100% under one header.
+        let e = parse_text("# Samples: 1K of event 'c'\n 60.00%  [k] x_a\n 50.00%  [k] x_b\n", "s.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.txt:3: the rows' percentages add up to 110.00%"), "{e}");
+        // opreport: two events, or two tables.
+        let e = parse_text(
+            "Counted CPU_CLK_UNHALTED events\nCounted DATA_CACHE_MISSES events\nvma samples % symbol name\n",
+            "o.txt",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("o.txt:2: a second event `DATA_CACHE_MISSES`"), "{e}");
+        let e = parse_text(
+            "vma samples % symbol name\nc0 60 60.0 f_a\nvma samples % symbol name\nc0 30 30.0 f_a\n",
+            "o2.txt",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("o2.txt:3: a second table header (the first is at line 1)"), "{e}");
+        let e = parse_text("vma samples % symbol name\nc0 60 60.0 f_a\nc1 60 60.0 f_b\n", "o3.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("o3.txt:3: the rows' percentages add up to 120.00%"), "{e}");
+    }
+
+    #[test]
+    fn repeated_rows_count_once_and_their_notes_are_summed_up() {
+        // 100k copies of a 60% row under a 10K-sample header: 6000 samples, not 600 million.
+        let mut text = String::from("# Samples: 10K of event 'cycles'\n 30.00%  [k] x_b\n");
+        for _ in 0..100_000 {
+            text.push_str(" 60.00%  [k] x_a\n");
+        }
+        let p = parse_text(&text, "rep.txt").unwrap();
+        assert_eq!(p.rows.iter().map(|r| r.samples).collect::<Vec<_>>(), [3000, 6000]);
+        assert_eq!(p.notes.len(), NOTED_REPEATS + 1, "{:?}", p.notes);
+        assert_eq!(p.notes[0], "rep.txt:4 repeats the row of line 3 (`[k] x_a` 60%): counted once");
+        assert_eq!(p.notes[NOTED_REPEATS], format!("{} more repeated rows, each counted once", 99_999 - NOTED_REPEATS));
+        // The same in an excerpt, read from a file line by line.
+        let dir = std::env::temp_dir().join(format!("fwdscope-import-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("excerpt.txt");
+        std::fs::write(&f, text.replace("# Samples: 10K of event 'cycles'\n", "")).unwrap();
+        let p = load_text(&f).unwrap();
+        assert_eq!((p.format.as_str(), p.rows.len(), p.unlisted), ("perf report excerpt", 2, Some(1000)));
+        assert_eq!(p.notes.len(), NOTED_REPEATS + 1);
+        // A line past MAX_LINE, and bytes that are not text, name their line.
+        std::fs::write(&f, format!(" 1.00%  [k] x_a\n{}\n", "x".repeat(MAX_LINE + 10))).unwrap();
+        let e = load_text(&f).unwrap_err().to_string();
+        assert!(e.ends_with(&format!("excerpt.txt:2: a line longer than {MAX_LINE} bytes: not a text profile")), "{e}");
+        std::fs::write(&f, b" 1.00%  [k] x_a\n 2.00% [k] \xff\n").unwrap();
+        let e = load_text(&f).unwrap_err().to_string();
+        assert!(e.ends_with("excerpt.txt:2: byte 12: not UTF-8 text"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn terminal_escapes_in_names_are_escaped_not_printed() {
+        let p = parse_text("# Samples: 1K of event 'c'\n 50.00%  [k] evil\x1b[2J\n", "esc.txt").unwrap();
+        assert_eq!(p.rows[0].symbol, "evil\\u{1b}[2J");
+        let e = parse_text("# Samples: 1K of event 'c'\n\x1b[31mred\n", "esc.txt").unwrap_err().to_string();
+        assert!(!e.contains('\x1b') && e.contains("\\u{1b}[31mred"), "{e}");
     }
 }
