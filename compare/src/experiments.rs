@@ -96,6 +96,18 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
     if e.setting.is_empty() {
         return Err(bad(None, "no [[setting]]".into()));
     }
+    // The bounds the command line's flags have, named by the key's line.
+    if let Err(msg) = crate::plan::check_plan(e.repeat, e.duration, e.setting.len()) {
+        let key = if msg.starts_with("repeat") {
+            "repeat"
+        } else if msg.starts_with("duration") {
+            "duration"
+        } else {
+            "[[setting]]"
+        };
+        let line = text.lines().position(|l| l.trim_start().starts_with(key)).map(|i| i + 1);
+        return Err(bad(line, msg));
+    }
     if let Some(t) = e.live.filter(|t| t.block_ms == 0 || t.block_ms > 60_000 || t.discard_ms >= t.block_ms) {
         return Err(bad(
             None,
@@ -267,6 +279,32 @@ mod tests {
         .unwrap();
         let err = load_experiment(p.to_str().unwrap()).unwrap_err().to_string();
         assert!(err.contains("[live]") && err.contains("discard_ms 100"), "{err}");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn experiment_files_keep_the_command_lines_bounds() {
+        let p = std::env::temp_dir().join(format!("fwdscope-exp-bounds-{}.toml", std::process::id()));
+        let file = |repeat: &str, duration: &str| {
+            format!(
+                "title = \"t\"\nsource = \"s\"\nunit = \"kpps\"\nrepeat = {repeat}\nduration = {duration}\n\
+                 [[setting]]\nlabel = \"a\"\n[[setting]]\nlabel = \"b\"\n"
+            )
+        };
+        let origin = p.display().to_string();
+        std::fs::write(&p, file("1000000000", "1.0")).unwrap();
+        let e = load_experiment(&origin).unwrap_err().to_string();
+        assert_eq!(e, format!("{origin}:4: repeat 1000000000: expected 1 to 1000 runs per setting"));
+        std::fs::write(&p, file("1", "1e308")).unwrap();
+        let e = load_experiment(&origin).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("{origin}:5: duration 1e308: expected more than 0 and at most 31536000 seconds (one year)")
+        );
+        std::fs::write(&p, file("1", "-2")).unwrap();
+        assert!(load_experiment(&origin).unwrap_err().to_string().contains(":5: duration -2: expected"));
+        std::fs::write(&p, file("1000", "1.0")).unwrap();
+        assert!(load_experiment(&origin).is_ok());
         std::fs::remove_file(&p).unwrap();
     }
 

@@ -221,6 +221,16 @@ pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
         escape(&event),
         first.meta.sampling.fallback.as_ref().map_or(String::new(), |f| format!(" ({})", escape(f)))
     ));
+    // A sweep that ended early says so first (its reason, as the runner wrote it).
+    if let Ok(why) = std::fs::read_to_string(dir.join(crate::runner::INCOMPLETE)) {
+        let why: String = why.chars().take(2000).collect();
+        html.push_str(&format!(
+            "<p id=\"incomplete\" style=\"border:2px solid #b00;padding:.5em\"><b>Incomplete sweep:</b> {}; \
+             the page shows the {} run(s) that finished.</p>\n",
+            escape(why.trim()),
+            runs.len()
+        ));
+    }
     html.push_str(&format!(
         "<h2>Forwarding rate</h2>\n<div class=\"chart\" id=\"mpps\">{}</div>\n",
         mpps_chart(&sums)?

@@ -84,6 +84,9 @@ pub struct LiveOptions {
     /// after each kind of switch (default false: the controller then wakes twice per
     /// block, since its wake-ups take CPU from the forwarder's threads on a small machine).
     pub trace: bool,
+    /// Set (by a signal handler) to end the comparison early (default none): the blocks
+    /// measured so far are written and reported, marked incomplete.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl LiveOptions {
@@ -110,6 +113,7 @@ impl LiveOptions {
             experiment: None,
             record: None,
             trace: false,
+            stop: None,
         }
     }
 }
@@ -458,6 +462,10 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     let mut incomplete = None;
     let mut prev = 0usize;
     for (i, &(unit, s)) in order.iter().enumerate() {
+        if o.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed)) {
+            incomplete = Some(format!("stopped by a signal after {i} of {} blocks", order.len()));
+            break;
+        }
         if let Some(why) = fwd.ended() {
             incomplete = Some(format!("ended after {i} of {} blocks: {why}", order.len()));
             break;

@@ -1,7 +1,78 @@
 //! What a comparison runs: settings (each a label, its swept parameters and the forwarder
-//! flags that make it) and the order of runs.
+//! flags that make it) and the order of runs; the bounds every plan is held to, whether its
+//! figures came from flags or an experiment file ([`check_plan`]), and how long it will take
+//! ([`estimate_seconds`]).
 
 use std::collections::BTreeMap;
+
+/// Runs per setting, at most (`--repeat` and an experiment's `repeat`).
+pub const MAX_REPEAT: usize = 1000;
+/// Settings one comparison holds, at most (the product of the swept axes, or an
+/// experiment's `[[setting]]`s).
+pub const MAX_SETTINGS: usize = 1000;
+/// Seconds per run (or per live comparison), at most: one year, as the forwarder's
+/// `--duration`.
+pub const MAX_RUN_SECONDS: f64 = 31_536_000.0;
+/// Start-up and finishing work per run besides its forwarding seconds (building the table
+/// and FIB, writing the recording), counted in [`estimate_seconds`]: about what a run of the
+/// generated table takes here; a run of the full real table takes longer.
+pub const RUN_OVERHEAD_SECONDS: f64 = 1.5;
+/// A plan longer than this asks for `--yes`.
+pub const CONFIRM_SECONDS: f64 = 3600.0;
+
+/// A figure of seconds as a person reads it (`1e308`, not 309 digits).
+pub fn seconds_text(v: f64) -> String {
+    if v.is_finite() && v.abs() < 1e7 {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// The bounds of a plan: `repeat` 1 to [`MAX_REPEAT`], `duration` above 0 and at most
+/// [`MAX_RUN_SECONDS`], 1 to [`MAX_SETTINGS`] settings. The message names the figure
+/// (as `repeat`, `duration`, `settings`) and what was expected.
+pub fn check_plan(repeat: usize, duration: f64, settings: usize) -> Result<(), String> {
+    if !(1..=MAX_REPEAT).contains(&repeat) {
+        return Err(format!("repeat {repeat}: expected 1 to {MAX_REPEAT} runs per setting"));
+    }
+    if !duration.is_finite() || duration <= 0.0 || duration > MAX_RUN_SECONDS {
+        return Err(format!(
+            "duration {}: expected more than 0 and at most {MAX_RUN_SECONDS} seconds (one year)",
+            seconds_text(duration)
+        ));
+    }
+    if !(1..=MAX_SETTINGS).contains(&settings) {
+        return Err(format!("{settings} settings: expected 1 to {MAX_SETTINGS} (sweep fewer values at once)"));
+    }
+    Ok(())
+}
+
+/// How many settings the axes make (their values multiplied; axes without values count
+/// once), saturating: checked before [`settings`] builds them.
+pub fn setting_count(axes: &[Axis]) -> usize {
+    axes.iter().filter(|a| !a.values.is_empty()).fold(1usize, |n, a| n.saturating_mul(a.values.len()))
+}
+
+/// Seconds a multi-process sweep takes at least: every run's forwarding plus
+/// [`RUN_OVERHEAD_SECONDS`] each.
+pub fn estimate_seconds(settings: usize, repeat: usize, duration: f64) -> f64 {
+    (settings as f64) * (repeat as f64) * (duration + RUN_OVERHEAD_SECONDS)
+}
+
+/// A duration as hours, minutes and seconds (`2 h 05 min`, `3 min 20 s`, `12 s`).
+pub fn duration_text(secs: f64) -> String {
+    if !secs.is_finite() {
+        return "forever".into();
+    }
+    let s = secs.round() as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {:02} s", s / 60, s % 60),
+        _ if s < 86_400 * 2 => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+        _ => format!("{:.1} days", secs / 86_400.0),
+    }
+}
 
 /// One swept parameter: its forwarder flag name (`prefetch` for `--prefetch`) and values.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,5 +171,27 @@ mod tests {
         assert!(o.windows(2).all(|w| w[0].0 != w[1].0));
         assert_eq!(settings(&[])[0].label, "base");
         assert_eq!(settings(&[Axis::new("fib", Vec::<String>::new())])[0].label, "base");
+    }
+
+    #[test]
+    fn plans_are_bounded_and_estimated_as_flags_and_files_alike() {
+        assert_eq!(check_plan(5, 3.0, 4), Ok(()));
+        assert_eq!(check_plan(0, 3.0, 4).unwrap_err(), "repeat 0: expected 1 to 1000 runs per setting");
+        assert!(check_plan(1_000_000_000, 3.0, 4).unwrap_err().starts_with("repeat 1000000000: expected"));
+        let e = check_plan(5, 1e308, 4).unwrap_err();
+        assert_eq!(e, "duration 1e308: expected more than 0 and at most 31536000 seconds (one year)");
+        assert!(check_plan(5, f64::NAN, 4).unwrap_err().starts_with("duration NaN"));
+        assert!(check_plan(5, 0.0, 4).unwrap_err().starts_with("duration 0:"));
+        assert!(check_plan(5, 3.0, 1_000_000).unwrap_err().starts_with("1000000 settings: expected 1 to 1000"));
+        // The product of the axes, counted before it is built.
+        let axes = [Axis::new("prefetch", 0..1000), Axis::new("cache", ["a", "b"]), Axis::new("fib", Vec::<u8>::new())];
+        assert_eq!(setting_count(&axes), 2000);
+        assert_eq!(setting_count(&[]), 1);
+        // 4 settings x 5 runs x (3 s + 1.5 s) = 90 s.
+        assert_eq!(estimate_seconds(4, 5, 3.0), 90.0);
+        assert_eq!(duration_text(90.0), "1 min 30 s");
+        assert_eq!(duration_text(7500.0), "2 h 05 min");
+        assert_eq!(duration_text(6.0 * 86_400.0), "6.0 days");
+        assert_eq!(duration_text(12.4), "12 s");
     }
 }

@@ -41,6 +41,9 @@ pub struct SweepOptions {
     pub shared_flags: Vec<String>,
     /// Also add every run to this dataset (default none): see [`DatasetTarget`].
     pub dataset: Option<DatasetTarget>,
+    /// Set (by a signal handler) to stop the sweep (default none): the run in progress is
+    /// stopped and left out, the finished ones are written and reported, marked incomplete.
+    pub stop: Option<std::sync::Arc<AtomicBool>>,
 }
 
 /// Where a sweep's runs go in a dataset: `DIR/host=HOST/run=PREFIX-NNN` (NNN the run's
@@ -69,6 +72,7 @@ impl SweepOptions {
             program_args,
             shared_flags: Vec::new(),
             dataset: None,
+            stop: None,
         }
     }
 }
@@ -328,7 +332,8 @@ impl Runner<'_> {
         });
         let t_rec = Instant::now();
         let host0 = crate::contention::read_host();
-        let recorded = record(&ro, &AtomicBool::new(false), None, &mut |_| {});
+        let never = AtomicBool::new(false);
+        let recorded = record(&ro, o.stop.as_deref().unwrap_or(&never), None, &mut |_| {});
         let host1 = crate::contention::read_host();
         drop(ro);
         if let Some(f) = flusher {
@@ -430,26 +435,83 @@ pub fn run(o: &SweepOptions) -> Result<String> {
     );
     let mut results = Vec::new();
     let mut runner = Runner { o, sym: None, recording: Duration::ZERO, analysis: Duration::ZERO };
+    let stopped = || o.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    let mut incomplete: Option<String> = None;
     for (k, &(si, r)) in plan.iter().enumerate() {
         let s = &sets[si];
+        if stopped() {
+            incomplete = Some(format!("stopped by a signal before run {} of {}", k + 1, plan.len()));
+            break;
+        }
         bar.set_message(format!("{} (repeat {})", s.label, r + 1));
         let dir = runs_dir.join(format!("{:03}", k + 1));
-        let mut res = runner.run_one(s, &dir, k + 1).map_err(|e| Error::Run {
-            run: k + 1,
-            setting: s.label.clone(),
-            source: Box::new(e),
-        })?;
+        let res = runner.run_one(s, &dir, k + 1);
+        if stopped() {
+            // Cut short: not comparable with the runs that ran their whole duration.
+            incomplete = Some(format!("stopped by a signal during run {} of {} (left out)", k + 1, plan.len()));
+            break;
+        }
+        let mut res = match res {
+            Ok(r) => r,
+            Err(e) => {
+                let e = Error::Run { run: k + 1, setting: s.label.clone(), source: Box::new(e) };
+                // What finished is kept and reported, marked with why the sweep ended.
+                bar.finish_and_clear();
+                let why = format!("run {} of {} failed: {e}", k + 1, plan.len());
+                let _ = finish(o, &results, &plan, t0, &runner, Some(&why));
+                return Err(e);
+            }
+        };
         res.repeat = r;
         results.push(res);
+        // Written after every run: a sweep killed outright keeps what it finished.
+        write_results(&o.output, &results)?;
         bar.inc(1);
     }
     bar.finish_and_clear();
-    write_parquet(&o.output.join("results.parquet"), &results)?;
-    let sums = summarize(&results);
+    finish(o, &results, &plan, t0, &runner, incomplete.as_deref())
+}
+
+/// `results.parquet` with `runs`, replaced whole (written beside it, then renamed).
+fn write_results(dir: &Path, runs: &[RunResult]) -> Result<()> {
+    let tmp = dir.join(format!(".results.parquet.{}", std::process::id()));
+    write_parquet(&tmp, runs)?;
+    let path = dir.join("results.parquet");
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+}
+
+/// The file that marks a sweep directory incomplete, holding why.
+pub const INCOMPLETE: &str = "incomplete.txt";
+
+/// Write the results and `table.txt` of the runs that finished (and, when the sweep ended
+/// early, [`INCOMPLETE`] with why); return the table as printed.
+fn finish(
+    o: &SweepOptions,
+    results: &[RunResult],
+    plan: &[(usize, usize)],
+    t0: Instant,
+    runner: &Runner,
+    incomplete: Option<&str>,
+) -> Result<String> {
+    let runs_dir = o.output.join("runs");
+    let sets = &o.settings;
+    write_results(&o.output, results)?;
+    let marker = o.output.join(INCOMPLETE);
+    if let Some(why) = incomplete {
+        std::fs::write(&marker, format!("{why}\n")).map_err(|e| Error::io(&marker, e))?;
+    }
+    let plan = &plan[..results.len()];
+    let sums = summarize(results);
     let wall = t0.elapsed();
     let stages = ["lookup", "gc", "slab", "driver", "ip"];
     let event = Recording::open(&runs_dir.join("001")).map(|r| r.meta.sampling.used).unwrap_or_default();
     let mut text = String::new();
+    if let Some(why) = incomplete {
+        text.push_str(&format!(
+            "INCOMPLETE: {why}; the table holds the {} finished run(s) (results.parquet, runs/)\n",
+            results.len()
+        ));
+    }
     if let Some(e) = &o.experiment {
         text.push_str(&format!("experiment: {}\nsource: {}\n", e.title, e.source));
         if let Some(m) = &e.model {

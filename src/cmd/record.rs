@@ -97,6 +97,24 @@ pub fn forwarder_command(explicit: &Option<PathBuf>) -> Result<(PathBuf, Vec<Str
     Ok((exe, vec!["forward".to_string()]))
 }
 
+/// Forwarder flags parsed as `forward` parses them and turned into the configuration they
+/// describe (its ranges and combinations checked), without starting anything: what the
+/// commands that start forwarders check before they create or delete anything.
+pub fn check_forwarder_flags(flags: &[String]) -> Result<()> {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    #[command(name = "forwarder flags", args_override_self = true)]
+    struct Check {
+        #[command(flatten)]
+        a: forwarder::cli::ForwardArgs,
+    }
+    let mut argv = vec!["forwarder flags".to_string()];
+    argv.extend(flags.iter().cloned());
+    let c = Check::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
+    c.a.fwd.to_config()?;
+    Ok(())
+}
+
 /// The target the flags describe; forwarder flags are checked before anything starts.
 pub fn target(t: &TargetArgs) -> Result<Target> {
     let (forwarder, rest) = (&t.forwarder, &t.rest);
@@ -105,16 +123,7 @@ pub fn target(t: &TargetArgs) -> Result<Target> {
         (None, true, _) => Target::All,
         (None, false, Some(prog)) => Target::Command { program: prog.clone(), args: rest.to_vec() },
         (None, false, None) => {
-            use clap::Parser;
-            #[derive(clap::Parser)]
-            #[command(name = "forwarder flags")]
-            struct Check {
-                #[command(flatten)]
-                _a: forwarder::cli::ForwardArgs,
-            }
-            let mut argv = vec!["forwarder flags".to_string()];
-            argv.extend(rest.iter().cloned());
-            Check::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("forwarder flags after `--`: {e}"))?;
+            check_forwarder_flags(rest).map_err(|e| anyhow::anyhow!("forwarder flags after `--`: {e}"))?;
             let (program, mut args) = forwarder_command(forwarder)?;
             args.extend(rest.iter().cloned());
             Target::Forwarder { program, args }

@@ -4,9 +4,9 @@
 //! settings switched through its control block in short balanced blocks
 //! (`compare::live`).
 
-use super::record::forwarder_command;
-use anyhow::Result;
-use compare::plan::{settings, Axis};
+use super::record::{check_forwarder_flags, forwarder_command};
+use anyhow::{bail, Result};
+use compare::plan::{check_plan, duration_text, estimate_seconds, setting_count, settings, Axis, CONFIRM_SECONDS};
 use compare::runner::SweepOptions;
 use forwarder::config::CacheMode;
 use forwarder::fib::FibKind;
@@ -55,7 +55,8 @@ pub struct SweepArgs {
     #[arg(long, requires = "live")]
     pub settle: bool,
     /// Runs per setting, 1 to 1000 [default: 5, or the experiment's].
-    #[arg(long, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..=1000), |v| v as usize))]
+    #[arg(long, value_parser = clap::builder::TypedValueParser::map(
+        clap::value_parser!(u64).range(1..=compare::plan::MAX_REPEAT as u64), |v| v as usize))]
     pub repeat: Option<usize>,
     /// Seconds of forwarding per run [default: 3, or the experiment's]; with --live, of the
     /// whole comparison [default: 30 per setting compared with the baseline].
@@ -71,6 +72,10 @@ pub struct SweepArgs {
     /// Replace an existing output directory.
     #[arg(long)]
     pub force: bool,
+    /// Start a plan estimated to take more than an hour (it is refused without this,
+    /// printing its estimate).
+    #[arg(long)]
+    pub yes: bool,
     /// Samples per second in each run's recording.
     #[arg(short = 'F', long, default_value_t = 999, value_parser = clap::value_parser!(u64).range(1..))]
     pub freq: u64,
@@ -97,22 +102,56 @@ pub struct SweepArgs {
 }
 
 /// The experiment named, if any, and the settings compared: the experiment's, or the
-/// product of the swept axes (axes given no values are left out).
+/// product of the swept axes (axes given no values are left out), at most
+/// `compare::plan::MAX_SETTINGS` of them.
 fn experiment_and_settings(
     a: &SweepArgs,
 ) -> Result<(Option<compare::experiments::Experiment>, Vec<compare::plan::Setting>)> {
     let exp = a.experiment.as_deref().map(compare::experiments::load_experiment).transpose()?;
     let sets = match &exp {
         Some(e) => e.settings(),
-        None => settings(&[
-            Axis::new("prefetch", &a.prefetch),
-            Axis::new("cache", a.cache.iter().map(|c| c.name())),
-            Axis::new("fib", &a.fib),
-            Axis::new("workers", &a.workers),
-            Axis::new("spin-ns", &a.spin_ns),
-        ]),
+        None => {
+            let axes = [
+                Axis::new("prefetch", &a.prefetch),
+                Axis::new("cache", a.cache.iter().map(|c| c.name())),
+                Axis::new("fib", &a.fib),
+                Axis::new("workers", &a.workers),
+                Axis::new("spin-ns", &a.spin_ns),
+            ];
+            let n = setting_count(&axes);
+            if n > compare::plan::MAX_SETTINGS {
+                bail!(
+                    "the swept values make {n} settings: at most {} in one sweep (sweep fewer values at once)",
+                    compare::plan::MAX_SETTINGS
+                );
+            }
+            settings(&axes)
+        }
     };
     Ok((exp, sets))
+}
+
+/// Every run's forwarder flags (the shared ones, then its setting's, in the order the
+/// runners give them), checked as the forwarder would check them, before the first run
+/// starts or anything is replaced.
+fn check_settings(shared: &[String], sets: &[compare::plan::Setting]) -> Result<()> {
+    for s in sets {
+        let flags: Vec<String> = shared.iter().chain(&s.flags).cloned().collect();
+        check_forwarder_flags(&flags).map_err(|e| {
+            let what = if s.label.is_empty() { "the runs".to_string() } else { format!("setting `{}`", s.label) };
+            anyhow::anyhow!("{what}: forwarder flags `{}`: {e}", flags.join(" "))
+        })?;
+    }
+    Ok(())
+}
+
+/// Say how long the plan takes; above an hour, go on only with --yes.
+fn confirm(what: &str, secs: f64, yes: bool) -> Result<()> {
+    if secs > CONFIRM_SECONDS && !yes {
+        bail!("{what}: about {} in all: more than an hour; give --yes to start it", duration_text(secs));
+    }
+    eprintln!("sweep: {what}: about {} in all", duration_text(secs));
+    Ok(())
 }
 
 pub fn run(a: &SweepArgs) -> Result<()> {
@@ -125,6 +164,19 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     o.force = a.force;
     o.repeat = a.repeat.or(exp.as_ref().map(|e| e.repeat)).unwrap_or(o.repeat);
     o.duration = a.duration.or(exp.as_ref().map(|e| e.duration)).unwrap_or(o.duration);
+    check_plan(o.repeat, o.duration, o.settings.len()).map_err(anyhow::Error::msg)?;
+    check_settings(&a.rest, &o.settings)?;
+    confirm(
+        &format!(
+            "{} settings x {} runs x {} s (+ about {} s start-up each)",
+            o.settings.len(),
+            o.repeat,
+            compare::plan::seconds_text(o.duration),
+            compare::plan::RUN_OVERHEAD_SECONDS
+        ),
+        estimate_seconds(o.settings.len(), o.repeat, o.duration),
+        a.yes,
+    )?;
     o.freq = a.freq;
     o.callchain = a.callchain;
     o.shared_flags = a.rest.clone();
@@ -134,8 +186,26 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         host: a.host.clone().unwrap_or_else(|| collector::recording::Machine::current().hostname),
         run_prefix: a.run_prefix.clone().unwrap_or_else(analyzer::dataset::default_run_name),
     });
+    // Ctrl-C (once), SIGTERM or SIGHUP stop the run in progress; the finished runs are
+    // written and reported, marked incomplete, and the sweep exits 130 (143, 129).
+    let signals = forwarder::signals::StopSignals::install()?;
+    o.stop = Some(signals.flag.clone());
     print!("{}", compare::runner::run(&o)?);
     println!("runs: {}/runs/NNN  results: {}/results.parquet", a.output.display(), a.output.display());
+    stopped_by(&signals)
+}
+
+/// After a sweep a signal cut short: say so and exit as the signal asks.
+fn stopped_by(signals: &forwarder::signals::StopSignals) -> Result<()> {
+    if let Some(sig) = signals.received() {
+        eprintln!("fwdscope sweep: stopped by {sig}: the finished part is kept and marked incomplete");
+        let code = match sig {
+            "SIGTERM" => 143,
+            "SIGHUP" => 129,
+            _ => 130,
+        };
+        std::process::exit(code);
+    }
     Ok(())
 }
 
@@ -188,16 +258,27 @@ fn live(a: &SweepArgs) -> Result<()> {
     // blocks are shared, and 30 s in all left the 2005 experiment's four settings
     // undecided (intervals about ±1.2%) where 90 s decided every pair.
     o.duration = a.duration.unwrap_or(30.0 * o.settings.len().saturating_sub(1).max(1) as f64);
+    check_plan(1, o.duration, o.settings.len()).map_err(anyhow::Error::msg)?;
+    let mut shared = exp.as_ref().map(|e| e.flags.clone()).unwrap_or_default();
+    shared.extend(a.rest.iter().cloned());
+    // Each setting's flags switch the one forwarder the shared flags start.
+    check_settings(&shared, &sets)?;
+    confirm(
+        &format!("{} settings switched live for {} s", o.settings.len(), compare::plan::seconds_text(o.duration)),
+        o.duration,
+        a.yes,
+    )?;
     o.trace = a.settle;
     o.record = a.record.then_some(compare::live::RecordAlong { freq: a.freq, callchain: a.callchain });
     if let Some(seed) = a.seed {
         o.seed = seed;
     }
-    o.shared_flags = exp.as_ref().map(|e| e.flags.clone()).unwrap_or_default();
-    o.shared_flags.extend(a.rest.iter().cloned());
+    o.shared_flags = shared;
     o.experiment = exp;
+    let signals = forwarder::signals::StopSignals::install()?;
+    o.stop = Some(signals.flag.clone());
     let r = compare::live::run(&o)?;
     print!("{}", compare::live::text(&o, &r));
     println!("blocks: {}/blocks.parquet  results: {}/live.json", a.output.display(), a.output.display());
-    Ok(())
+    stopped_by(&signals)
 }
