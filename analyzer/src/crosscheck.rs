@@ -172,6 +172,36 @@ pub fn clock_report_since(rec: &Recording, from_ns: u64) -> Result<Option<ClockR
     Ok(ClockReport::new(d, tsc_hz, forwarded).filter(|_| forwarded > 0 && tsc_hz > 0))
 }
 
+/// Why a recording has no stage-clock figures, when it has none; None for a recording
+/// that has them, or that is not of the forwarder (its table says the kernel and imported
+/// profiles are sampled only).
+pub fn clocks_absent(rec: &Recording) -> Result<Option<String>> {
+    if rec.meta.forwarder.is_none() {
+        return Ok(None);
+    }
+    let deltas = counter_deltas_since(rec, 0)?;
+    let d = |c: Ctr| deltas.get(COUNTER_NAMES[c as usize]).copied().unwrap_or(0);
+    let (forwarded, tsc_hz) = (d(Ctr::TxPackets), tsc_hz_of(rec));
+    let clocked: u64 = fwd_abi::counters::STAGE_CLOCKS.iter().map(|c| d(c.clocks)).sum();
+    Ok(if clocked == 0 {
+        Some("none in this recording (the forwarder ran with its stage clocks off: --no-stage-clock)".into())
+    } else if tsc_hz == 0 {
+        Some(
+            "the clocks ran, but the run recorded no TSC rate (tsc_hz 0 in meta.json), so their cycles cannot be \
+             turned into time"
+                .into(),
+        )
+    } else if forwarded == 0 {
+        Some(
+            "the clocks ran, but the counters read give no forwarded packets (tx_packets did not grow between the \
+             first and last rows read: counters missing, or going backwards), so there is nothing to divide by"
+                .into(),
+        )
+    } else {
+        None
+    })
+}
+
 /// The TSC rate a forwarder recording's run info gives (0: not recorded).
 fn tsc_hz_of(rec: &Recording) -> u64 {
     rec.meta.forwarder.as_ref().and_then(|f| f["info"]["tsc_hz"].as_u64()).unwrap_or(0)

@@ -43,6 +43,11 @@ pub struct Diff {
     /// What each input is short of, said beside its name: an excerpt (part of a profile,
     /// the rest its `unlisted` row), a flat table (shared machinery it cannot charge).
     pub notes: Vec<Vec<String>>,
+    /// What each input recorded (a forwarder recording's settings, length and rate).
+    pub recorded: Vec<Option<String>>,
+    /// For each input after the baseline, the forwarder settings that differ from the
+    /// baseline's (`prefetch 0 -> 2`); empty when the same or unknown.
+    pub differs: Vec<Vec<String>>,
     /// `ns/packet`, `<event>/packet` or `%`.
     pub metric: String,
     pub stages: Vec<DiffRow>,
@@ -104,13 +109,48 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
             if let Some(u) = share(crate::rules::UNLISTED) {
                 v.push(format!("an excerpt: its rows list {:.2}% of the profile, the rest is `unlisted`", 100.0 - u));
             }
-            if share(crate::rules::SHARED).is_some() {
+            if share(crate::rules::SHARED).is_some() && !t.callchains {
                 v.push("no callchains: locks, copies and the page allocator are `shared`".to_string());
             }
             v
         })
         .collect();
-    Diff { names, events: tables.iter().map(|t| t.event.clone()).collect(), notes, metric, stages, clocks, symbols }
+    let recorded: Vec<Option<String>> = tables.iter().map(|t| t.recorded.clone()).collect();
+    // `key=value` settings before the first `,` of each recorded line.
+    let settings = |r: &Option<String>| -> Vec<(String, String)> {
+        r.as_deref()
+            .and_then(|l| l.split([',', ';']).next())
+            .map(|head| {
+                head.split_whitespace()
+                    .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let base = recorded.first().map(settings).unwrap_or_default();
+    let differs = recorded
+        .iter()
+        .map(|r| {
+            settings(r)
+                .into_iter()
+                .filter_map(|(k, v)| {
+                    let b = base.iter().find(|(bk, _)| *bk == k)?;
+                    (b.1 != v).then(|| format!("{k} {} -> {v}", b.1))
+                })
+                .collect()
+        })
+        .collect();
+    Diff {
+        names,
+        events: tables.iter().map(|t| t.event.clone()).collect(),
+        notes,
+        recorded,
+        differs,
+        metric,
+        stages,
+        clocks,
+        symbols,
+    }
 }
 
 impl Diff {
@@ -121,6 +161,12 @@ impl Diff {
         for (i, (n, e)) in self.names.iter().zip(&self.events).enumerate() {
             let notes = self.notes.get(i).map_or(String::new(), |v| v.iter().map(|x| format!("; {x}")).collect());
             let _ = writeln!(s, "# [{i}] {n} (event: {e}{notes}){}", if i == 0 { " baseline" } else { "" });
+            if let Some(Some(r)) = self.recorded.get(i) {
+                let _ = writeln!(s, "#     recorded: {r}");
+            }
+            if let Some(d) = self.differs.get(i).filter(|d| !d.is_empty()) {
+                let _ = writeln!(s, "#     differs from [0]: {}", d.join(", "));
+            }
         }
         let _ = writeln!(s, "# figures: {}", self.metric);
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
@@ -197,6 +243,30 @@ mod tests {
             notes: Vec::new(),
         };
         crate::stages::profile_table(&p, &Rules::builtin())
+    }
+
+    #[test]
+    fn shared_means_no_callchains_only_when_there_were_none() {
+        // memcpy is shared machinery: in no stage without a caller to charge.
+        let flat = table(&[("fib_table_lookup", 60), ("memcpy", 40)]);
+        let mut chained = flat.clone();
+        chained.callchains = true;
+        let d = diff(vec!["flat".into(), "chained".into()], &[flat, chained], 10);
+        assert!(d.notes[0].iter().any(|n| n.starts_with("no callchains")), "{:?}", d.notes);
+        assert!(d.notes[1].is_empty(), "a table with callchains was said to have none: {:?}", d.notes);
+    }
+
+    #[test]
+    fn the_header_says_what_each_input_recorded_and_what_differs() {
+        let mut a = table(&[("fib_table_lookup", 60)]);
+        a.recorded = Some("cache=nocache fib=dir24 prefetch=0, 1 worker(s); 2.00 s, 10 packets = 0.00 Mpps".into());
+        let mut b = a.clone();
+        b.recorded = Some("cache=nocache fib=dir24 prefetch=2, 1 worker(s); 2.00 s, 12 packets = 0.00 Mpps".into());
+        let d = diff(vec!["a".into(), "b".into()], &[a, b], 10);
+        assert_eq!(d.differs, vec![Vec::<String>::new(), vec!["prefetch 0 -> 2".to_string()]]);
+        let text = d.text();
+        assert!(text.contains("#     recorded: cache=nocache fib=dir24 prefetch=2"), "{text}");
+        assert!(text.contains("#     differs from [0]: prefetch 0 -> 2"), "{text}");
     }
 
     #[test]

@@ -45,6 +45,13 @@ pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
         if crate::dataset::root_of(path).is_some() {
             return Ok(Input::Dataset(crate::dataset::Dataset::open(path)?));
         }
+        if let Err(e) = std::fs::metadata(path.join("meta.json")) {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                return Err(kind(format!(
+                    "a directory this user may not read ({e}): a recording made as root is kept private to root"
+                )));
+            }
+        }
         if !path.join("meta.json").exists() {
             let found = if path.join("results.parquet").exists() {
                 "a sweep directory (results.parquet; `report --html FILE -i DIR` makes its page)".to_string()

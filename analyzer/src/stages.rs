@@ -62,6 +62,18 @@ pub struct StageTable {
     /// The sampled workers against the forwarder's stage clocks, when the recording has
     /// them.
     pub clock_check: Option<crate::crosscheck::ClockCheck>,
+    /// Why a forwarder recording has no stage-clock figures (clocks off, no TSC rate, no
+    /// packets to divide by), when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clocks_absent: Option<String>,
+    /// What was recorded, for a forwarder recording: its settings, how long, how many
+    /// packets and the rate (`cache=nocache fib=dir24 prefetch=2, 1 worker(s), ...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<String>,
+    /// Whether the samples carry callchains (a recording made with -g, a perf.data file
+    /// with them): what `shared` means depends on it.
+    #[serde(skip)]
+    pub callchains: bool,
     /// What the input lacks and what that costs these figures (an incomplete recording,
     /// missing maps, parts skipped); printed first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -158,6 +170,66 @@ pub(crate) fn packets_per_worker(rec: &Recording) -> Result<HashMap<i32, u64>> {
         .collect())
 }
 
+/// Packets per worker matched to the samples read. When sample parts were skipped, the
+/// samples cover only part of the run while the counters cover all of it: per-packet
+/// figures would undercount. A finished recording knows its sample total (meta.json), so
+/// the packets are scaled by the share of samples read (sampling at a fixed rate of a
+/// steady forwarder spreads both evenly over the run); an unfinished one does not, and gets
+/// no per-packet figures. Returns the note that says which.
+pub(crate) fn scaled_to_parts_read(
+    rec: &Recording,
+    per_worker: HashMap<i32, u64>,
+    read: u64,
+) -> (HashMap<i32, u64>, Option<String>) {
+    let skipped = rec.skipped().iter().any(|s| s.contains("samples.parquet"));
+    if !skipped {
+        return (per_worker, None);
+    }
+    let total = rec.meta.samples;
+    if rec.meta.status == "complete" && total > 0 && read <= total {
+        let share = read as f64 / total as f64;
+        let scaled = per_worker.into_iter().map(|(w, p)| (w, (p as f64 * share).round() as u64)).collect();
+        let note = format!(
+            "per-packet figures use {:.1}% of the forwarded packets: the share of the recording's samples in the              parts read ({read} of {total}), as sampling at a fixed rate spreads both evenly over the run",
+            100.0 * share
+        );
+        (scaled, Some(note))
+    } else {
+        let note = "no per-packet figures: sample parts were skipped and the recording does not say how many samples                     it had (it is unfinished), so the packets the samples read cover are unknown"
+            .to_string();
+        (HashMap::new(), Some(note))
+    }
+}
+
+/// What a forwarder recording recorded, in one line: the forwarder's settings (as
+/// `export` labels them), workers, driver and device, then the recording's length, the
+/// packets forwarded and their rate. None for other targets.
+pub(crate) fn recorded_line(rec: &Recording, packets: Option<u64>) -> Option<String> {
+    let fwd = rec.meta.forwarder.as_ref()?;
+    let cfg = fwd.get("config").unwrap_or(fwd);
+    let text = |k: &str| cfg.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
+    let mut line = crate::export::setting_of(Some(fwd));
+    if let Some(w) = text("workers") {
+        line.push_str(&format!(", {w} worker(s)"));
+    }
+    if let Some(v) = text("driver") {
+        line.push_str(&format!(", driver {v}"));
+    }
+    // The device as the run resolved it (`auto` picks one at start).
+    let info = |k: &str| fwd.get("info").and_then(|i| i.get(k)).and_then(|x| x.as_str()).map(str::to_string);
+    if let Some(v) = info("device").or_else(|| text("gen_mode")) {
+        line.push_str(&format!(", device {v}"));
+    }
+    let m = &rec.meta;
+    let secs = m.end_unix_ns.map(|e| e.saturating_sub(m.start_unix_ns) as f64 / 1e9).filter(|&s| s > 0.0);
+    match (secs, packets) {
+        (Some(s), Some(p)) => line.push_str(&format!("; {s:.2} s, {p} packets = {:.2} Mpps", p as f64 / s / 1e6)),
+        (Some(s), None) => line.push_str(&format!("; {s:.2} s")),
+        _ => {}
+    }
+    Some(line)
+}
+
 /// Thread names by tid from COMM records (the last name wins).
 pub(crate) fn thread_names(tasks: &[collector::records::TaskEvent]) -> HashMap<u32, String> {
     let mut names = HashMap::new();
@@ -197,11 +269,13 @@ pub fn stage_table_reusing(
 
 /// The stage table of a recording with `sym`; returns the symbolizer for reuse.
 fn recording_table(rec: &Recording, rules: &Rules, sym: Symbolizer) -> Result<(StageTable, Symbolizer)> {
-    let groups = crate::aggregate::group(rec.samples_df()?)?;
+    let df = rec.samples_df()?;
+    let read = df.height() as u64;
+    let groups = crate::aggregate::group(df)?;
     let sym_warnings = sym.warnings().to_vec();
     let mut at = Attributor::new(sym, rules.clone());
     let names = thread_names(&rec.tasks()?);
-    let per_worker = packets_per_worker(rec)?;
+    let (per_worker, scale_note) = scaled_to_parts_read(rec, packets_per_worker(rec)?, read);
     let m = &rec.meta.sampling;
     let total: u64 = per_worker.values().sum();
     let head = Head {
@@ -221,9 +295,15 @@ fn recording_table(rec: &Recording, rules: &Rules, sym: Symbolizer) -> Result<(S
             r.per_packet = w.packets.map(|p| r.period as f64 / p as f64);
         }
     }
+    t.callchains = m.callchain;
+    t.recorded = recorded_line(rec, t.packets);
     t.clock_check = crate::crosscheck::clock_check(rec, &t.event, &worker_totals(&t.workers))?;
+    if t.clock_check.is_none() {
+        t.clocks_absent = crate::crosscheck::clocks_absent(rec)?;
+    }
     t.warnings.extend(sym_warnings);
     t.warnings.extend(rec.problems());
+    t.warnings.extend(scale_note);
     let sym = at.into_symbolizer();
     t.take_symbol_sources(&sym);
     Ok((t, sym))
@@ -661,6 +741,9 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         unmatched,
         workers,
         clock_check: None,
+        clocks_absent: None,
+        recorded: None,
+        callchains: false,
         warnings: rules.warnings.clone(),
         rule_sources: rules.sources.clone(),
         symbol_sources: Vec::new(),
@@ -681,6 +764,9 @@ impl StageTable {
             self.samples,
             self.fallback.as_ref().map_or(String::new(), |f| format!("; {f}"))
         );
+        if let Some(r) = &self.recorded {
+            let _ = writeln!(s, "# recorded: {r}");
+        }
         for w in &self.warnings {
             let _ = writeln!(s, "# WARNING: {w}");
         }
@@ -759,9 +845,9 @@ impl StageTable {
             Some(c) => {
                 let _ = write!(s, "\n{}", c.text());
             }
-            None if self.packets.is_some() => {
-                let _ =
-                    writeln!(s, "# stage clocks: none in this recording (clocks were off); figures from samples only");
+            None if self.clocks_absent.is_some() => {
+                let why = self.clocks_absent.as_deref().unwrap_or_default();
+                let _ = writeln!(s, "# stage clocks: {why}; figures from samples only");
             }
             None => {
                 // The kernel's forwarding path (the lab's kernel mode) and imported profiles
@@ -889,6 +975,7 @@ pub fn perfdata_table_with(pd: &crate::perfdata::PerfData, sym: Symbolizer, rule
         packets: None,
     };
     let mut t = build(head, attribute(&groups, &mut at, &names), rules);
+    t.callchains = pd.samples.iter().any(|x| !x.callchain.is_empty());
     t.warnings.extend(pd.warnings.iter().cloned());
     t.warnings.extend(sym_warnings);
     t.take_symbol_sources(&at.into_symbolizer());

@@ -21,13 +21,22 @@ pub struct DiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = report::Format::Table)]
     pub format: report::Format,
+    /// Refuse a recording with a part that cannot be read [default: skip the part and warn,
+    /// naming it, with per-packet figures scaled to the parts read].
+    #[arg(long)]
+    pub strict: bool,
 }
 
 pub fn run(a: &DiffArgs) -> Result<()> {
     let rules = analyzer::rules::Rules::builtin_with(a.stages.as_deref())?;
     let mut tables = Vec::new();
     for p in &a.inputs {
-        tables.push(analyzer::input::open(p)?.stage_table(&rules, &a.symbols.paths())?);
+        let t = analyzer::input::open_with(p, a.strict)?.stage_table(&rules, &a.symbols.paths())?;
+        // What an input lacks changes what its column means: said for each input.
+        for w in &t.warnings {
+            eprintln!("warning: {}: {w}", p.display());
+        }
+        tables.push(t);
     }
     let names = a.inputs.iter().map(|p| p.display().to_string()).collect();
     let d = analyzer::diff::diff(names, &tables, a.top);

@@ -22,13 +22,25 @@ pub struct ExportArgs {
     /// Extra stage rules (TOML), tried before the built-in ones.
     #[arg(long)]
     pub stages: Option<PathBuf>,
+    /// Refuse a recording with a part that cannot be read [default: skip the part and warn,
+    /// naming it].
+    #[arg(long)]
+    pub strict: bool,
+    /// SVG: keep the thread start-up frames (_start, std::rt::lang_start, start_thread...)
+    /// under every stack [default: trimmed].
+    #[arg(long)]
+    pub keep_startup_frames: bool,
 }
 
 pub fn run(a: &ExportArgs) -> Result<()> {
     let rules = analyzer::rules::Rules::builtin_with(a.stages.as_deref())?;
     // One symbolizer: the binaries and kallsyms it loads serve the stacks and pprof.
-    let (profile, mut sym): (Profile, Symbolizer) =
-        analyzer::input::open(&a.input)?.profile(&rules, &a.symbols.paths())?;
+    let (mut profile, mut sym): (Profile, Symbolizer) =
+        analyzer::input::open_with(&a.input, a.strict)?.profile(&rules, &a.symbols.paths())?;
+    profile.svg_options.keep_startup = a.keep_startup_frames;
+    for w in &profile.warnings {
+        eprintln!("warning: {}: {w}", a.input.display());
+    }
     let title = format!("fwdscope: {} ({})", a.input.display(), profile.event);
     let bytes = profile.encode(a.format, &title, &mut sym)?;
     match &a.output {

@@ -17,6 +17,7 @@
 //!   period.
 
 mod folded;
+pub use folded::SvgOptions;
 pub mod pprof;
 mod speedscope;
 mod table;
@@ -75,6 +76,11 @@ pub struct Profile {
     /// When sampling started (Unix ns) and how long it ran, when known.
     pub start_unix_ns: Option<u64>,
     pub duration_ns: Option<u64>,
+    /// What the input lacks and what that costs the profile (a recording's skipped parts or
+    /// unfinished writer, a perf.data file's records not understood): each said to the user.
+    pub warnings: Vec<String>,
+    /// How the SVG flame graph is drawn (default: start-up frames trimmed).
+    pub svg_options: SvgOptions,
 }
 
 /// Symbolize grouped samples into stacks. The stage of each stack is the [`Attributor`]'s
@@ -146,6 +152,9 @@ pub fn recording_profile(
         labels: recording_labels(rec),
         start_unix_ns: Some(m.start_unix_ns).filter(|&t| t > 0),
         duration_ns: m.end_unix_ns.map(|e| e.saturating_sub(m.start_unix_ns)),
+        // After the samples were read: their skipped parts are known then.
+        warnings: rec.problems(),
+        svg_options: SvgOptions::default(),
     })
 }
 
@@ -190,6 +199,8 @@ pub fn perfdata_profile(pd: &crate::perfdata::PerfData, sym: &mut Symbolizer, ru
         labels: Vec::new(),
         start_unix_ns: None,
         duration_ns: None,
+        warnings: pd.warnings.clone(),
+        svg_options: SvgOptions::default(),
     })
 }
 
@@ -223,7 +234,7 @@ impl Profile {
     pub fn encode(&self, format: Format, title: &str, sym: &mut Symbolizer) -> Result<Vec<u8>> {
         Ok(match format {
             Format::Folded => self.folded().into_bytes(),
-            Format::Svg => self.svg(title)?,
+            Format::Svg => self.svg_with(title, &self.svg_options)?,
             Format::Pprof => self.pprof(sym)?,
             Format::Speedscope => self.speedscope(title)?.into_bytes(),
             Format::Csv => self.csv().into_bytes(),
