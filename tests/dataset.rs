@@ -262,3 +262,41 @@ fn the_notebook_fixture_report_is_current() {
     );
     assert_eq!(now["groups"].as_array().unwrap().len(), 2);
 }
+
+/// A run copied under another host (or renamed) would be counted twice: the dataset is
+/// refused naming the copy, whether its run.json still names the old partition or was
+/// edited to match the new one.
+#[test]
+fn a_copied_run_is_refused_not_counted_twice() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/notebooks/dataset");
+    let dir = tmpdir("dataset-copy");
+    copy_dir(&root, &dir);
+    let host = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("host="))
+        .unwrap();
+    let run = std::fs::read_dir(&host)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("run="))
+        .unwrap();
+    let copy = dir.join("host=elsewhere").join(run.file_name().unwrap());
+    copy_dir(&run, &copy);
+    let refused = |what: &str| {
+        let o = fwdscope().args(["report", "-i"]).arg(&dir).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(!o.status.success(), "{what}: a dataset with a copied run was reported");
+        e
+    };
+    let e = refused("run.json unchanged");
+    assert!(e.contains("host=elsewhere") && e.contains("a run moved or copied"), "{e}");
+    // run.json edited to match its new place: the same run (id, start, samples) twice.
+    let file = copy.join("run.json");
+    let mut info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    info["host"] = "elsewhere".into();
+    std::fs::write(&file, serde_json::to_string(&info).unwrap()).unwrap();
+    let e = refused("run.json edited");
+    assert!(e.contains("the same run as") && e.contains("counted twice"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -190,6 +190,12 @@ impl Staging {
         if let Some(k) = &rec.meta.machine.kernel_build_id {
             binaries.insert("[kernel.kallsyms]".into(), k.clone());
         }
+        if let Some(s) = setting.filter(|s| s.chars().any(char::is_control)) {
+            return Err(err(
+                &self.dataset,
+                format!("setting {s:?} holds control characters: expected a printable label"),
+            ));
+        }
         let setting = setting.map_or_else(|| crate::export::setting_of(rec.meta.forwarder.as_ref()), str::to_string);
         let per_worker = crate::stages::packets_per_worker(&rec)?;
         let packets: u64 = per_worker.values().sum();
@@ -406,6 +412,40 @@ impl Dataset {
                 if !run.join(STACKS_FILE).is_file() {
                     return Err(err(&run, format!("has no {STACKS_FILE}")));
                 }
+                // The partition a run sits in is what its run.json says: a run copied under
+                // another host= or run= would be counted twice.
+                let named = |d: &Path, key: &str| {
+                    d.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix(key)).map(str::to_string)
+                };
+                let (dir_host, dir_run) =
+                    (named(&host, "host=").unwrap_or_default(), named(&run, "run=").unwrap_or_default());
+                if dir_host != info.host || dir_run != info.run {
+                    return Err(err(
+                        &file,
+                        format!(
+                            "describes host={} run={} but sits in host={dir_host}/run={dir_run}: a run moved or copied \
+                             (move it back, or remove the copy)",
+                            info.host, info.run
+                        ),
+                    ));
+                }
+                if let Some(first) = runs.iter().find(|r: &&Run| {
+                    r.info.run == info.run
+                        && r.info.start_unix_ns == info.start_unix_ns
+                        && r.info.samples == info.samples
+                }) {
+                    return Err(err(
+                        &file,
+                        format!(
+                            "the same run as {} (run {}, started at {} ns, {} samples): a copy would be counted twice; \
+                             remove one",
+                            first.dir.display(),
+                            info.run,
+                            info.start_unix_ns,
+                            info.samples
+                        ),
+                    ));
+                }
                 runs.push(Run { dir: run, info });
             }
         }
@@ -522,6 +562,14 @@ impl Dataset {
             packets,
         };
         let mut t = build(head, items, rules);
+        // The runs' stacks were attributed where they were recorded: callchains show as
+        // stacks charged through them.
+        t.callchains = t.attribution.callchain > 0;
+        t.clocks_absent = Some(format!(
+            "not in a dataset (it keeps its runs' stacks, not their clocks): report a run's recording for them, \
+             e.g. -i {}",
+            self.runs[0].dir.join(RECORDING_DIR).display()
+        ));
         t.symbol_sources = vec![format!(
             "symbolized and attributed on the recording machines ({}: {})",
             self.summary(),

@@ -214,6 +214,17 @@ impl Rules {
             if rule.stage.is_empty() {
                 return Err(Error::Rules { path: origin.into(), msg: format!("rule {}: `stage` is empty", i + 1) });
             }
+            // A stage name is printed in tables and on a terminal: no control characters.
+            if rule.stage.chars().any(char::is_control) {
+                return Err(Error::Rules {
+                    path: origin.into(),
+                    msg: format!(
+                        "rule {}: stage {:?} holds control characters: expected a printable name",
+                        i + 1,
+                        rule.stage
+                    ),
+                });
+            }
             if rule.prefix.is_empty()
                 && rule.exact.is_empty()
                 && rule.contains.is_empty()
