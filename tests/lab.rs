@@ -162,8 +162,13 @@ fn sent_equals_received_plus_counted_drops_in_both_modes() {
     assert!(per_worker.iter().all(|&n| n > 1000), "fanout spread flows over both workers: {per_worker:?}");
     let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
     assert!(status.contains("mode fwdscope") && status.contains(&format!("rx {rx} tx {tx}")), "{status}");
-    let pid: i32 =
-        std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid")).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
     // SAFETY: signal 0 only checks for existence.
     assert!(unsafe { libc::kill(pid, 0) } != 0, "down stops the lab's forwarder");
@@ -313,8 +318,13 @@ fn discard_sink_rps_and_cpu_placement() {
         "nocache",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let pid: i32 =
-        std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid")).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_eq!(cpus_allowed(pid), dut);
     let r0 = sink_line(&name);
     let sent = send(&name, &["--count", "5000", "--rate", "20k", "--cpu", "0"]);
@@ -383,7 +393,15 @@ fn lab_bench_runs_every_setup_and_cleans_up() {
     }
     let alone =
         text.lines().find(|l| l.starts_with("sender alone")).unwrap_or_else(|| panic!("no sender-alone line: {text}"));
-    assert!(alone.contains(": 2 runs,"), "{alone}");
+    // Both runs count, unless the contention detector left some out (a loaded machine: the
+    // table then says how many, and the line counts only the rest).
+    let counted: usize = alone
+        .split(": ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{alone}"));
+    assert!(counted == 2 || (counted < 2 && text.contains("runs left out")), "{alone}");
     assert!(text.contains("== kernel forwarding: stage split") && text.contains("== fwdscope afpacket: stage split"));
     assert!(text.contains("--cache nocache"), "the default forwarder flags are printed: {text}");
     let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
@@ -405,7 +423,9 @@ fn a_dead_forwarder_is_reported_and_restarted_and_lab_commands_take_turns() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let pid: i32 = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid"))
         .expect("forwarder.pid")
-        .trim()
+        .split_whitespace()
+        .next()
+        .expect("pid")
         .parse()
         .expect("pid");
     // SAFETY: killing the lab's forwarder, as a crash would.
@@ -558,8 +578,13 @@ fn afxdp_accounts_for_every_packet_reports_its_mode_and_leaves_nothing_attached(
     assert!(err.contains(&f0) && err.contains("another forwarder"), "{err}");
 
     // SIGKILL: no chance to detach; the program stays until `lab down`.
-    let pid: i32 =
-        std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid")).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     // SAFETY: killing the lab's forwarder, as a crash would.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     assert!(common::wait_until(10, || !common::running(pid as u32)));
@@ -792,4 +817,96 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
     let line = text.lines().find(|l| l.starts_with(&format!("afxdp on {f0}:"))).unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("2 sockets on it, flows spread over them by fwdscope's XDP program"), "{line}");
     assert!(kernel_xdp(&fwd, &f0).is_none(), "the forwarder detached its program when it stopped");
+}
+
+/// The sender ends with its count and a message when the lab changes under it: an
+/// incomplete lab is refused before sending; a deleted sender interface ends a timed send
+/// (it spun forever before); Ctrl-C ends it with the count so far, exit 130.
+#[test]
+fn the_sender_ends_with_its_count_when_the_lab_goes_away() {
+    let Some((name, _guard)) = lab_for_test('e') else { return };
+    let up = |name: &str| {
+        let out = fwdscope(&["lab", "up", "--name", name, "--routes", "50", "--mode", "kernel"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    up(&name);
+    let bin = env!("CARGO_BIN_EXE_fwdscope");
+    // Ctrl-C: the count so far, exit 130.
+    let child = Command::new(bin)
+        .args(["lab", "send", "--name", &name, "--json", "--duration", "30", "--rate", "20000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("send JSON after SIGINT");
+    assert!(v["packets"].as_u64().unwrap() > 0 && v["ended"] == "stopped by a signal", "{v}");
+    // The sender's interface deleted mid-send: the send ends, non-zero, naming it.
+    let child = Command::new(bin)
+        .args(["lab", "send", "--name", &name, "--duration", "5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let del =
+        Command::new("ip").args(["-n", &format!("{name}-snd"), "link", "del", &format!("{name}-s0")]).output().unwrap();
+    assert!(del.status.success(), "{}", String::from_utf8_lossy(&del.stderr));
+    let pid = child.id();
+    assert!(common::wait_until(20, || !common::running(pid) || child_exited(pid)), "the sender spins on");
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("went away"), "{err}");
+    // The lab is now incomplete: sending is refused before it starts.
+    let o = fwdscope(&["lab", "send", "--name", &name, "--count", "10"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("incomplete"), "{err}");
+    // Likewise with the sink's namespace deleted.
+    up(&name);
+    assert!(Command::new("ip").args(["netns", "del", &format!("{name}-sink")]).status().unwrap().success());
+    let o = fwdscope(&["lab", "send", "--name", &name, "--count", "10"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("incomplete"));
+}
+
+/// Whether `pid` is a zombie (exited, not reaped yet: our child).
+fn child_exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+        .unwrap_or(true)
+}
+
+/// Ctrl-C on `lab bench` takes its lab down as every other exit does: no namespaces, no
+/// state directory, no forwarder left under init; exit 130.
+#[test]
+fn an_interrupted_bench_leaves_no_lab_behind() {
+    let Some((name, _guard)) = lab_for_test('i') else { return };
+    let child = Command::new(env!("CARGO_BIN_EXE_fwdscope"))
+        .args(["lab", "bench", "--name", &name, "--routes", "300", "--flows", "256", "--seconds", "2", "--repeat", "3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Into the fwdscope setups: the lab's forwarder has been started once its pid file is.
+    let pidfile = format!("/run/fwdscope-lab/{name}/forwarder.pid");
+    let started = common::wait_until(60, || std::path::Path::new(&pidfile).exists());
+    let fwd: Option<i32> =
+        std::fs::read_to_string(&pidfile).ok().and_then(|t| t.split_whitespace().next().and_then(|p| p.parse().ok()));
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("stopped by SIGINT") && err.contains("taken down"), "{err}");
+    let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
+    assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}-"))), "namespaces left: {ns}");
+    assert!(!std::path::Path::new(&format!("/run/fwdscope-lab/{name}")).exists(), "state directory left");
+    if let (true, Some(pid)) = (started, fwd) {
+        assert!(common::wait_until(10, || !common::running(pid as u32)), "forwarder {pid} left running");
+    } else {
+        println!("note: interrupted before the fwdscope setups started a forwarder");
+    }
 }

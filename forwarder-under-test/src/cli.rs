@@ -53,7 +53,10 @@ pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
         _ => (t, 1.0),
     };
     let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected packets per second such as 250000, 250k or 1.5M"))?;
-    if !(v.is_finite() && v > 0.0) {
+    if !v.is_finite() {
+        return Err(format!("`{s}`: expected a finite number of packets per second (at most 10G)"));
+    }
+    if v <= 0.0 {
         return Err(format!("`{s}`: the rate must be positive"));
     }
     let pps = v * mul;

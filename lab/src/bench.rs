@@ -42,6 +42,10 @@ pub struct BenchOptions {
     /// The forwarder program (not a flag: the caller's choice).
     #[arg(skip)]
     pub forwarder: ForwarderProgram,
+    /// Set (by a signal handler) to end the bench early (default none): the run in progress
+    /// ends, and the lab is taken down as on every other exit.
+    #[arg(skip)]
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What `lab bench` measures: the kernel forwarding as it does by default (in the receive
@@ -149,6 +153,7 @@ fn bench_send(a: &BenchOptions, at: Placement, seconds: f64) -> Result<(u64, f64
         seed: 1,
         cpu: at.sender,
         via: a.via,
+        stop: a.stop.clone(),
     };
     let (sent, sched) = std::thread::Builder::new()
         .name("lab-sender".into())
@@ -163,6 +168,9 @@ fn bench_send(a: &BenchOptions, at: Placement, seconds: f64) -> Result<(u64, f64
         .join()
         .map_err(|_| Error::Config("the sender thread panicked".into()))?;
     let sent = sent?;
+    if let Some(why) = &sent.ended {
+        return Err(Error::Config(format!("the sender ended early after {} packets: {why}", sent.packets)));
+    }
     Ok((sent.packets, sent.seconds, sched))
 }
 
@@ -306,10 +314,18 @@ fn measure_all(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {eta} left  {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    let stopped = || {
+        if a.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed)) {
+            Err(Error::Config("stopped by a signal: the lab is taken down, nothing is reported".into()))
+        } else {
+            Ok(())
+        }
+    };
     let result = (|| {
         let mut runs = Vec::new();
         for r in 0..a.repeat {
             for i in 0..setups.len() {
+                stopped()?;
                 let s = setups[(i + r) % setups.len()];
                 bar.set_message(s.label(at.dut));
                 runs.push(bench_measure(a, lab, s, at, flags)?);
@@ -318,6 +334,7 @@ fn measure_all(
         }
         let mut splits = Vec::new();
         for s in recorded {
+            stopped()?;
             bar.set_message(format!("stage split: {}", s.label(at.dut)));
             let how = if s == Setup::Kernel { "record -a, Linux rules" } else { "record -p on the lab forwarder" };
             let title = match s {
@@ -474,14 +491,19 @@ fn report(
         let fm = medians.iter().find(|m| m.0 == f);
         let om = against.first().and_then(|o| medians.iter().find(|m| m.0 == *o));
         if let (Some((_, fv, fp, _)), Some((o, ov, op, _))) = (fm, om) {
-            let p = welch_p(fp, op);
+            // Welch's test needs two runs of each side to estimate a variance.
+            let test = if fp.len() < 2 || op.len() < 2 {
+                "no test of the difference (one run of a side: --repeat 2 or more gives one)".to_string()
+            } else {
+                let p = welch_p(fp, op);
+                format!("difference of means {}significant (Welch p = {p:.3})", if p < 0.05 { "" } else { "not " })
+            };
             let _ = writeln!(
                 out,
-                "ratio {} / {other} ({}): {:.2} (medians); difference of means {}significant (Welch p = {p:.3})",
+                "ratio {} / {other} ({}): {:.2} (medians); {test}",
                 name(f),
                 o.label(at.dut),
                 fv / ov.max(1e-9),
-                if p < 0.05 { "" } else { "not " },
             );
         }
     }
@@ -571,6 +593,7 @@ mod tests {
             forwarder_flags: vec![],
             forwarder: ForwarderProgram::default(),
             via: Some(Via::Afpacket),
+            stop: None,
         }
     }
 

@@ -255,16 +255,43 @@ pub(crate) fn with_stdin(cmd: &mut Command, input: &str, what: &str) -> Result<s
 /// The held lock of a lab (released when dropped: the file closes).
 pub struct LabLock(#[allow(dead_code)] std::fs::File);
 
-/// Whether `pid` runs a forwarder: it exists, is not a zombie (a dead child not reaped yet,
-/// or an orphan whose init does not reap), and its program is fwdscope's (not a later
-/// process that reused the PID).
-fn forwarder_runs(pid: i32) -> bool {
-    if pid <= 0 || !fwd_abi::segment::process_runs(pid as u32) {
+/// Whether `pid` still runs the lab's forwarder: it exists, is not a zombie (a dead child
+/// not reaped yet, or an orphan whose init does not reap), it is the process the lab
+/// started (see [`same_process`]), and its program is fwdscope's.
+fn forwarder_runs(pid: i32, started: Option<u64>) -> bool {
+    if pid <= 0 || !fwd_abi::segment::process_runs(pid as u32) || !same_process(pid, started) {
         return false;
     }
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .map(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("fwdscope")))
         .unwrap_or(true)
+}
+
+/// A process's start time: clock ticks after boot (/proc/PID/stat, field 22). With the PID
+/// it names one process while the machine runs: a PID is reused (pid_max is 32768 on many
+/// machines), the pair is not.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: field 3 (state) onwards.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether `pid` is the process the lab recorded: the same start time when one was
+/// recorded, and owned by this user (a state file from before start times were recorded
+/// is trusted only for this user's own processes, so `lab down` never signals another
+/// user's process that reused the PID).
+fn same_process(pid: i32, started: Option<u64>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(format!("/proc/{pid}")) else { return false };
+    // SAFETY: geteuid has no preconditions.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return false;
+    }
+    match started {
+        Some(t) => start_time(pid) == Some(t),
+        None => true,
+    }
 }
 
 /// The lab's destination range: routes must stay inside it.
@@ -424,19 +451,20 @@ impl Lab {
         Ok(LabLock(f))
     }
 
-    /// The lab's forwarder, if one was started and still runs.
+    /// The lab's forwarder, if one was started and still runs (the same process: its PID
+    /// and start time as recorded).
     pub fn forwarder_pid(&self) -> Option<i32> {
-        self.recorded_forwarder_pid().filter(|&p| forwarder_runs(p))
+        self.recorded_forwarder().filter(|&(p, t)| forwarder_runs(p, t)).map(|(p, _)| p)
     }
 
-    /// The PID the lab recorded for its forwarder, running or not.
-    fn recorded_forwarder_pid(&self) -> Option<i32> {
-        std::fs::read_to_string(self.state_dir().join("forwarder.pid"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-            .filter(|&p: &i32| p > 0)
+    /// `forwarder.pid`: `PID START` (start time in clock ticks after boot; older labs
+    /// wrote the PID alone).
+    fn recorded_forwarder(&self) -> Option<(i32, Option<u64>)> {
+        let text = std::fs::read_to_string(self.state_dir().join("forwarder.pid")).ok()?;
+        let mut it = text.split_whitespace();
+        let pid: i32 = it.next()?.parse().ok().filter(|&p: &i32| p > 0)?;
+        let start = it.next().and_then(|t| t.parse().ok());
+        Some((pid, start))
     }
 
     /// When the lab started a forwarder that no longer runs: its PID and the last lines of
@@ -445,8 +473,8 @@ impl Lab {
         if self.mode() != Some(Mode::Fwdscope) || self.state_dir().join("no-start").exists() {
             return None;
         }
-        let pid = self.recorded_forwarder_pid()?;
-        if forwarder_runs(pid) {
+        let (pid, started) = self.recorded_forwarder()?;
+        if forwarder_runs(pid, started) {
             return None;
         }
         let tail = compare::runner::log_tail(&self.state_dir().join("forwarder.log"), 3);
@@ -737,7 +765,9 @@ impl Lab {
             .spawn()
             .context("starting the forwarder")?;
         let pid = child.id() as i32;
-        self.write_state("forwarder.pid", &pid.to_string())?;
+        // The start time with the PID: the pair names this process and no later one.
+        let started = start_time(pid).map_or(String::new(), |t| format!(" {t}"));
+        self.write_state("forwarder.pid", &format!("{pid}{started}"))?;
         let t0 = std::time::Instant::now();
         loop {
             if let Ok(seg) = fwd_abi::Segment::open(&self.segment_path()) {
@@ -1021,5 +1051,35 @@ mod tests {
         assert_eq!(load_routes(&p).unwrap(), vec![(0xC613_0400, 24), (0xC613_0507, 32)]);
         std::fs::remove_file(&p).unwrap();
         assert!(Lab::new("Bad_Name").is_err() && Lab::new("toolongname").is_err() && Lab::new("lab1").is_ok());
+    }
+
+    #[test]
+    fn a_recorded_forwarder_is_one_process_not_a_pid() {
+        let mut child = std::process::Command::new("sleep").arg("20").spawn().expect("sleep");
+        let pid = child.id() as i32;
+        let t = start_time(pid).expect("start time of a running process");
+        assert!(same_process(pid, Some(t)));
+        // The same PID with another start time is a later process that reused it.
+        assert!(!same_process(pid, Some(t + 1)));
+        // Not fwdscope's program: never the lab's forwarder, whatever the record says.
+        assert!(!forwarder_runs(pid, Some(t)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!same_process(pid, Some(t)) || start_time(pid) != Some(t));
+        // Another user's process is never ours, with or without a start time (as root only:
+        // an unprivileged test cannot start one).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("SKIP (another user's process): needs root to start one");
+            return;
+        }
+        use std::os::unix::process::CommandExt;
+        let mut other =
+            std::process::Command::new("sleep").arg("20").uid(65534).gid(65534).spawn().expect("sleep as nobody");
+        let pid = other.id() as i32;
+        let t = start_time(pid).expect("start time");
+        assert!(!same_process(pid, None) && !same_process(pid, Some(t)));
+        other.kill().unwrap();
+        other.wait().unwrap();
     }
 }

@@ -47,6 +47,10 @@ pub struct SendOptions {
     /// (about 20% more packets per second from one CPU here), else afpacket].
     #[arg(long, value_enum)]
     pub via: Option<Via>,
+    /// Set (by a signal handler) to end the sending early, with the count so far (default
+    /// none).
+    #[arg(skip)]
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// The sender's transmit path.
@@ -116,6 +120,9 @@ pub struct Sent {
     pub dst: String,
     pub size: u16,
     pub via: Via,
+    /// Why the sending ended before its count or duration (a signal, the lab's interface
+    /// gone), if it did: the figures above are what was sent until then.
+    pub ended: Option<String>,
 }
 
 impl Sent {
@@ -136,7 +143,7 @@ impl Sent {
             self.dst,
             self.size,
             if self.refused > 0 { format!("; {} refused by the kernel", self.refused) } else { String::new() }
-        )
+        ) + &self.ended.as_ref().map_or(String::new(), |why| format!("; ENDED EARLY: {why}"))
     }
 }
 
@@ -175,6 +182,15 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
     // Sending through a lab whose forwarder died would "succeed" with nothing arriving.
     if let Some(dead) = lab.dead_forwarder() {
         bail!("lab {}: {dead}", lab.name);
+    }
+    // Likewise a lab missing a namespace, a link or its forwarding setting.
+    if !lab.complete()? {
+        bail!(
+            "lab {}: incomplete (a namespace, a link or its forwarding setting is missing); `fwdscope lab up --name {}` \
+             rebuilds it",
+            lab.name,
+            lab.name
+        );
     }
     let routes_path = lab.state_dir().join("routes.txt");
     let table = forwarder::table::RouteTable::load(&routes_path, &forwarder::table::LoadOptions::default())
@@ -230,6 +246,7 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
             dst: format!("{:?}", a.dst).to_lowercase(),
             size: a.size,
             via,
+            ended: None,
         },
     );
     let account = |d: forwarder::nic::afpacket::TxDone, out: &mut Sent| {
@@ -242,6 +259,14 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
     let expired = |t0: std::time::Instant| limit.is_some_and(|l| t0.elapsed() >= l);
     let mut done = expired(t0);
     let count = a.count.unwrap_or(if a.duration.is_some() { u64::MAX } else { DEFAULT_COUNT });
+    let s0_c = std::ffi::CString::new(s0.clone()).context("interface name")?;
+    // The interface is gone when the lab is taken down (or changed) under the sender.
+    let gone = || {
+        // SAFETY: if_nametoindex reads the NUL-terminated name it is given.
+        (unsafe { libc::if_nametoindex(s0_c.as_ptr()) } == 0)
+            .then(|| format!("interface {s0} went away (the lab was taken down or changed)"))
+    };
+    let stopped = || a.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
     while queued < count && !done {
         if let Some(r) = a.rate {
             // Paced: never ahead of rate x elapsed.
@@ -258,25 +283,52 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
         buf[0..6].copy_from_slice(&dst);
         buf[6..12].copy_from_slice(&src);
         keep_off_lab_links(&mut buf);
+        let mut spins = 0u32;
         while !tx.push(&buf[..len]) {
             // Every slot with the kernel: let it send, then retry (back-pressure, no loss).
             tx.kick();
             account(tx.reclaim(), &mut out);
             std::thread::yield_now();
+            spins += 1;
+            // A ring that stays full: the time is up, a signal came, or the interface went.
+            if spins % 1024 == 0 {
+                done = expired(t0);
+                if stopped() {
+                    out.ended = Some("stopped by a signal".into());
+                } else if let Some(why) = gone() {
+                    out.ended = Some(why);
+                }
+                if done || out.ended.is_some() {
+                    break;
+                }
+            }
+        }
+        if done || out.ended.is_some() {
+            break;
         }
         queued += 1;
         if queued % 64 == 0 {
             tx.kick();
             account(tx.reclaim(), &mut out);
             done = expired(t0);
+            if stopped() {
+                out.ended = Some("stopped by a signal".into());
+                break;
+            }
         } else if a.rate.is_some() {
             done = expired(t0);
         }
     }
-    account(tx.drain(2000), &mut out);
+    if out.ended.is_none() {
+        if let Some(why) = gone() {
+            out.ended = Some(why);
+        }
+    }
+    // What the kernel still holds is waited for (briefly when the interface is gone).
+    account(tx.drain(if out.ended.is_some() { 200 } else { 2000 }), &mut out);
     out.seconds = t0.elapsed().as_secs_f64();
     out.pps = out.packets as f64 / out.seconds.max(1e-9);
-    if tx.in_flight() > 0 {
+    if tx.in_flight() > 0 && out.ended.is_none() {
         bail!("{} frames were still with the kernel after 2 s", tx.in_flight());
     }
     Ok(out)

@@ -44,10 +44,44 @@ fn forwarder_program() -> Result<ForwarderProgram> {
 pub fn run(cmd: &LabCmd) -> Result<()> {
     match cmd {
         LabCmd::Up(o) => print!("{}", lab::netns::up(&UpOptions { forwarder: forwarder_program()?, ..o.clone() })?),
-        LabCmd::Send { o, json: true } => println!("{}", serde_json::to_string(&lab::sender::send(o)?)?),
-        LabCmd::Send { o, json: false } => println!("{}", lab::sender::send(o)?.line(&o.name)),
+        LabCmd::Send { o, json } => {
+            // Ctrl-C (or SIGTERM, SIGHUP) ends the sending with the count so far.
+            let signals = forwarder::signals::StopSignals::install()?;
+            let sent = lab::sender::send(&lab::sender::SendOptions { stop: Some(signals.flag.clone()), ..o.clone() })?;
+            if *json {
+                println!("{}", serde_json::to_string(&sent)?);
+            } else {
+                println!("{}", sent.line(&o.name));
+            }
+            if let Some(sig) = signals.received() {
+                std::process::exit(match sig {
+                    "SIGTERM" => 143,
+                    "SIGHUP" => 129,
+                    _ => 130,
+                });
+            }
+            if let Some(why) = &sent.ended {
+                anyhow::bail!("lab {}: sending ended early after {} packets: {why}", o.name, sent.packets);
+            }
+        }
         LabCmd::Bench(o) => {
-            print!("{}", lab::bench::bench(&BenchOptions { forwarder: forwarder_program()?, ..o.clone() })?)
+            // Ctrl-C (or SIGTERM, SIGHUP) ends the run in progress; the lab comes down as on
+            // every other exit.
+            let signals = forwarder::signals::StopSignals::install()?;
+            let r = lab::bench::bench(&BenchOptions {
+                forwarder: forwarder_program()?,
+                stop: Some(signals.flag.clone()),
+                ..o.clone()
+            });
+            if let Some(sig) = signals.received() {
+                eprintln!("fwdscope lab bench: stopped by {sig}; lab {} taken down", o.name);
+                std::process::exit(match sig {
+                    "SIGTERM" => 143,
+                    "SIGHUP" => 129,
+                    _ => 130,
+                });
+            }
+            print!("{}", r?)
         }
         LabCmd::Down(n) => {
             let lab = Lab::new(&n.name)?;
