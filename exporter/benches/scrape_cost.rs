@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::time::Instant;
 
 /// utime + stime of every thread of this process but the main one (the client), in
-/// seconds: the exporter's thread and tiny_http's connection threads.
+/// seconds: the exporter's accepting and answering threads.
 fn server_cpu() -> Option<f64> {
     let tick = 100.0; // USER_HZ on Linux
     let me = std::process::id().to_string();

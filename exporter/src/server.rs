@@ -1,15 +1,34 @@
-//! The HTTP side of the exporter: a tiny_http server on its own thread answering
-//! `GET /metrics` with the segment as it is at that moment, and 503 with the reason once the
-//! forwarder is gone (exited, killed, or stopped mid-publish), never its last numbers.
+//! The HTTP side of the exporter: answers `GET /metrics` with the segment as it is at that
+//! moment, and 503 with the reason once the forwarder is gone (exited, killed, or stopped
+//! mid-publish), never its last numbers.
+//!
+//! Bounded whatever the clients do: one accepting thread and [`WORKERS`] answering threads
+//! (a fixed pool, not a thread per connection); at most [`QUEUE`] accepted connections wait
+//! for a worker, and one more gets a 503 at once and is closed; a client has
+//! [`REQUEST_DEADLINE`] to send its request head (at most [`MAX_HEAD`] bytes, parsed with
+//! httparse) and each answer closes the connection, so an idle or slow connection holds a
+//! worker for at most that long. (An async server was the other way: tokio and hyper are
+//! in the build through polars, but their server features would rebuild polars.)
 
 use crate::families::{encode, ForwarderMeta, SnapshotCollector};
 use crate::{Error, Result};
 use fwd_abi::{Segment, State, COUNTER_NAMES};
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Threads answering requests.
+pub const WORKERS: usize = 2;
+/// Accepted connections waiting for a worker, at most; past it a connection gets 503.
+pub const QUEUE: usize = 32;
+/// How long a client has to send its whole request head.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+/// The longest request head read (bytes).
+pub const MAX_HEAD: usize = 8192;
 
 /// The content type of OpenMetrics text, which Prometheus asks for first.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -101,15 +120,16 @@ impl SegmentSource {
 
 /// A running exporter: stops (and frees its port) when dropped.
 pub struct Exporter {
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
     addr: SocketAddr,
     scrapes: Arc<AtomicU64>,
+    refused: Arc<AtomicU64>,
 }
 
 impl Exporter {
     /// Listen on `listen` (HOST:PORT; port 0 picks a free one, see [`Exporter::local_addr`])
-    /// and answer scrapes from `source` on a thread of its own.
+    /// and answer scrapes from `source` on threads of its own.
     pub fn start(listen: &str, source: SegmentSource) -> Result<Exporter> {
         let err = |msg: String| Error::Listen { addr: listen.to_string(), msg };
         let addrs: Vec<SocketAddr> = listen
@@ -127,14 +147,35 @@ impl Exporter {
             })
         })?;
         let addr = listener.local_addr().map_err(|e| err(e.to_string()))?;
-        let server = Arc::new(tiny_http::Server::from_listener(listener, None).map_err(|e| err(e.to_string()))?);
-        let scrapes = Arc::new(AtomicU64::new(0));
-        let (srv, count) = (server.clone(), scrapes.clone());
-        let thread = std::thread::Builder::new()
+        let (stop, scrapes, refused) =
+            (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (tx, rx) = mpsc::sync_channel::<TcpStream>(QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
+        let source = Arc::new(source);
+        let mut threads = Vec::new();
+        for i in 0..WORKERS {
+            let (rx, source, scrapes) = (rx.clone(), source.clone(), scrapes.clone());
+            let t = std::thread::Builder::new()
+                .name(format!("fwd-metrics-{i}"))
+                .spawn(move || loop {
+                    // The channel closes when the accepting thread ends.
+                    let next = match rx.lock() {
+                        Ok(r) => r.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(stream) = next else { return };
+                    serve(stream, &source, &scrapes);
+                })
+                .map_err(|e| err(format!("cannot start the exporter's threads: {e}")))?;
+            threads.push(t);
+        }
+        let (flag, count) = (stop.clone(), refused.clone());
+        let t = std::thread::Builder::new()
             .name("fwd-metrics".into())
-            .spawn(move || serve(&srv, &source, &count))
-            .map_err(|e| err(format!("cannot start the exporter thread: {e}")))?;
-        Ok(Exporter { server, thread: Some(thread), addr, scrapes })
+            .spawn(move || accept(&listener, &tx, &flag, &count))
+            .map_err(|e| err(format!("cannot start the exporter's threads: {e}")))?;
+        threads.push(t);
+        Ok(Exporter { stop, threads, addr, scrapes, refused })
     }
 
     /// The address actually bound.
@@ -149,49 +190,114 @@ impl Exporter {
     pub fn scrapes(&self) -> u64 {
         self.scrapes.load(Ordering::Relaxed)
     }
+    /// Connections turned away with 503 because [`QUEUE`] were already waiting.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Exporter {
     fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
 }
 
-fn serve(server: &tiny_http::Server, source: &SegmentSource, scrapes: &AtomicU64) {
-    use tiny_http::{Header, Method, Response};
-    let header = |v: &str| Header::from_bytes(&b"Content-Type"[..], v.as_bytes()).ok();
-    for req in server.incoming_requests() {
-        let path = req.url().split('?').next().unwrap_or("").to_string();
-        let (status, ctype, body) = match (req.method(), path.as_str()) {
-            (Method::Get | Method::Head, "/metrics") => {
-                scrapes.fetch_add(1, Ordering::Relaxed);
-                match source.answer() {
-                    Answer::Metrics(text) => (200, OPENMETRICS, text),
-                    Answer::Unavailable(why) => (503, "text/plain; charset=utf-8", format!("{why}\n")),
-                }
-            }
-            (Method::Get | Method::Head, "/") => (
-                200,
-                "text/plain; charset=utf-8",
-                format!(
-                    "fwdscope exporter for forwarder {} (stats segment {}): metrics at /metrics\n",
-                    source.meta().pid,
-                    source.path().display()
-                ),
-            ),
-            (Method::Get | Method::Head, _) => {
-                (404, "text/plain; charset=utf-8", format!("{path}: not found; the metrics are at /metrics\n"))
-            }
-            _ => (405, "text/plain; charset=utf-8", "only GET and HEAD are answered\n".to_string()),
-        };
-        let mut resp = Response::from_string(body).with_status_code(status);
-        if let Some(h) = header(ctype) {
-            resp = resp.with_header(h);
+/// Accept until `stop`: each connection is queued for a worker, or answered 503 at once
+/// when the queue is full. Polls the listener so that `stop` is seen within 200 ms.
+fn accept(listener: &TcpListener, queue: &mpsc::SyncSender<TcpStream>, stop: &AtomicBool, refused: &AtomicU64) {
+    while !stop.load(Ordering::Relaxed) {
+        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: poll reads and writes the one pollfd it is given.
+        if unsafe { libc::poll(&mut pfd, 1, 200) } <= 0 {
+            continue;
         }
-        // A scraper that hung up is its own business; the next request is served.
-        let _ = req.respond(resp);
+        let Ok((stream, _)) = listener.accept() else { continue };
+        let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
+        match queue.try_send(stream) {
+            Ok(()) => {}
+            Err(mpsc::TrySendError::Full(mut s)) => {
+                refused.fetch_add(1, Ordering::Relaxed);
+                let _ =
+                    respond(&mut s, 503, "text/plain; charset=utf-8", "busy: too many connections waiting\n", false);
+            }
+            Err(mpsc::TrySendError::Disconnected(_)) => return,
+        }
     }
+}
+
+/// The request head of `stream`, read within [`REQUEST_DEADLINE`] and [`MAX_HEAD`] bytes:
+/// (method, path), or None (timed out, too long, closed, not HTTP).
+fn read_head(stream: &mut TcpStream) -> Option<(String, String)> {
+    let deadline = Instant::now() + REQUEST_DEADLINE;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
+        stream.set_read_timeout(Some(left)).ok()?;
+        let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&buf) {
+            Ok(httparse::Status::Complete(_)) => {
+                return Some((req.method?.to_string(), req.path?.to_string()));
+            }
+            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// Write one response and close: `Connection: close`, no body for HEAD.
+fn respond(stream: &mut TcpStream, status: u16, ctype: &str, body: &str, head_only: bool) -> std::io::Result<()> {
+    let reason = match status {
+        200 => "OK",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        _ => "Service Unavailable",
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    if !head_only {
+        out.push_str(body);
+    }
+    stream.write_all(out.as_bytes())?;
+    stream.flush()?;
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}
+
+/// Answer one connection's request.
+fn serve(mut stream: TcpStream, source: &SegmentSource, scrapes: &AtomicU64) {
+    // A client that sends nothing whole in time is dropped without an answer.
+    let Some((method, url)) = read_head(&mut stream) else { return };
+    let path = url.split('?').next().unwrap_or("").to_string();
+    let get = method == "GET" || method == "HEAD";
+    let (status, ctype, body) = match (get, path.as_str()) {
+        (true, "/metrics") => {
+            scrapes.fetch_add(1, Ordering::Relaxed);
+            match source.answer() {
+                Answer::Metrics(text) => (200, OPENMETRICS, text),
+                Answer::Unavailable(why) => (503, "text/plain; charset=utf-8", format!("{why}\n")),
+            }
+        }
+        (true, "/") => (
+            200,
+            "text/plain; charset=utf-8",
+            format!(
+                "fwdscope exporter for forwarder {} (stats segment {}): metrics at /metrics\n",
+                source.meta().pid,
+                source.path().display()
+            ),
+        ),
+        (true, _) => (404, "text/plain; charset=utf-8", format!("{path}: not found; the metrics are at /metrics\n")),
+        _ => (405, "text/plain; charset=utf-8", "only GET and HEAD are answered\n".to_string()),
+    };
+    // A scraper that hung up is its own business; the next request is served.
+    let _ = respond(&mut stream, status, ctype, &body, method == "HEAD");
 }

@@ -36,6 +36,13 @@ fn samples(text: &str) -> HashMap<String, f64> {
 
 const TSC_HZ: u64 = 2_000_000_000;
 
+/// Tests that start exporters take turns: one of them counts this process's threads.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn segment(tag: &str) -> (Segment, std::path::PathBuf) {
     let path = std::env::temp_dir().join(format!("fwdscope-exporter-{tag}-{}.stats", std::process::id()));
     let _ = std::fs::remove_file(&path);
@@ -48,6 +55,7 @@ fn segment(tag: &str) -> (Segment, std::path::PathBuf) {
 
 #[test]
 fn served_values_are_the_segment_counters() {
+    let _serial = serial();
     let (seg, path) = segment("values");
     let mut w0 = vec![0u64; N_COUNTERS];
     w0[Ctr::TxPackets as usize] = 1_000_000;
@@ -131,6 +139,7 @@ fn served_values_are_the_segment_counters() {
 
 #[test]
 fn a_vanished_or_stopped_writer_is_no_current_number() {
+    let _serial = serial();
     let (mut seg, path) = segment("gone");
     let src = SegmentSource::open(&path).unwrap();
     assert!(matches!(src.answer(), Answer::Metrics(_)));
@@ -156,6 +165,7 @@ fn a_vanished_or_stopped_writer_is_no_current_number() {
 
 #[test]
 fn a_taken_port_is_named() {
+    let _serial = serial();
     let (seg, path) = segment("port");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
@@ -164,4 +174,60 @@ fn a_taken_port_is_named() {
     let e = Exporter::start("localhost", SegmentSource::open(&path).unwrap()).err().expect("refused").to_string();
     assert!(e.contains("expected HOST:PORT"), "{e}");
     drop(seg);
+}
+
+/// The exporter's threads in this process (named fwd-metrics*, /proc/self/task/*/comm;
+/// the test harness's own threads come and go).
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|c| c.starts_with("fwd-metrics"))
+        .count()
+}
+
+/// Idle connections cost no threads: 300 of them leave the exporter at its fixed pool,
+/// the ones past its queue are answered 503 at once, and once they go, a scrape answers.
+#[test]
+fn idle_connections_do_not_grow_threads() {
+    let _serial = serial();
+    let (seg, path) = segment("idle");
+    seg.set_state(State::Running);
+    seg.publish(0, &vec![0u64; N_COUNTERS]);
+    let before = threads();
+    let ex = Exporter::start("127.0.0.1:0", SegmentSource::open(&path).unwrap()).unwrap();
+    // A thread names itself as it starts: wait for them all.
+    let want = before + exporter::server::WORKERS + 1;
+    let t0 = std::time::Instant::now();
+    while threads() < want && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let started = threads();
+    assert_eq!(started, want, "the exporter's own threads");
+    let idle: Vec<std::net::TcpStream> =
+        (0..300).map(|_| std::net::TcpStream::connect(ex.local_addr()).unwrap()).collect();
+    // Let the accepting thread take them all.
+    let t0 = std::time::Instant::now();
+    while ex.refused() < 300 - (exporter::server::QUEUE + exporter::server::WORKERS) as u64
+        && t0.elapsed() < std::time::Duration::from_secs(30)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    println!("300 idle connections: {} threads (were {started}), {} refused", threads(), ex.refused());
+    assert_eq!(threads(), started, "threads grew with idle connections");
+    assert!(ex.refused() >= 300 - (exporter::server::QUEUE + exporter::server::WORKERS) as u64);
+    drop(idle);
+    // The queued idle connections end (closed, or at their deadline): a scrape answers.
+    let t0 = std::time::Instant::now();
+    loop {
+        let (status, _, body) = get(ex.local_addr(), "/metrics");
+        if status == 200 {
+            assert!(body.ends_with("# EOF\n"));
+            break;
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no scrape answered: {status} {body}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(ex);
+    assert_eq!(threads(), before, "the exporter's threads end with it");
 }
