@@ -12,6 +12,13 @@ pub enum Error {
          (-1 for system-wide and kernel samples)"
     )]
     Permission { what: String, paranoid: String },
+    /// The process to attach to (-p) belongs to another user: perf_event_paranoid is not
+    /// what refuses it.
+    #[error(
+        "process {pid} belongs to uid {owner}, not to this user (uid {me}): sampling another user's process needs \
+         root or CAP_SYS_PTRACE (the kernel checks ptrace access); lowering kernel.perf_event_paranoid does not help"
+    )]
+    ForeignProcess { pid: i32, owner: u32, me: u32 },
     /// The event exists by name but this machine cannot count it.
     #[error("event `{event}` is not supported on this machine: {source}")]
     Unsupported {

@@ -48,6 +48,27 @@ pub struct SampleSpec {
     pub tracking: bool,
 }
 
+/// When `pid` belongs to another user and this process may not trace it (not root, no
+/// CAP_SYS_PTRACE in its effective set): (its owner's uid, ours). The kernel refuses
+/// per-task events on such a process whatever perf_event_paranoid says.
+pub fn foreign_owner(pid: i32) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if me == 0 {
+        return None;
+    }
+    let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
+    if owner == me {
+        return None;
+    }
+    const CAP_SYS_PTRACE: u32 = 19;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let eff = status.lines().find_map(|l| l.strip_prefix("CapEff:")).map(str::trim)?;
+    let caps = u64::from_str_radix(eff, 16).ok()?;
+    (caps & (1 << CAP_SYS_PTRACE) == 0).then_some((owner, me))
+}
+
 /// kernel.perf_event_paranoid as the kernel reports it.
 pub fn paranoid() -> String {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
@@ -467,5 +488,40 @@ mod tests {
         let cpus = online_cpus();
         assert!(!cpus.is_empty());
         assert!(cpus.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn another_users_process_is_named_as_such_not_as_paranoia() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("SKIP: needs root to become another user in a child");
+            return;
+        }
+        // As root nothing is foreign.
+        assert_eq!(foreign_owner(1), None);
+        // A child that becomes nobody sees init (root's) as foreign, and its own self not.
+        // SAFETY: the child only makes system calls and exits; it touches no lock.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let code = unsafe {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    3
+                } else {
+                    match (foreign_owner(1), foreign_owner(libc::getpid())) {
+                        (Some((0, 65534)), None) => 0,
+                        (None, _) => 1,
+                        _ => 2,
+                    }
+                }
+            };
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "child did not exit");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "1: init not foreign to nobody; 2: self foreign; 3: setuid failed");
+        let e = crate::Error::ForeignProcess { pid: 1, owner: 0, me: 65534 }.to_string();
+        assert!(e.contains("belongs to uid 0") && e.contains("does not help") && !e.contains("sysctl"), "{e}");
     }
 }

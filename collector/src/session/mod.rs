@@ -235,6 +235,9 @@ fn start_target(opts: &RecordOptions) -> Result<Started> {
             if !perf_abi::process_alive(*p) {
                 return Err(Error::NoSuchProcess(*p));
             }
+            if let Some((owner, me)) = perf_abi::foreign_owner(*p) {
+                return Err(Error::ForeignProcess { pid: *p, owner, me });
+            }
             Started { child: None, pid: Some(*p), all: false }
         }
         Target::All => Started { child: None, pid: None, all: true },
