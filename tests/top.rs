@@ -11,7 +11,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn have_tmux() -> bool {
-    have("tmux", &["-V"])
+    let ok = have("tmux", &["-V"]);
+    if !ok {
+        println!("skipped: tmux is not installed");
+    }
+    ok
 }
 
 /// Whether system-wide sampling is allowed (top -a).
@@ -37,6 +41,27 @@ impl Tmux {
             .expect("tmux");
         assert!(st.success());
         Tmux(name)
+    }
+
+    /// `cmd` in a session whose shell writes its exit status to [`Tmux::status_path`]
+    /// and, `keep_shell`, outlives the session's hang-up (it ignores SIGHUP); else the
+    /// shell dies with the session as a login shell would.
+    fn detached(tag: &str, cmd: &str, keep_shell: bool) -> Tmux {
+        let t = Tmux(format!("fwdscope-{tag}-{}", std::process::id()));
+        let _ = Command::new("tmux").args(["kill-session", "-t", &t.0]).output();
+        let _ = std::fs::remove_file(t.status_path());
+        let trap = if keep_shell { "trap '' HUP; " } else { "" };
+        let shell = format!("{trap}{cmd} 2>/tmp/{}.err; echo $? >{}", t.0, t.status_path().display());
+        let st = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &t.0, "-x", "120", "-y", "36", &shell])
+            .status()
+            .expect("tmux");
+        assert!(st.success());
+        t
+    }
+
+    fn status_path(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from(format!("/tmp/{}.status", self.0))
     }
 
     fn screen(&self) -> String {
@@ -92,6 +117,7 @@ impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).output();
         let _ = std::fs::remove_file(format!("/tmp/{}.err", self.0));
+        let _ = std::fs::remove_file(self.status_path());
     }
 }
 
@@ -251,7 +277,7 @@ fn sigterm_and_sighup_end_top_with_the_terminal_restored_and_no_orphan() {
     if !have_tmux() {
         return;
     }
-    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+    for (sig, name, status) in [(libc::SIGTERM, "SIGTERM", 143), (libc::SIGHUP, "SIGHUP", 129)] {
         let t = Tmux::start(&format!("sig{sig}"), &format!("{BIN} top -F 200 -- --routes 3000 --no-pin"), 110, 36);
         let s = t.wait_for(&["Mpps", "forwarder pid "], 30);
         let fwd = forwarder_pid(&s);
@@ -259,12 +285,56 @@ fn sigterm_and_sighup_end_top_with_the_terminal_restored_and_no_orphan() {
         let top = t.command_pid();
         // SAFETY: signalling the top this test started.
         assert_eq!(unsafe { libc::kill(top as i32, sig) }, 0);
-        let s = t.wait_for(&["TOP-EXITED 0", "TTY "], 20);
+        // Ended as a process ended by the signal reports it: 128 + its number.
+        let s = t.wait_for(&[&format!("TOP-EXITED {status}"), "TTY "], 20);
         assert!(s.contains("TTY icanon"), "{name}: terminal left in raw mode:\n{s}");
         assert!(!t.alternate_on(), "{name}: still on the alternate screen");
         assert!(t.stderr().contains(&format!("stopped by {name}")), "{name}: {}", t.stderr());
         assert!(wait_until(10, || !common::running(fwd)), "{name}: forwarder {fwd} still running");
         assert!(fwd_abi::segment::named_for(fwd).is_empty(), "{name}: segment of {fwd} left behind");
+    }
+}
+
+#[test]
+fn top_and_its_forwarder_end_when_the_terminal_goes_away() {
+    if !have_tmux() {
+        return;
+    }
+    let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/analyzer/tests/data/forwarder-recording");
+    let live = format!("{BIN} top -F 200 -- --routes 3000 --no-pin");
+    // A replay slowed down so it is still playing when the session goes.
+    let replay = format!("{BIN} top --speed 0.05 --replay {golden}");
+    for (tag, cmd, keep_shell) in
+        [("gone-live", &live, true), ("gone-replay", &replay, true), ("gone-live-sh", &live, false)]
+    {
+        let t = Tmux::detached(tag, cmd, keep_shell);
+        let is_live = cmd == &live;
+        let s = t.wait_for(&["Mpps", if is_live { "forwarder pid " } else { "replay " }], 30);
+        let fwd = is_live.then(|| forwarder_pid(&s));
+        let top = t.command_pid();
+        let t0 = Instant::now();
+        let st = Command::new("tmux").args(["kill-session", "-t", &t.0]).status().expect("tmux");
+        assert!(st.success());
+        // Gone, not spinning in a read of the dead terminal; the forwarder with it.
+        assert!(wait_until(20, || !common::running(top)), "{tag}: top {top} still running after kill-session");
+        let gone = t0.elapsed();
+        if let Some(fwd) = fwd {
+            assert!(wait_until(20, || !common::running(fwd)), "{tag}: forwarder {fwd} still running");
+            assert!(fwd_abi::segment::named_for(fwd).is_empty(), "{tag}: segment of {fwd} left behind");
+        }
+        println!("{tag}: top gone {:.2} s after kill-session", gone.as_secs_f64());
+        if keep_shell {
+            // The status as a hang-up gives it, and why on stderr.
+            let path = t.status_path();
+            assert!(wait_until(10, || path.exists()), "{tag}: no status written");
+            let status = std::fs::read_to_string(&path).unwrap_or_default();
+            let err = t.stderr();
+            assert_eq!(status.trim(), "129", "{tag}: stderr:\n{err}");
+            assert!(
+                err.contains("the terminal went away") || err.contains("stopped by SIGHUP"),
+                "{tag}: stderr:\n{err}"
+            );
+        }
     }
 }
 

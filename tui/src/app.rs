@@ -6,6 +6,7 @@
 
 use crate::model::Model;
 use crate::source::{self, Notice, Source};
+use crate::tty::{Input, Tty};
 use crate::view::{self, Focus, Ui};
 use crate::{Error, Result};
 use analyzer::rules::Rules;
@@ -73,9 +74,24 @@ impl TopOptions {
     }
 }
 
-/// What a run cost, reported after the terminal is restored.
+/// How a run ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Ending {
+    /// `q` (or Ctrl-C as a key).
+    #[default]
+    Quit,
+    /// After the `iterations` asked for.
+    Iterations,
+    /// The `stop` flag was set (a signal).
+    Stopped,
+    /// The terminal went away (hang-up, end of file, read or write error): why, in words.
+    TerminalGone(String),
+}
+
+/// What a run cost, reported after the terminal is restored, and how it ended.
 #[derive(Debug, Clone, Default)]
 pub struct RunStats {
+    pub ended: Ending,
     pub frames: u64,
     pub wall: Duration,
     /// CPU time of the screen thread (attribution, model, drawing).
@@ -356,26 +372,38 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
     if let TopTarget::Pid(p) = opts.target {
         app.fwd_pid = Some(p);
     }
+    let tty = Tty::open().map_err(Error::Terminal)?;
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
     let mut stats = RunStats::default();
-    let result = (|| -> Result<()> {
+    let result = (|| -> Result<Ending> {
         terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
         stats.frames += 1;
         stats.first_frame = Some(t_start.elapsed());
         let mut next_tick = Instant::now() + opts.interval;
         loop {
             if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
-                return Ok(());
+                return Ok(Ending::Stopped);
             }
             let wait = next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
             let mut redraw = false;
-            if event::poll(wait)? {
-                if let Event::Key(k) = event::read()? {
-                    if k.kind != KeyEventKind::Release {
-                        if !app.key(k.code, k.modifiers) {
-                            return Ok(());
+            // crossterm reads only when bytes wait (see `tty`); then every event it parsed
+            // from them, so keys pressed together are all taken.
+            match tty.wait(wait) {
+                Input::Gone(why) => return Ok(Ending::TerminalGone(why)),
+                Input::Timeout => {}
+                Input::Ready => {
+                    for _ in 0..256 {
+                        if !event::poll(Duration::ZERO)? {
+                            break;
                         }
-                        redraw = true;
+                        if let Event::Key(k) = event::read()? {
+                            if k.kind != KeyEventKind::Release {
+                                if !app.key(k.code, k.modifiers) {
+                                    return Ok(Ending::Quit);
+                                }
+                                redraw = true;
+                            }
+                        }
                     }
                 }
             }
@@ -393,7 +421,7 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
                 if opts.iterations.is_some_and(|n| app.model.ticks >= n) {
                     terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
                     stats.frames += 1;
-                    return Ok(());
+                    return Ok(Ending::Iterations);
                 }
             }
             if redraw {
@@ -402,12 +430,22 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
             }
         }
     })();
+    // A terminal that went away fails the next draw or read with EIO before a poll sees
+    // the hang-up: that is the terminal gone too, not an error of top's.
+    let result = match result {
+        Err(Error::Terminal(e)) => match tty.wait(Duration::ZERO) {
+            Input::Gone(why) => Ok(Ending::TerminalGone(format!("{why} ({e})"))),
+            _ => Err(Error::Terminal(e)),
+        },
+        r => r,
+    };
     if let Some(run) = &app.ab {
         run.stop.store(true, Ordering::Relaxed);
     }
+    // Restoring a terminal that went away fails at once (EIO), and is not retried.
     ratatui::restore();
     stats.ui_cpu = source::thread_cpu();
     stats.wall = t_start.elapsed();
     stats.source_cpu = app.source.finish();
-    result.map(|_| stats)
+    result.map(|ended| RunStats { ended, ..stats })
 }
