@@ -73,6 +73,11 @@ impl Tmux {
         Command::new("tmux").args(["send-keys", "-t", &self.0, k]).status().expect("send-keys");
     }
 
+    /// Several keys in one tmux command: they reach the terminal together.
+    fn keys_at_once(&self, keys: &[&str]) {
+        Command::new("tmux").args(["send-keys", "-t", &self.0]).args(keys).status().expect("send-keys");
+    }
+
     /// Wait until every needle is on the screen; the screen on success, a panic showing
     /// it on timeout.
     fn wait_for(&self, needles: &[&str], secs: u64) -> String {
@@ -161,6 +166,15 @@ fn top_shows_the_forwarder_and_its_keys_reach_the_control_block() {
     t.wait_for(&[&format!("prefetch {}", start + 1)], 10);
     t.keys("-");
     assert!(wait_until(10, || depth() == start), "prefetch stayed {}", depth());
+    // Three presses at once (one write to the terminal): each counts from the depth last
+    // requested, none is lost while the forwarder has not yet confirmed the first.
+    t.keys_at_once(&["+", "+", "+"]);
+    assert!(wait_until(10, || depth() == start + 3), "three + from {start} gave {}", depth());
+    t.wait_for(&[&format!("prefetch {}", start + 3)], 10);
+    let header_settled = || !t.screen().lines().next().unwrap_or_default().contains("requested");
+    assert!(wait_until(10, header_settled), "the request stays shown:\n{}", t.screen());
+    t.keys_at_once(&["-", "-", "-"]);
+    assert!(wait_until(10, || depth() == start), "three - from {} gave {}", start + 3, depth());
     // `c`: the next cache mode.
     let mode = || seg.read_worker(0)[Ctr::CacheMode as usize];
     let m0 = mode();

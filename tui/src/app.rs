@@ -231,23 +231,29 @@ impl App {
             KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('-') | KeyCode::Char('c') if self.ab.is_some() => {
                 self.ui.message = Some("an A/B is running: b stops it first".into());
             }
-            KeyCode::Char('+') | KeyCode::Char('=') => self.control(|s, f| {
-                let to = (f.prefetch + 1).min(8);
+            // Each press counts from the setting last requested, not from the one the
+            // forwarder has confirmed so far: quick presses are never lost.
+            KeyCode::Char('+') | KeyCode::Char('=') => self.control(|s, f, ui| {
+                let to = (ui.requested_prefetch.unwrap_or(f.prefetch) + 1).min(8);
                 s.set_prefetch(to as u32);
-                format!("prefetch {} -> {to} requested", f.prefetch)
+                ui.requested_prefetch = Some(to);
+                format!("prefetch {to} requested (running {})", f.prefetch)
             }),
-            KeyCode::Char('-') => self.control(|s, f| {
-                let to = f.prefetch.saturating_sub(1);
+            KeyCode::Char('-') => self.control(|s, f, ui| {
+                let to = ui.requested_prefetch.unwrap_or(f.prefetch).saturating_sub(1);
                 s.set_prefetch(to as u32);
-                format!("prefetch {} -> {to} requested", f.prefetch)
+                ui.requested_prefetch = Some(to);
+                format!("prefetch {to} requested (running {})", f.prefetch)
             }),
-            KeyCode::Char('c') => self.control(|s, f| {
+            KeyCode::Char('c') => self.control(|s, f, ui| {
                 let all = CacheMode::ALL;
-                let i = all.iter().position(|m| m.name() == f.cache).map_or(0, |i| (i + 1) % all.len());
+                let from = ui.requested_cache.clone().unwrap_or_else(|| f.cache.clone());
+                let i = all.iter().position(|m| m.name() == from).map_or(0, |i| (i + 1) % all.len());
                 s.set_cache_mode(all[i].code());
-                format!("cache {} -> {} requested", f.cache, all[i].name())
+                ui.requested_cache = Some(all[i].name().to_string());
+                format!("cache {} requested (running {})", all[i].name(), f.cache)
             }),
-            KeyCode::Char('f') => self.control(|s, _| {
+            KeyCode::Char('f') => self.control(|s, _, _| {
                 s.request_flush();
                 "route-cache flush requested".to_string()
             }),
@@ -256,15 +262,29 @@ impl App {
         true
     }
 
-    fn control(&mut self, act: impl FnOnce(&Segment, &crate::model::ForwarderInfo) -> String) {
+    fn control(&mut self, act: impl FnOnce(&Segment, &crate::model::ForwarderInfo, &mut Ui) -> String) {
         self.ui.message = Some(if !self.ui.control {
             "no control here: -p, -a and --replay only observe".to_string()
         } else if let (Some(s), Some(f)) = (&self.segment, &self.model.forwarder) {
-            self.prev = Some((f.prefetch as u32, f.cache.clone()));
-            act(s, f)
+            // The A of an A/B: the setting in force before the first change still pending.
+            if self.ui.requested_prefetch.is_none() && self.ui.requested_cache.is_none() {
+                self.prev = Some((f.prefetch as u32, f.cache.clone()));
+            }
+            act(s, f, &mut self.ui)
         } else {
             "the forwarder's stats segment is not open yet".to_string()
         });
+    }
+
+    /// Forget the requests the forwarder now runs (its workers publish the setting they run).
+    fn confirm(&mut self) {
+        let Some(f) = &self.model.forwarder else { return };
+        if self.ui.requested_prefetch == Some(f.prefetch) {
+            self.ui.requested_prefetch = None;
+        }
+        if self.ui.requested_cache.as_deref() == Some(f.cache.as_str()) {
+            self.ui.requested_cache = None;
+        }
     }
 }
 
@@ -413,6 +433,7 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
                 next_tick += opts.interval;
                 if !app.ui.paused {
                     app.model.tick();
+                    app.confirm();
                     if stats.first_data.is_none() && (app.model.interval_samples > 0 || app.model.rates.tx_mpps > 0.0) {
                         stats.first_data = Some(t_start.elapsed());
                     }

@@ -43,11 +43,25 @@ pub struct Ui {
     pub message: Option<String>,
     /// A running A/B comparison (key `b`): its ratio so far, on the status line.
     pub ab: Option<String>,
+    /// A prefetch depth and a cache mode requested with a key that the forwarder does not
+    /// run yet: the header shows "requested 5 (running 3)" until it does.
+    pub requested_prefetch: Option<u64>,
+    pub requested_cache: Option<String>,
 }
 
 impl Default for Ui {
     fn default() -> Ui {
-        Ui { focus: Focus::Symbols, paused: false, help: false, scroll: 0, control: true, message: None, ab: None }
+        Ui {
+            focus: Focus::Symbols,
+            paused: false,
+            help: false,
+            scroll: 0,
+            control: true,
+            message: None,
+            ab: None,
+            requested_prefetch: None,
+            requested_cache: None,
+        }
     }
 }
 
@@ -137,14 +151,21 @@ fn header(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     title.extend([Span::styled("fwdscope top", Style::new().add_modifier(Modifier::BOLD)), Span::raw(" · ")]);
     title.push(Span::raw(m.target.clone()));
     if let Some(fw) = &m.forwarder {
+        // A setting requested and not yet running: both, the request first.
+        let cache = match &ui.requested_cache {
+            Some(r) => format!("requested {r} (running {})", fw.cache),
+            None => fw.cache.clone(),
+        };
+        let prefetch = match ui.requested_prefetch {
+            Some(r) => format!("requested {r} (running {})", fw.prefetch),
+            None => fw.prefetch.to_string(),
+        };
         title.push(Span::raw(format!(
-            " · {} · {} worker{} · cache {} · fib {} · prefetch {}",
+            " · {} · {} worker{} · cache {cache} · fib {} · prefetch {prefetch}",
             fw.driver,
             fw.workers,
             if fw.workers == 1 { "" } else { "s" },
-            fw.cache,
             fw.fib,
-            fw.prefetch
         )));
     }
     let events = Line::from(Span::styled(m.events_line(), Style::new().fg(Color::Gray)));

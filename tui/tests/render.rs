@@ -134,3 +134,21 @@ fn help_paused_ended_and_no_sampling() {
     };
     insta::assert_snapshot!("help_ended_100x32", render(&m, &ui, 100, 32).backend());
 }
+
+/// The screen's rows as text.
+fn lines(t: &Terminal<TestBackend>) -> Vec<String> {
+    let buf = t.backend().buffer();
+    (0..buf.area.height).map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_string()).collect()).collect()
+}
+
+#[test]
+fn a_requested_setting_shows_beside_the_one_running() {
+    // The golden forwarder runs prefetch 2 with nocache; a key asked for 5 and rtcache.
+    let (_, m) = golden_model();
+    let ui = Ui { requested_prefetch: Some(5), requested_cache: Some("rtcache".into()), ..Ui::default() };
+    let head = lines(&render(&m, &ui, 160, 40)).remove(0);
+    assert!(head.contains("prefetch requested 5 (running 2)"), "{head}");
+    assert!(head.contains("cache requested rtcache (running nocache)"), "{head}");
+    let head = lines(&render(&m, &Ui::default(), 160, 40)).remove(0);
+    assert!(head.contains("prefetch 2") && !head.contains("requested"), "{head}");
+}
