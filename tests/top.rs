@@ -255,6 +255,18 @@ fn replay_plays_a_recording_at_its_own_pace() {
     // No control over a recording.
     t.keys("+");
     t.wait_for(&["no control here"], 10);
+    // Esc closes the help and quits nothing, also pressed again with the help closed.
+    t.keys("h");
+    t.wait_for(&["close this help (only q quits)"], 10);
+    t.keys("Escape");
+    assert!(wait_until(10, || !t.screen().contains("only q quits")), "help still open:\n{}", t.screen());
+    // With the help closed, Esc (like any key) clears the last message, and top runs on.
+    t.keys("+");
+    t.wait_for(&["no control here"], 10);
+    t.keys("Escape");
+    let running_without_message = |s: &str| s.contains("fwdscope top") && !s.contains("no control here");
+    assert!(wait_until(10, || running_without_message(&t.screen())), "after Esc:\n{}", t.screen());
+    assert!(!t.screen().contains("TOP-EXITED"), "Esc quit top:\n{}", t.screen());
     t.keys("q");
     t.wait_for(&["TOP-EXITED 0"], 20);
 }

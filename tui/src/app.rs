@@ -212,8 +212,10 @@ impl App {
     fn key(&mut self, code: KeyCode, mods: KeyModifiers) -> bool {
         self.ui.message = None;
         match code {
-            KeyCode::Char('q') | KeyCode::Esc => return false,
+            KeyCode::Char('q') => return false,
             KeyCode::Char('c') if mods.contains(KeyModifiers::CONTROL) => return false,
+            // Esc closes the help; it never quits (only q does).
+            KeyCode::Esc => self.ui.help = false,
             KeyCode::Char('p') => {
                 self.ui.paused = !self.ui.paused;
                 self.source.set_paused(self.ui.paused);

@@ -358,8 +358,9 @@ fn status_line(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
 }
 
 /// The key bindings, as the help overlay lists them.
-pub const KEYS: [(&str, &str); 12] = [
+pub const KEYS: [(&str, &str); 13] = [
     ("q", "quit (the terminal is restored)"),
+    ("esc", "close this help (only q quits)"),
     ("p", "pause / resume the display"),
     ("+ / -", "prefetch depth up / down (0..8)"),
     ("c", "cycle cache mode: rtcache, nocache, nhcache"),
