@@ -298,6 +298,31 @@ fn pid_observes_without_control() {
     let _ = fwd.wait();
 }
 
+/// A PID no process can have: PIDs are below /proc/sys/kernel/pid_max.
+fn absent_pid() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(4_194_304)
+}
+
+#[test]
+fn a_pid_that_does_not_exist_is_an_error_before_the_screen_opens() {
+    let pid = absent_pid();
+    let want = format!("top -p {pid}: process {pid} does not exist");
+    // Without a terminal: the target is checked first.
+    let r = common::run(&["top", "-p", &pid.to_string()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains(&want), "{err}");
+    if !have_tmux() {
+        return;
+    }
+    // On a terminal: the error and a non-zero status, the terminal never switched to top's
+    // screen (the shell's next lines follow on the normal screen, still cooked).
+    let t = Tmux::start("nopid", &format!("{BIN} top -p {pid}"), 100, 30);
+    let s = t.wait_for(&["TOP-EXITED 1", "TTY icanon"], 20);
+    assert!(!t.alternate_on(), "{s}");
+    assert!(t.stderr().contains(&want), "{}", t.stderr());
+}
+
 #[test]
 fn sigterm_and_sighup_end_top_with_the_terminal_restored_and_no_orphan() {
     if !have_tmux() {

@@ -42,6 +42,13 @@ pub fn run(a: &TopArgs) -> Result<()> {
     if !(a.delay > 0.0 && a.delay.is_finite()) {
         bail!("--delay {}: expected a positive number of seconds", a.delay);
     }
+    // The target is checked before the screen opens: a missing one is an error, not an
+    // empty screen.
+    if let Some(p) = a.target.pid {
+        if p <= 0 || !fwd_abi::segment::process_runs(p as u32) {
+            bail!("top -p {p}: process {p} does not exist (or has exited)");
+        }
+    }
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         bail!("top draws on a terminal, and stdout is not one (for a file, use `record` then `report`)");
