@@ -214,19 +214,34 @@ fn the_ab_key_alternates_the_previous_and_current_setting_and_shows_the_ratio() 
         seen.insert(depth());
         seen.len() == 2
     }));
-    // The running ratio, or (top's own threads share the two cores with the forwarder's)
-    // that every unit so far had a block with contention.
+    // The A/B panel: the figures first (the running ratio, or, as top's own threads share
+    // the two cores with the forwarder's, that every unit so far had a block with
+    // contention), then what is compared.
     let shown = |s: &str| {
-        s.contains("rtcache: ratio 0.") || s.contains("rtcache: ratio 1.") || s.contains("rtcache: no clean unit yet (")
+        (s.contains("A/B ratio 0.") || s.contains("A/B ratio 1.") || s.contains("A/B: no clean unit yet, "))
+            && s.contains("B prefetch 1 rtcache against A prefetch 0 rtcache")
     };
     assert!(wait_until(20, || shown(&t.screen())), "a ratio with its figure, or why there is none: {}", t.screen());
     // Keys that would fight the A/B are refused while it runs.
     t.keys("+");
     t.wait_for(&["an A/B is running"], 10);
     t.keys("b");
-    t.wait_for(&["stopped: A/B"], 10);
+    t.wait_for(&["A/B stopped: prefetch 1 rtcache left in force"], 10);
     // The current setting (depth 1) is left in force.
     assert!(wait_until(10, || depth() == 1), "prefetch {}", depth());
+    // `b` right after a cache switch compares the new mode, though the forwarder may not
+    // run it yet, with the one before.
+    let settled = |s: &str| !s.lines().next().unwrap_or_default().contains("requested");
+    t.keys_at_once(&["c", "b"]);
+    t.wait_for(&["B prefetch 1 nocache against A prefetch 1 rtcache"], 10);
+    t.keys("b");
+    t.wait_for(&["A/B stopped: prefetch 1 nocache left in force"], 10);
+    assert!(wait_until(10, || settled(&t.screen())), "{}", t.screen());
+    // A change and its undoing, then `b`: the panel says it is an A/A.
+    t.keys_at_once(&["-", "+", "b"]);
+    t.wait_for(&["A/A, prefetch 1 nocache against itself"], 10);
+    t.keys("b");
+    t.wait_for(&["A/B stopped"], 10);
     t.keys("q");
     t.wait_for(&["TOP-EXITED 0"], 20);
 }

@@ -7,7 +7,7 @@
 use crate::model::Model;
 use crate::source::{self, Notice, Source};
 use crate::tty::{Input, Tty};
-use crate::view::{self, Focus, Ui};
+use crate::view::{self, AbView, Focus, Ui};
 use crate::{Error, Result};
 use analyzer::rules::Rules;
 use analyzer::stages::Attributor;
@@ -142,6 +142,8 @@ struct App {
     /// The setting before the last change made with a key (prefetch depth, cache mode):
     /// the A of an A/B.
     prev: Option<(u32, String)>,
+    /// The B an A/B left in force: the A of the next change.
+    base: Option<(u32, String)>,
     /// A running A/B comparison.
     ab: Option<AbRun>,
 }
@@ -150,7 +152,9 @@ struct App {
 struct AbRun {
     stop: Arc<AtomicBool>,
     status: Arc<Mutex<Option<AbStatus>>>,
-    what: String,
+    view: AbView,
+    /// B's prefetch depth and cache mode (left in force at the end).
+    b: (u32, String),
 }
 
 /// A/B blocks: 100 ms with 50 ms discarded (the synthetic device on its own thread, as
@@ -268,8 +272,15 @@ impl App {
         self.ui.message = Some(if !self.ui.control {
             "no control here: -p, -a and --replay only observe".to_string()
         } else if let (Some(s), Some(f)) = (&self.segment, &self.model.forwarder) {
-            // The A of an A/B: the setting in force before the first change still pending.
-            if self.ui.requested_prefetch.is_none() && self.ui.requested_cache.is_none() {
+            // A stopped A/B's figures go with the setting they were about.
+            if self.ab.is_none() {
+                self.ui.ab = None;
+            }
+            // The A of an A/B: the setting in force before the first change still pending
+            // (after an A/B, its B, which the model may not show yet).
+            if let Some(b) = self.base.take() {
+                self.prev = Some(b);
+            } else if self.ui.requested_prefetch.is_none() && self.ui.requested_cache.is_none() {
                 self.prev = Some((f.prefetch as u32, f.cache.clone()));
             }
             act(s, f, &mut self.ui)
@@ -295,12 +306,18 @@ impl App {
     fn toggle_ab(&mut self) {
         if let Some(run) = self.ab.take() {
             run.stop.store(true, Ordering::Relaxed);
-            let last = run.status.lock().ok().and_then(|s| s.clone());
-            self.ui.ab = None;
-            self.ui.message = Some(match last {
-                Some(st) => format!("stopped: {}", st.text()),
-                None => format!("A/B {} stopped before its first unit", run.what),
-            });
+            // The last figures stay in the A/B panel, marked stopped.
+            let mut view = run.view.clone();
+            view.status = run.status.lock().ok().and_then(|s| s.clone());
+            view.stopped = true;
+            self.ui.message = Some(format!("A/B stopped: {} left in force", view.b));
+            // B is left in force: asked for until the forwarder is seen running it, and the
+            // setting the next change starts from.
+            let (p, c) = run.b.clone();
+            self.ui.requested_prefetch = Some(u64::from(p));
+            self.ui.requested_cache = Some(c.clone());
+            self.base = Some((p, c));
+            self.ui.ab = Some(view);
             return;
         }
         let (Some(pid), Some(f), true) = (self.fwd_pid, &self.model.forwarder, self.ui.control) else {
@@ -319,8 +336,11 @@ impl App {
             gc: Default::default(),
             reported: None,
         };
-        let (a, b) = (setting(p0, &c0), setting(f.prefetch as u32, &f.cache));
-        let what = format!("{} -> {}", a.label, b.label);
+        // B is the setting last asked for, also when the forwarder has not confirmed it yet.
+        let p1 = self.ui.requested_prefetch.unwrap_or(f.prefetch) as u32;
+        let c1 = self.ui.requested_cache.clone().unwrap_or_else(|| f.cache.clone());
+        let (a, b) = (setting(p0, &c0), setting(p1, &c1));
+        let view = AbView { a: a.label.clone(), b: b.label.clone(), status: None, stopped: false };
         let stop = Arc::new(AtomicBool::new(false));
         let status = Arc::new(Mutex::new(None));
         let (stop2, status2) = (stop.clone(), status.clone());
@@ -338,18 +358,21 @@ impl App {
         });
         match spawned {
             Ok(_) => {
-                self.ui.message = Some(format!("A/B {what} started: b stops it"));
-                self.ab = Some(AbRun { stop, status, what });
+                // The panel says what runs (an A/A when the two are the same setting).
+                self.ui.message = None;
+                self.ui.ab = Some(view.clone());
+                self.ab = Some(AbRun { stop, status, view, b: (p1, c1) });
             }
             Err(e) => self.ui.message = Some(format!("A/B could not start a thread: {e}")),
         }
     }
 
-    /// The A/B's line for the status bar.
-    fn ab_line(&self) -> Option<String> {
-        let run = self.ab.as_ref()?;
-        let st = run.status.lock().ok().and_then(|s| s.clone());
-        Some(st.map_or_else(|| format!("A/B {}: first unit running", run.what), |s| s.text()))
+    /// The running A/B's figures so far, for its panel.
+    fn ab_update(&mut self) {
+        let Some(run) = &self.ab else { return };
+        let mut view = run.view.clone();
+        view.status = run.status.lock().ok().and_then(|s| s.clone());
+        self.ui.ab = Some(view);
     }
 }
 
@@ -389,8 +412,16 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
             (source::live(ro), Model::new(what, Attributor::new(sym, rules)), control, tmp)
         }
     };
-    let mut app =
-        App { model, ui: Ui { control, ..Ui::default() }, source, fwd_pid: None, segment: None, prev: None, ab: None };
+    let mut app = App {
+        model,
+        ui: Ui { control, ..Ui::default() },
+        source,
+        fwd_pid: None,
+        segment: None,
+        prev: None,
+        base: None,
+        ab: None,
+    };
     if let TopTarget::Pid(p) = opts.target {
         app.fwd_pid = Some(p);
     }
@@ -430,7 +461,7 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
                 }
             }
             app.drain();
-            app.ui.ab = app.ab_line();
+            app.ab_update();
             if Instant::now() >= next_tick {
                 next_tick += opts.interval;
                 if !app.ui.paused {
