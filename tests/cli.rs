@@ -386,3 +386,82 @@ fn report_names_the_kind_of_input_it_was_given() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn forward_help_groups_its_flags_and_says_which_switch_live() {
+    let r = common::run(&["forward", "--help"]);
+    assert!(r.status.success());
+    let help = String::from_utf8_lossy(&r.stdout).into_owned();
+    // The headings, in this order, each with the flags that belong to it.
+    let groups: [(&str, &[&str]); 7] = [
+        ("Options:", &["--help"]),
+        ("Traffic:", &["--flows", "--pkts-per-flow", "--dst", "--size", "--seed", "--rate"]),
+        ("Table and FIB:", &["--fib", "--table", "--aggregates", "--routes", "--nexthops"]),
+        (
+            "Route cache:",
+            &[
+                "--cache",
+                "--rt-hash-buckets",
+                "--gc-thresh",
+                "--max-size",
+                "--gc-elasticity",
+                "--gc-min-interval-ms",
+                "--gc-timeout",
+                "--rtcache-version",
+                "--rt-hz",
+            ],
+        ),
+        ("Workers:", &["--workers", "--prefetch", "--burst", "--no-pin", "--spin-ns"]),
+        (
+            "Device and drivers:",
+            &[
+                "--driver",
+                "--device",
+                "--dma",
+                "--rx-ring",
+                "--tx-ring",
+                "--in",
+                "--out",
+                "--xdp-mode",
+                "--xdp-coalesce-us",
+            ],
+        ),
+        (
+            "Stats and output:",
+            &["--no-stage-clock", "--clock-one-in", "--stats", "--duration", "--interval", "--json", "--metrics"],
+        ),
+    ];
+    let at =
+        |needle: &str| help.lines().position(|l| l == needle).unwrap_or_else(|| panic!("no heading {needle}:\n{help}"));
+    let starts: Vec<usize> = groups.iter().map(|(h, _)| at(h)).collect();
+    assert!(starts.windows(2).all(|w| w[0] < w[1]), "headings out of order: {starts:?}");
+    let lines: Vec<&str> = help.lines().collect();
+    for (i, (heading, flags)) in groups.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(lines.len());
+        let section = &lines[starts[i]..end];
+        for flag in *flags {
+            // A flag's own line: `-i, --interval <INTERVAL>`, `--json`.
+            let named = |l: &&str| {
+                let l = l.trim_start();
+                l.starts_with('-') && l.split([' ', ',']).any(|w| w == *flag)
+            };
+            assert!(section.iter().any(named), "{flag} not under {heading}:\n{}", section.join("\n"));
+        }
+    }
+    // What switches while the forwarder runs says so, and only that.
+    let entry = |flag: &str| -> String {
+        let i = lines.iter().position(|l| l.trim_start().starts_with(&format!("{flag} "))).expect(flag);
+        lines[i..].iter().take_while(|l| !l.is_empty()).copied().collect::<Vec<_>>().join(" ")
+    };
+    for flag in
+        ["--cache", "--prefetch", "--spin-ns", "--gc-thresh", "--gc-elasticity", "--gc-min-interval-ms", "--gc-timeout"]
+    {
+        assert!(entry(flag).contains("Switchable while running"), "{flag}: {}", entry(flag));
+    }
+    for flag in ["--fib", "--workers", "--routes", "--max-size", "--driver"] {
+        assert!(!entry(flag).contains("Switchable"), "{flag}: {}", entry(flag));
+    }
+    // --in and --out serve both socket drivers.
+    assert!(entry("--in").contains("afpacket and afxdp"), "{}", entry("--in"));
+    assert!(entry("--out").contains("afpacket and afxdp"), "{}", entry("--out"));
+}
