@@ -465,3 +465,33 @@ fn forward_help_groups_its_flags_and_says_which_switch_live() {
     assert!(entry("--in").contains("afpacket and afxdp"), "{}", entry("--in"));
     assert!(entry("--out").contains("afpacket and afxdp"), "{}", entry("--out"));
 }
+
+#[test]
+fn a_forwarder_flag_before_the_dashes_is_shown_where_it_goes() {
+    let out = common::tmpdir("fwdflag");
+    let o = out.display().to_string();
+    for (args, fixed) in [
+        (vec!["record", "-o", &o, "--prefetch", "4"], format!("fwdscope record -o {o} -- --prefetch 4")),
+        (
+            vec!["record", "-o", &o, "--cache=nocache", "--", "--workers", "2"],
+            format!("fwdscope record -o {o} -- --cache=nocache --workers 2"),
+        ),
+        (vec!["top", "--fib", "dir24"], "fwdscope top -- --fib dir24".to_string()),
+    ] {
+        let r = fwdscope(&args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        // The hint first, with the command rewritten; no look-alike of record's own flags.
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.contains("it is a forwarder flag, and forwarder flags go after `--`"), "{args:?}: {err}");
+        assert!(err.contains(&format!("  {fixed}\n")), "{args:?}: want {fixed}:\n{err}");
+        assert!(!err.contains("--exec"), "{args:?}: {err}");
+        assert!(err.contains("Usage: fwdscope ") && err.contains("[-- <FORWARDER FLAGS>...]"), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?}: output created before the flags were checked");
+    }
+    // A flag of neither: clap's own error, unchanged.
+    let r = fwdscope(&["record", "-o", &o, "--bogus"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(err.contains("unexpected argument '--bogus'") && !err.contains("forwarder flag"), "{err}");
+}
