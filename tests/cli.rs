@@ -495,3 +495,29 @@ fn a_forwarder_flag_before_the_dashes_is_shown_where_it_goes() {
     assert_eq!(r.status.code(), Some(2));
     assert!(err.contains("unexpected argument '--bogus'") && !err.contains("forwarder flag"), "{err}");
 }
+
+#[test]
+fn metrics_export_and_report_say_what_they_need_in_plain_words() {
+    // metrics without a source: the usage names both ways to give one.
+    let r = fwdscope(&["metrics"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("--pid <PID>") && err.contains("--segment <PATH>"), "{err}");
+    let r = fwdscope(&["metrics", "-p", "1", "--segment", "/nonexistent"]);
+    assert_eq!(r.status.code(), Some(2), "-p and --segment together are refused");
+    // export of a binary format to a terminal: the format as typed.
+    let rec = concat!(env!("CARGO_MANIFEST_DIR"), "/analyzer/tests/data/forwarder-recording");
+    let r = fwdscope(&["export", "-i", rec, "-f", "pprof"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success());
+    assert!(err.contains("-f pprof is binary, not for a terminal: name a file with -o"), "{err}");
+    // report of a live comparison's directory says what it is and where its page comes from.
+    let dir = common::tmpdir("livedir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("live.json"), "{}").unwrap();
+    let r = fwdscope(&["report", "-i", &dir.display().to_string()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success());
+    assert!(err.contains("a live comparison's directory") && err.contains("report --html FILE -i DIR"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
