@@ -386,3 +386,138 @@ fn report_names_the_kind_of_input_it_was_given() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn forward_help_groups_its_flags_and_says_which_switch_live() {
+    let r = common::run(&["forward", "--help"]);
+    assert!(r.status.success());
+    let help = String::from_utf8_lossy(&r.stdout).into_owned();
+    // The headings, in this order, each with the flags that belong to it.
+    let groups: [(&str, &[&str]); 7] = [
+        ("Options:", &["--help"]),
+        ("Traffic:", &["--flows", "--pkts-per-flow", "--dst", "--size", "--seed", "--rate"]),
+        ("Table and FIB:", &["--fib", "--table", "--aggregates", "--routes", "--nexthops"]),
+        (
+            "Route cache:",
+            &[
+                "--cache",
+                "--rt-hash-buckets",
+                "--gc-thresh",
+                "--max-size",
+                "--gc-elasticity",
+                "--gc-min-interval-ms",
+                "--gc-timeout",
+                "--rtcache-version",
+                "--rt-hz",
+            ],
+        ),
+        ("Workers:", &["--workers", "--prefetch", "--burst", "--no-pin", "--spin-ns"]),
+        (
+            "Device and drivers:",
+            &[
+                "--driver",
+                "--device",
+                "--dma",
+                "--rx-ring",
+                "--tx-ring",
+                "--in",
+                "--out",
+                "--xdp-mode",
+                "--xdp-coalesce-us",
+            ],
+        ),
+        (
+            "Stats and output:",
+            &["--no-stage-clock", "--clock-one-in", "--stats", "--duration", "--interval", "--json", "--metrics"],
+        ),
+    ];
+    let at =
+        |needle: &str| help.lines().position(|l| l == needle).unwrap_or_else(|| panic!("no heading {needle}:\n{help}"));
+    let starts: Vec<usize> = groups.iter().map(|(h, _)| at(h)).collect();
+    assert!(starts.windows(2).all(|w| w[0] < w[1]), "headings out of order: {starts:?}");
+    let lines: Vec<&str> = help.lines().collect();
+    for (i, (heading, flags)) in groups.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(lines.len());
+        let section = &lines[starts[i]..end];
+        for flag in *flags {
+            // A flag's own line: `-i, --interval <INTERVAL>`, `--json`.
+            let named = |l: &&str| {
+                let l = l.trim_start();
+                l.starts_with('-') && l.split([' ', ',']).any(|w| w == *flag)
+            };
+            assert!(section.iter().any(named), "{flag} not under {heading}:\n{}", section.join("\n"));
+        }
+    }
+    // What switches while the forwarder runs says so, and only that.
+    let entry = |flag: &str| -> String {
+        let i = lines.iter().position(|l| l.trim_start().starts_with(&format!("{flag} "))).expect(flag);
+        lines[i..].iter().take_while(|l| !l.is_empty()).copied().collect::<Vec<_>>().join(" ")
+    };
+    for flag in
+        ["--cache", "--prefetch", "--spin-ns", "--gc-thresh", "--gc-elasticity", "--gc-min-interval-ms", "--gc-timeout"]
+    {
+        assert!(entry(flag).contains("Switchable while running"), "{flag}: {}", entry(flag));
+    }
+    for flag in ["--fib", "--workers", "--routes", "--max-size", "--driver"] {
+        assert!(!entry(flag).contains("Switchable"), "{flag}: {}", entry(flag));
+    }
+    // --in and --out serve both socket drivers.
+    assert!(entry("--in").contains("afpacket and afxdp"), "{}", entry("--in"));
+    assert!(entry("--out").contains("afpacket and afxdp"), "{}", entry("--out"));
+}
+
+#[test]
+fn a_forwarder_flag_before_the_dashes_is_shown_where_it_goes() {
+    let out = common::tmpdir("fwdflag");
+    let o = out.display().to_string();
+    for (args, fixed) in [
+        (vec!["record", "-o", &o, "--prefetch", "4"], format!("fwdscope record -o {o} -- --prefetch 4")),
+        (
+            vec!["record", "-o", &o, "--cache=nocache", "--", "--workers", "2"],
+            format!("fwdscope record -o {o} -- --cache=nocache --workers 2"),
+        ),
+        (vec!["top", "--fib", "dir24"], "fwdscope top -- --fib dir24".to_string()),
+    ] {
+        let r = fwdscope(&args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        // The hint first, with the command rewritten; no look-alike of record's own flags.
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.contains("it is a forwarder flag, and forwarder flags go after `--`"), "{args:?}: {err}");
+        assert!(err.contains(&format!("  {fixed}\n")), "{args:?}: want {fixed}:\n{err}");
+        assert!(!err.contains("--exec"), "{args:?}: {err}");
+        assert!(err.contains("Usage: fwdscope ") && err.contains("[-- <FORWARDER FLAGS>...]"), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?}: output created before the flags were checked");
+    }
+    // A flag of neither: clap's own error, unchanged.
+    let r = fwdscope(&["record", "-o", &o, "--bogus"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(err.contains("unexpected argument '--bogus'") && !err.contains("forwarder flag"), "{err}");
+}
+
+#[test]
+fn metrics_export_and_report_say_what_they_need_in_plain_words() {
+    // metrics without a source: the usage names both ways to give one.
+    let r = fwdscope(&["metrics"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("--pid <PID>") && err.contains("--segment <PATH>"), "{err}");
+    let r = fwdscope(&["metrics", "-p", "1", "--segment", "/nonexistent"]);
+    assert_eq!(r.status.code(), Some(2), "-p and --segment together are refused");
+    // export of a binary format to a terminal: the format as typed.
+    let rec = concat!(env!("CARGO_MANIFEST_DIR"), "/analyzer/tests/data/forwarder-recording");
+    let r = fwdscope(&["export", "-i", rec, "-f", "pprof"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success());
+    assert!(err.contains("-f pprof is binary, not for a terminal: name a file with -o"), "{err}");
+    // report of a live comparison's directory says what it is and where its page comes from.
+    let dir = common::tmpdir("livedir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("live.json"), "{}").unwrap();
+    let r = fwdscope(&["report", "-i", &dir.display().to_string()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success());
+    assert!(err.contains("a live comparison's directory") && err.contains("report --html FILE -i DIR"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

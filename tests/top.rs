@@ -11,7 +11,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn have_tmux() -> bool {
-    have("tmux", &["-V"])
+    let ok = have("tmux", &["-V"]);
+    if !ok {
+        println!("skipped: tmux is not installed");
+    }
+    ok
 }
 
 /// Whether system-wide sampling is allowed (top -a).
@@ -39,6 +43,27 @@ impl Tmux {
         Tmux(name)
     }
 
+    /// `cmd` in a session whose shell writes its exit status to [`Tmux::status_path`]
+    /// and, `keep_shell`, outlives the session's hang-up (it ignores SIGHUP); else the
+    /// shell dies with the session as a login shell would.
+    fn detached(tag: &str, cmd: &str, keep_shell: bool) -> Tmux {
+        let t = Tmux(format!("fwdscope-{tag}-{}", std::process::id()));
+        let _ = Command::new("tmux").args(["kill-session", "-t", &t.0]).output();
+        let _ = std::fs::remove_file(t.status_path());
+        let trap = if keep_shell { "trap '' HUP; " } else { "" };
+        let shell = format!("{trap}{cmd} 2>/tmp/{}.err; echo $? >{}", t.0, t.status_path().display());
+        let st = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &t.0, "-x", "120", "-y", "36", &shell])
+            .status()
+            .expect("tmux");
+        assert!(st.success());
+        t
+    }
+
+    fn status_path(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from(format!("/tmp/{}.status", self.0))
+    }
+
     fn screen(&self) -> String {
         let o = Command::new("tmux").args(["capture-pane", "-p", "-t", &self.0]).output().expect("capture");
         String::from_utf8_lossy(&o.stdout).into_owned()
@@ -46,6 +71,11 @@ impl Tmux {
 
     fn keys(&self, k: &str) {
         Command::new("tmux").args(["send-keys", "-t", &self.0, k]).status().expect("send-keys");
+    }
+
+    /// Several keys in one tmux command: they reach the terminal together.
+    fn keys_at_once(&self, keys: &[&str]) {
+        Command::new("tmux").args(["send-keys", "-t", &self.0]).args(keys).status().expect("send-keys");
     }
 
     /// Wait until every needle is on the screen; the screen on success, a panic showing
@@ -92,6 +122,7 @@ impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).output();
         let _ = std::fs::remove_file(format!("/tmp/{}.err", self.0));
+        let _ = std::fs::remove_file(self.status_path());
     }
 }
 
@@ -135,6 +166,15 @@ fn top_shows_the_forwarder_and_its_keys_reach_the_control_block() {
     t.wait_for(&[&format!("prefetch {}", start + 1)], 10);
     t.keys("-");
     assert!(wait_until(10, || depth() == start), "prefetch stayed {}", depth());
+    // Three presses at once (one write to the terminal): each counts from the depth last
+    // requested, none is lost while the forwarder has not yet confirmed the first.
+    t.keys_at_once(&["+", "+", "+"]);
+    assert!(wait_until(10, || depth() == start + 3), "three + from {start} gave {}", depth());
+    t.wait_for(&[&format!("prefetch {}", start + 3)], 10);
+    let header_settled = || !t.screen().lines().next().unwrap_or_default().contains("requested");
+    assert!(wait_until(10, header_settled), "the request stays shown:\n{}", t.screen());
+    t.keys_at_once(&["-", "-", "-"]);
+    assert!(wait_until(10, || depth() == start), "three - from {} gave {}", start + 3, depth());
     // `c`: the next cache mode.
     let mode = || seg.read_worker(0)[Ctr::CacheMode as usize];
     let m0 = mode();
@@ -174,19 +214,34 @@ fn the_ab_key_alternates_the_previous_and_current_setting_and_shows_the_ratio() 
         seen.insert(depth());
         seen.len() == 2
     }));
-    // The running ratio, or (top's own threads share the two cores with the forwarder's)
-    // that every unit so far had a block with contention.
+    // The A/B panel: the figures first (the running ratio, or, as top's own threads share
+    // the two cores with the forwarder's, that every unit so far had a block with
+    // contention), then what is compared.
     let shown = |s: &str| {
-        s.contains("rtcache: ratio 0.") || s.contains("rtcache: ratio 1.") || s.contains("rtcache: no clean unit yet (")
+        (s.contains("A/B ratio 0.") || s.contains("A/B ratio 1.") || s.contains("A/B: no clean unit yet, "))
+            && s.contains("B prefetch 1 rtcache against A prefetch 0 rtcache")
     };
     assert!(wait_until(20, || shown(&t.screen())), "a ratio with its figure, or why there is none: {}", t.screen());
     // Keys that would fight the A/B are refused while it runs.
     t.keys("+");
     t.wait_for(&["an A/B is running"], 10);
     t.keys("b");
-    t.wait_for(&["stopped: A/B"], 10);
+    t.wait_for(&["A/B stopped: prefetch 1 rtcache left in force"], 10);
     // The current setting (depth 1) is left in force.
     assert!(wait_until(10, || depth() == 1), "prefetch {}", depth());
+    // `b` right after a cache switch compares the new mode, though the forwarder may not
+    // run it yet, with the one before.
+    let settled = |s: &str| !s.lines().next().unwrap_or_default().contains("requested");
+    t.keys_at_once(&["c", "b"]);
+    t.wait_for(&["B prefetch 1 nocache against A prefetch 1 rtcache"], 10);
+    t.keys("b");
+    t.wait_for(&["A/B stopped: prefetch 1 nocache left in force"], 10);
+    assert!(wait_until(10, || settled(&t.screen())), "{}", t.screen());
+    // A change and its undoing, then `b`: the panel says it is an A/A.
+    t.keys_at_once(&["-", "+", "b"]);
+    t.wait_for(&["A/A, prefetch 1 nocache against itself"], 10);
+    t.keys("b");
+    t.wait_for(&["A/B stopped"], 10);
     t.keys("q");
     t.wait_for(&["TOP-EXITED 0"], 20);
 }
@@ -215,6 +270,18 @@ fn replay_plays_a_recording_at_its_own_pace() {
     // No control over a recording.
     t.keys("+");
     t.wait_for(&["no control here"], 10);
+    // Esc closes the help and quits nothing, also pressed again with the help closed.
+    t.keys("h");
+    t.wait_for(&["close this help (only q quits)"], 10);
+    t.keys("Escape");
+    assert!(wait_until(10, || !t.screen().contains("only q quits")), "help still open:\n{}", t.screen());
+    // With the help closed, Esc (like any key) clears the last message, and top runs on.
+    t.keys("+");
+    t.wait_for(&["no control here"], 10);
+    t.keys("Escape");
+    let running_without_message = |s: &str| s.contains("fwdscope top") && !s.contains("no control here");
+    assert!(wait_until(10, || running_without_message(&t.screen())), "after Esc:\n{}", t.screen());
+    assert!(!t.screen().contains("TOP-EXITED"), "Esc quit top:\n{}", t.screen());
     t.keys("q");
     t.wait_for(&["TOP-EXITED 0"], 20);
 }
@@ -246,12 +313,37 @@ fn pid_observes_without_control() {
     let _ = fwd.wait();
 }
 
+/// A PID no process can have: PIDs are below /proc/sys/kernel/pid_max.
+fn absent_pid() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(4_194_304)
+}
+
+#[test]
+fn a_pid_that_does_not_exist_is_an_error_before_the_screen_opens() {
+    let pid = absent_pid();
+    let want = format!("top -p {pid}: process {pid} does not exist");
+    // Without a terminal: the target is checked first.
+    let r = common::run(&["top", "-p", &pid.to_string()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains(&want), "{err}");
+    if !have_tmux() {
+        return;
+    }
+    // On a terminal: the error and a non-zero status, the terminal never switched to top's
+    // screen (the shell's next lines follow on the normal screen, still cooked).
+    let t = Tmux::start("nopid", &format!("{BIN} top -p {pid}"), 100, 30);
+    let s = t.wait_for(&["TOP-EXITED 1", "TTY icanon"], 20);
+    assert!(!t.alternate_on(), "{s}");
+    assert!(t.stderr().contains(&want), "{}", t.stderr());
+}
+
 #[test]
 fn sigterm_and_sighup_end_top_with_the_terminal_restored_and_no_orphan() {
     if !have_tmux() {
         return;
     }
-    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+    for (sig, name, status) in [(libc::SIGTERM, "SIGTERM", 143), (libc::SIGHUP, "SIGHUP", 129)] {
         let t = Tmux::start(&format!("sig{sig}"), &format!("{BIN} top -F 200 -- --routes 3000 --no-pin"), 110, 36);
         let s = t.wait_for(&["Mpps", "forwarder pid "], 30);
         let fwd = forwarder_pid(&s);
@@ -259,12 +351,56 @@ fn sigterm_and_sighup_end_top_with_the_terminal_restored_and_no_orphan() {
         let top = t.command_pid();
         // SAFETY: signalling the top this test started.
         assert_eq!(unsafe { libc::kill(top as i32, sig) }, 0);
-        let s = t.wait_for(&["TOP-EXITED 0", "TTY "], 20);
+        // Ended as a process ended by the signal reports it: 128 + its number.
+        let s = t.wait_for(&[&format!("TOP-EXITED {status}"), "TTY "], 20);
         assert!(s.contains("TTY icanon"), "{name}: terminal left in raw mode:\n{s}");
         assert!(!t.alternate_on(), "{name}: still on the alternate screen");
         assert!(t.stderr().contains(&format!("stopped by {name}")), "{name}: {}", t.stderr());
         assert!(wait_until(10, || !common::running(fwd)), "{name}: forwarder {fwd} still running");
         assert!(fwd_abi::segment::named_for(fwd).is_empty(), "{name}: segment of {fwd} left behind");
+    }
+}
+
+#[test]
+fn top_and_its_forwarder_end_when_the_terminal_goes_away() {
+    if !have_tmux() {
+        return;
+    }
+    let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/analyzer/tests/data/forwarder-recording");
+    let live = format!("{BIN} top -F 200 -- --routes 3000 --no-pin");
+    // A replay slowed down so it is still playing when the session goes.
+    let replay = format!("{BIN} top --speed 0.05 --replay {golden}");
+    for (tag, cmd, keep_shell) in
+        [("gone-live", &live, true), ("gone-replay", &replay, true), ("gone-live-sh", &live, false)]
+    {
+        let t = Tmux::detached(tag, cmd, keep_shell);
+        let is_live = cmd == &live;
+        let s = t.wait_for(&["Mpps", if is_live { "forwarder pid " } else { "replay " }], 30);
+        let fwd = is_live.then(|| forwarder_pid(&s));
+        let top = t.command_pid();
+        let t0 = Instant::now();
+        let st = Command::new("tmux").args(["kill-session", "-t", &t.0]).status().expect("tmux");
+        assert!(st.success());
+        // Gone, not spinning in a read of the dead terminal; the forwarder with it.
+        assert!(wait_until(20, || !common::running(top)), "{tag}: top {top} still running after kill-session");
+        let gone = t0.elapsed();
+        if let Some(fwd) = fwd {
+            assert!(wait_until(20, || !common::running(fwd)), "{tag}: forwarder {fwd} still running");
+            assert!(fwd_abi::segment::named_for(fwd).is_empty(), "{tag}: segment of {fwd} left behind");
+        }
+        println!("{tag}: top gone {:.2} s after kill-session", gone.as_secs_f64());
+        if keep_shell {
+            // The status as a hang-up gives it, and why on stderr.
+            let path = t.status_path();
+            assert!(wait_until(10, || path.exists()), "{tag}: no status written");
+            let status = std::fs::read_to_string(&path).unwrap_or_default();
+            let err = t.stderr();
+            assert_eq!(status.trim(), "129", "{tag}: stderr:\n{err}");
+            assert!(
+                err.contains("the terminal went away") || err.contains("stopped by SIGHUP"),
+                "{tag}: stderr:\n{err}"
+            );
+        }
     }
 }
 

@@ -55,6 +55,10 @@ pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
         if !path.join("meta.json").exists() {
             let found = if path.join("results.parquet").exists() {
                 "a sweep directory (results.parquet; `report --html FILE -i DIR` makes its page)".to_string()
+            } else if path.join("live.json").exists() {
+                "a live comparison's directory (`sweep --live`: its table is table.txt, and \
+                 `report --html FILE -i DIR` makes its page)"
+                    .to_string()
             } else {
                 "a directory without meta.json, so not a recording".to_string()
             };

@@ -69,140 +69,145 @@ pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
 /// Flags that configure a forwarder.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ForwarderArgs {
-    /// Packet I/O.
-    #[arg(long, value_enum, default_value_t = DriverKind::Synthetic)]
-    pub driver: DriverKind,
-    /// Worker threads (one rx/tx queue pair each, RSS by flow hash).
-    #[arg(long, default_value_t = 1)]
-    pub workers: usize,
-    /// Lookup path: the 2.4/2.6 route cache, no cache, or the next-hop cache.
-    #[arg(long, value_enum, default_value_t = CacheMode::Rtcache)]
-    pub cache: CacheMode,
-    /// FIB engine.
-    #[arg(long, value_enum, default_value_t = FibKind::Lctrie)]
-    pub fib: FibKind,
-    /// Prefetch depth 0..8 (headers and route-cache bucket / FIB node of the next k packets).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=8))]
-    pub prefetch: u8,
-    /// Route table file (`P/L NEXTHOP`, `P/L ASN`, or `ip route` lines; .gz accepted).
-    /// Without it a table of --routes routes is generated.
-    #[arg(long)]
-    pub table: Option<PathBuf>,
-    /// Add a default route and covering /8 and /16 aggregates to a --table.
-    #[arg(long)]
-    pub aggregates: bool,
-    /// Routes in the generated table (prefix-length mix of a real table, nested, default
-    /// route) [default: 123000]; not with --table.
-    #[arg(long, conflicts_with = "table")]
-    pub routes: Option<usize>,
-    /// Next hops a generated or ASN table is spread over.
-    #[arg(long, default_value_t = 16)]
-    pub nexthops: usize,
-    /// Route-cache hash buckets (power of two, at most 16777216).
-    #[arg(long, default_value_t = 4096)]
-    pub rt_hash_buckets: usize,
-    /// GC starts past this many cache entries; must be below --max-size [default: the
-    /// number of hash buckets, as Linux set it].
-    #[arg(long)]
-    pub gc_thresh: Option<usize>,
-    /// Cache entries at most; beyond it packets drop as dst-cache overflow [default: 16 x
-    /// the hash buckets, as Linux set ip_rt_max_size, at most 67108864].
-    #[arg(long)]
-    pub max_size: Option<usize>,
-    /// Chain length beyond which an insert evicts; GC's target average chain length.
-    #[arg(long, default_value_t = 8)]
-    pub gc_elasticity: usize,
-    /// Minimum interval between GC runs below max_size, in milliseconds.
-    #[arg(long, default_value_t = 500)]
-    pub gc_min_interval_ms: u64,
-    /// Idle time after which a cache entry expires, in seconds.
-    #[arg(long, default_value_t = 300)]
-    pub gc_timeout: u64,
-    /// Whose route cache: 2.6 evicts from a chain longer than --gc-elasticity at insert;
-    /// 2.4 (2.4.21) does not, and fills to --max-size under a flood.
-    #[arg(long, value_enum, default_value_t = crate::config::RtVersion::V2_6)]
-    pub rtcache_version: crate::config::RtVersion,
-    /// Jiffies per second of the route cache's clock (its GC ages and intervals count in
-    /// them): 2.4 kernels on x86 ran HZ=100, 2.6 mostly 1000.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub rt_hz: u64,
     /// Concurrent flows of the synthetic traffic.
-    #[arg(long, default_value_t = 32768)]
+    #[arg(help_heading = "Traffic", long, default_value_t = 32768)]
     pub flows: usize,
     /// Packets per flow before a new flow (new destination) replaces it.
-    #[arg(long, default_value_t = 10)]
+    #[arg(help_heading = "Traffic", long, default_value_t = 10)]
     pub pkts_per_flow: u32,
     /// Destination pattern over the table.
-    #[arg(long, value_enum, default_value_t = DstPattern::Random)]
+    #[arg(help_heading = "Traffic", long, value_enum, default_value_t = DstPattern::Random)]
     pub dst: DstPattern,
     /// Packet size on the wire, with FCS (64..1518).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(64..=1518))]
+    #[arg(help_heading = "Traffic", long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(64..=1518))]
     pub size: u16,
     /// Seed of the traffic and the generated table.
-    #[arg(long, default_value_t = 1)]
+    #[arg(help_heading = "Traffic", long, default_value_t = 1)]
     pub seed: u64,
     /// Offered rate over all queues (e.g. 500k, 2M); frames finding no rx buffer count as rx_missed.
     /// Without it the device keeps pace with the forwarder.
-    #[arg(long, value_parser = parse_rate)]
+    #[arg(help_heading = "Traffic", long, value_parser = parse_rate)]
     pub rate: Option<f64>,
-    /// Descriptors per rx ring.
-    #[arg(long, default_value_t = 1024)]
-    pub rx_ring: usize,
-    /// Descriptors per tx ring.
-    #[arg(long, default_value_t = 1024)]
-    pub tx_ring: usize,
+    /// FIB engine.
+    #[arg(help_heading = "Table and FIB", long, value_enum, default_value_t = FibKind::Lctrie)]
+    pub fib: FibKind,
+    /// Route table file (`P/L NEXTHOP`, `P/L ASN`, or `ip route` lines; .gz accepted).
+    /// Without it a table of --routes routes is generated.
+    #[arg(help_heading = "Table and FIB", long)]
+    pub table: Option<PathBuf>,
+    /// Add a default route and covering /8 and /16 aggregates to a --table.
+    #[arg(help_heading = "Table and FIB", long)]
+    pub aggregates: bool,
+    /// Routes in the generated table (prefix-length mix of a real table, nested, default
+    /// route) [default: 123000]; not with --table.
+    #[arg(help_heading = "Table and FIB", long, conflicts_with = "table")]
+    pub routes: Option<usize>,
+    /// Next hops a generated or ASN table is spread over.
+    #[arg(help_heading = "Table and FIB", long, default_value_t = 16)]
+    pub nexthops: usize,
+    /// Lookup path: the 2.4/2.6 route cache, no cache, or the next-hop cache. Switchable
+    /// while running (top's `c`, sweep --live).
+    #[arg(help_heading = "Route cache", long, value_enum, default_value_t = CacheMode::Rtcache)]
+    pub cache: CacheMode,
+    /// Route-cache hash buckets (power of two, at most 16777216).
+    #[arg(help_heading = "Route cache", long, default_value_t = 4096)]
+    pub rt_hash_buckets: usize,
+    /// GC starts past this many cache entries; must be below --max-size [default: the
+    /// number of hash buckets, as Linux set it]. Switchable while running (sweep --live).
+    #[arg(help_heading = "Route cache", long)]
+    pub gc_thresh: Option<usize>,
+    /// Cache entries at most; beyond it packets drop as dst-cache overflow [default: 16 x
+    /// the hash buckets, as Linux set ip_rt_max_size, at most 67108864].
+    #[arg(help_heading = "Route cache", long)]
+    pub max_size: Option<usize>,
+    /// Chain length beyond which an insert evicts; GC's target average chain length.
+    /// Switchable while running (sweep --live).
+    #[arg(help_heading = "Route cache", long, default_value_t = 8)]
+    pub gc_elasticity: usize,
+    /// Minimum interval between GC runs below max_size, in milliseconds. Switchable while
+    /// running (sweep --live).
+    #[arg(help_heading = "Route cache", long, default_value_t = 500)]
+    pub gc_min_interval_ms: u64,
+    /// Idle time after which a cache entry expires, in seconds. Switchable while running
+    /// (sweep --live).
+    #[arg(help_heading = "Route cache", long, default_value_t = 300)]
+    pub gc_timeout: u64,
+    /// Whose route cache: 2.6 evicts from a chain longer than --gc-elasticity at insert;
+    /// 2.4 (2.4.21) does not, and fills to --max-size under a flood.
+    #[arg(help_heading = "Route cache", long, value_enum, default_value_t = crate::config::RtVersion::V2_6)]
+    pub rtcache_version: crate::config::RtVersion,
+    /// Jiffies per second of the route cache's clock (its GC ages and intervals count in
+    /// them): 2.4 kernels on x86 ran HZ=100, 2.6 mostly 1000.
+    #[arg(help_heading = "Route cache", long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub rt_hz: u64,
+    /// Worker threads (one rx/tx queue pair each, RSS by flow hash).
+    #[arg(help_heading = "Workers", long, default_value_t = 1)]
+    pub workers: usize,
+    /// Prefetch depth 0..8 (headers and route-cache bucket / FIB node of the next k packets).
+    /// Switchable while running (top's `+`/`-`, sweep --live).
+    #[arg(help_heading = "Workers", long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=8))]
+    pub prefetch: u8,
     /// Packets per burst (1..64).
-    #[arg(long, default_value_t = 32)]
+    #[arg(help_heading = "Workers", long, default_value_t = 32)]
     pub burst: usize,
-    /// Turn the per-burst stage clocks off (they are on by default: one TSC read at each
-    /// stage boundary of a burst).
-    #[arg(long)]
-    pub no_stage_clock: bool,
-    /// Clock one poll in N, chosen at random, scaled up (1: every poll).
-    #[arg(long, default_value_t = 8)]
-    pub clock_one_in: u32,
-    /// Stage clocks on (the default; kept for scripts that ask for them).
-    #[arg(long, hide = true, conflicts_with = "no_stage_clock")]
-    pub stage_clock: bool,
+    /// Do not pin threads to cores.
+    #[arg(help_heading = "Workers", long)]
+    pub no_pin: bool,
     /// A known extra cost per forwarded packet, in ns, in a stage of its own (calib), to
-    /// plant a difference of known size (changeable while running).
-    #[arg(long, default_value_t = 0)]
+    /// plant a difference of known size. Switchable while running (sweep --live).
+    #[arg(help_heading = "Workers", long, default_value_t = 0)]
     pub spin_ns: u32,
+    /// Packet I/O.
+    #[arg(help_heading = "Device and drivers", long, value_enum, default_value_t = DriverKind::Synthetic)]
+    pub driver: DriverKind,
     /// Where the synthetic device runs: its own thread, inline in the workers, or auto.
-    #[arg(long, value_enum, default_value_t = GenMode::Auto)]
+    #[arg(help_heading = "Device and drivers", long, value_enum, default_value_t = GenMode::Auto)]
     pub device: GenMode,
     /// How the device thread's frame writes reach memory: ddio (cldemote to the LLC), nt
     /// (non-temporal, to DRAM) or cached (left in the device core's cache).
-    #[arg(long, value_enum, default_value_t = DmaModel::Ddio)]
+    #[arg(help_heading = "Device and drivers", long, value_enum, default_value_t = DmaModel::Ddio)]
     pub dma: DmaModel,
-    /// Do not pin threads to cores.
-    #[arg(long)]
-    pub no_pin: bool,
-    /// Stats segment path [default: /dev/shm/fwdscope-PID-RANDOM.stats]; readers find it by PID
-    /// when it ends in .stats or lies in /dev/shm.
-    #[arg(long)]
-    pub stats: Option<PathBuf>,
-    /// afpacket: the interface packets arrive on.
-    #[arg(long = "in", value_name = "IF")]
+    /// Descriptors per rx ring.
+    #[arg(help_heading = "Device and drivers", long, default_value_t = 1024)]
+    pub rx_ring: usize,
+    /// Descriptors per tx ring.
+    #[arg(help_heading = "Device and drivers", long, default_value_t = 1024)]
+    pub tx_ring: usize,
+    /// afpacket and afxdp: the interface packets arrive on.
+    #[arg(help_heading = "Device and drivers", long = "in", value_name = "IF")]
     pub in_if: Option<String>,
-    /// afpacket: the interface packets leave by (next hops' MACs come from its neighbour
-    /// table, /proc/net/arp).
-    #[arg(long = "out", value_name = "IF")]
+    /// afpacket and afxdp: the interface packets leave by (next hops' MACs come from its
+    /// neighbour table, /proc/net/arp).
+    #[arg(help_heading = "Device and drivers", long = "out", value_name = "IF")]
     pub out_if: Option<String>,
     /// afxdp: how the XDP program attaches to the input interface.
-    #[arg(long, value_enum, default_value_t = crate::nic::afxdp::XdpMode::Auto)]
+    #[arg(help_heading = "Device and drivers", long, value_enum, default_value_t = crate::nic::afxdp::XdpMode::Auto)]
     pub xdp_mode: crate::nic::afxdp::XdpMode,
     /// afxdp: require zero-copy (an error where the driver cannot) [default: the kernel
     /// picks zero-copy where the driver offers it, copy otherwise].
-    #[arg(long)]
+    #[arg(help_heading = "Device and drivers", long)]
     pub xdp_zero_copy: bool,
     /// afxdp: busy-poll the sockets (SO_PREFER_BUSY_POLL) [default: off].
-    #[arg(long)]
+    #[arg(help_heading = "Device and drivers", long)]
     pub xdp_busy_poll: bool,
     /// afxdp: rx coalescing: once a frame waits, wait up to US microseconds for a burst's
     /// worth before taking them, as a NIC's interrupt moderation (0: take what is there).
-    #[arg(long, value_name = "US", default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=10000))]
+    #[arg(help_heading = "Device and drivers", long, value_name = "US", default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=10000))]
     pub xdp_coalesce_us: u32,
+    /// Turn the per-burst stage clocks off (they are on by default: one TSC read at each
+    /// stage boundary of a burst).
+    #[arg(help_heading = "Stats and output", long)]
+    pub no_stage_clock: bool,
+    /// Clock one poll in N, chosen at random, scaled up (1: every poll).
+    #[arg(help_heading = "Stats and output", long, default_value_t = 8)]
+    pub clock_one_in: u32,
+    /// Stage clocks on (the default; kept for scripts that ask for them).
+    #[arg(help_heading = "Stats and output", long, hide = true, conflicts_with = "no_stage_clock")]
+    pub stage_clock: bool,
+    /// Stats segment path [default: /dev/shm/fwdscope-PID-RANDOM.stats]; readers find it by PID
+    /// when it ends in .stats or lies in /dev/shm.
+    #[arg(help_heading = "Stats and output", long)]
+    pub stats: Option<PathBuf>,
 }
 
 impl ForwarderArgs {
@@ -277,13 +282,13 @@ pub struct ForwardArgs {
     #[command(flatten)]
     pub fwd: ForwarderArgs,
     /// Run this many seconds; 0 runs until interrupted.
-    #[arg(long, default_value_t = 3.0, value_parser = parse_seconds)]
+    #[arg(help_heading = "Stats and output", long, default_value_t = 3.0, value_parser = parse_seconds)]
     pub duration: f64,
     /// Seconds between rtstat lines.
-    #[arg(short = 'i', long, default_value_t = 1.0, value_parser = parse_seconds)]
+    #[arg(help_heading = "Stats and output", short = 'i', long, default_value_t = 1.0, value_parser = parse_seconds)]
     pub interval: f64,
     /// Print JSON lines (one per interval, then the summary) instead of text.
-    #[arg(long)]
+    #[arg(help_heading = "Stats and output", long)]
     pub json: bool,
 }
 

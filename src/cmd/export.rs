@@ -47,7 +47,10 @@ pub fn run(a: &ExportArgs) -> Result<()> {
         Some(p) => std::fs::write(p, &bytes).with_context(|| format!("writing {}", p.display()))?,
         None => {
             if a.format.is_binary() {
-                anyhow::bail!("{:?} is binary: name a file with -o", a.format);
+                // The format as the user typed it (`pprof`), not the Rust name.
+                let name = clap::ValueEnum::to_possible_value(&a.format)
+                    .map_or_else(|| format!("{:?}", a.format).to_lowercase(), |v| v.get_name().to_string());
+                anyhow::bail!("-f {name} is binary, not for a terminal: name a file with -o");
             }
             std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)?;
         }

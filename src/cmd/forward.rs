@@ -9,7 +9,7 @@ pub struct ForwardCmd {
     pub args: forwarder::cli::ForwardArgs,
     /// Serve the counters as OpenMetrics at http://ADDR:PORT/metrics while forwarding
     /// (port 0 picks a free one; the address is printed on stderr). Default: not served.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(help_heading = "Stats and output", long, value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
 }
 

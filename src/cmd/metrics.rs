@@ -5,9 +5,11 @@ use anyhow::{bail, Result};
 use std::sync::atomic::Ordering;
 
 #[derive(clap::Args)]
+// One of -p and --segment, and the usage line shows both: `<--pid <PID>|--segment <PATH>>`.
+#[command(group(clap::ArgGroup::new("source").required(true).args(["pid", "segment"])))]
 pub struct MetricsArgs {
     /// The forwarder's PID (its stats segment is found through /proc/PID/maps).
-    #[arg(short = 'p', long, required_unless_present = "segment", conflicts_with = "segment")]
+    #[arg(short = 'p', long)]
     pub pid: Option<u32>,
     /// Read this stats segment file instead of finding one by PID.
     #[arg(long, value_name = "PATH")]

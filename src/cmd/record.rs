@@ -80,7 +80,7 @@ pub struct TargetArgs {
     #[arg(long)]
     pub forwarder: Option<PathBuf>,
     /// Forwarder flags (or, with --exec, the program's arguments).
-    #[arg(last = true)]
+    #[arg(last = true, value_name = "FORWARDER FLAGS")]
     pub rest: Vec<String>,
 }
 

@@ -42,6 +42,13 @@ pub fn run(a: &TopArgs) -> Result<()> {
     if !(a.delay > 0.0 && a.delay.is_finite()) {
         bail!("--delay {}: expected a positive number of seconds", a.delay);
     }
+    // The target is checked before the screen opens: a missing one is an error, not an
+    // empty screen.
+    if let Some(p) = a.target.pid {
+        if p <= 0 || !fwd_abi::segment::process_runs(p as u32) {
+            bail!("top -p {p}: process {p} does not exist (or has exited)");
+        }
+    }
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         bail!("top draws on a terminal, and stdout is not one (for a file, use `record` then `report`)");
@@ -69,15 +76,30 @@ pub fn run(a: &TopArgs) -> Result<()> {
     o.output = a.output.clone();
     o.stages = a.stages.clone();
     o.speed = a.speed;
-    // SIGTERM and SIGHUP end top as `q` does: the forwarder stopped, the terminal restored.
+    // SIGTERM and SIGHUP end top as `q` does (the forwarder stopped, the terminal
+    // restored), then top exits as a process ended by that signal would report it:
+    // 128 + the signal (143 for SIGTERM, 129 for SIGHUP). A terminal that went away (a
+    // closed tmux session, an ssh drop) ends it as a hang-up does: 129.
     let signals = forwarder::signals::StopSignals::install()?;
     o.stop = Some(signals.flag.clone());
     let stats = tui::app::run(&o)?;
     use std::io::Write;
     let mut err = std::io::stderr();
     let _ = writeln!(err, "{}", stats.summary());
-    if let Some(sig) = signals.received() {
-        let _ = writeln!(err, "fwdscope top: stopped by {sig}");
+    let code = match (&stats.ended, signals.received()) {
+        (tui::app::Ending::TerminalGone(why), _) => {
+            let _ = writeln!(err, "fwdscope top: the terminal went away: {why}");
+            128 + libc::SIGHUP
+        }
+        (_, Some(sig)) => {
+            let _ = writeln!(err, "fwdscope top: stopped by {sig}");
+            128 + signals.which.load(std::sync::atomic::Ordering::Relaxed) as i32
+        }
+        _ => 0,
+    };
+    if code != 0 {
+        // Everything top started is stopped and its temporary recording removed by now.
+        std::process::exit(code);
     }
     Ok(())
 }

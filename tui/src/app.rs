@@ -6,7 +6,8 @@
 
 use crate::model::Model;
 use crate::source::{self, Notice, Source};
-use crate::view::{self, Focus, Ui};
+use crate::tty::{Input, Tty};
+use crate::view::{self, AbView, Focus, Ui};
 use crate::{Error, Result};
 use analyzer::rules::Rules;
 use analyzer::stages::Attributor;
@@ -73,9 +74,24 @@ impl TopOptions {
     }
 }
 
-/// What a run cost, reported after the terminal is restored.
+/// How a run ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Ending {
+    /// `q` (or Ctrl-C as a key).
+    #[default]
+    Quit,
+    /// After the `iterations` asked for.
+    Iterations,
+    /// The `stop` flag was set (a signal).
+    Stopped,
+    /// The terminal went away (hang-up, end of file, read or write error): why, in words.
+    TerminalGone(String),
+}
+
+/// What a run cost, reported after the terminal is restored, and how it ended.
 #[derive(Debug, Clone, Default)]
 pub struct RunStats {
+    pub ended: Ending,
     pub frames: u64,
     pub wall: Duration,
     /// CPU time of the screen thread (attribution, model, drawing).
@@ -126,6 +142,8 @@ struct App {
     /// The setting before the last change made with a key (prefetch depth, cache mode):
     /// the A of an A/B.
     prev: Option<(u32, String)>,
+    /// The B an A/B left in force: the A of the next change.
+    base: Option<(u32, String)>,
     /// A running A/B comparison.
     ab: Option<AbRun>,
 }
@@ -134,7 +152,9 @@ struct App {
 struct AbRun {
     stop: Arc<AtomicBool>,
     status: Arc<Mutex<Option<AbStatus>>>,
-    what: String,
+    view: AbView,
+    /// B's prefetch depth and cache mode (left in force at the end).
+    b: (u32, String),
 }
 
 /// A/B blocks: 100 ms with 50 ms discarded (the synthetic device on its own thread, as
@@ -196,8 +216,10 @@ impl App {
     fn key(&mut self, code: KeyCode, mods: KeyModifiers) -> bool {
         self.ui.message = None;
         match code {
-            KeyCode::Char('q') | KeyCode::Esc => return false,
+            KeyCode::Char('q') => return false,
             KeyCode::Char('c') if mods.contains(KeyModifiers::CONTROL) => return false,
+            // Esc closes the help; it never quits (only q does).
+            KeyCode::Esc => self.ui.help = false,
             KeyCode::Char('p') => {
                 self.ui.paused = !self.ui.paused;
                 self.source.set_paused(self.ui.paused);
@@ -215,23 +237,29 @@ impl App {
             KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('-') | KeyCode::Char('c') if self.ab.is_some() => {
                 self.ui.message = Some("an A/B is running: b stops it first".into());
             }
-            KeyCode::Char('+') | KeyCode::Char('=') => self.control(|s, f| {
-                let to = (f.prefetch + 1).min(8);
+            // Each press counts from the setting last requested, not from the one the
+            // forwarder has confirmed so far: quick presses are never lost.
+            KeyCode::Char('+') | KeyCode::Char('=') => self.control(|s, f, ui| {
+                let to = (ui.requested_prefetch.unwrap_or(f.prefetch) + 1).min(8);
                 s.set_prefetch(to as u32);
-                format!("prefetch {} -> {to} requested", f.prefetch)
+                ui.requested_prefetch = Some(to);
+                format!("prefetch {to} requested (running {})", f.prefetch)
             }),
-            KeyCode::Char('-') => self.control(|s, f| {
-                let to = f.prefetch.saturating_sub(1);
+            KeyCode::Char('-') => self.control(|s, f, ui| {
+                let to = ui.requested_prefetch.unwrap_or(f.prefetch).saturating_sub(1);
                 s.set_prefetch(to as u32);
-                format!("prefetch {} -> {to} requested", f.prefetch)
+                ui.requested_prefetch = Some(to);
+                format!("prefetch {to} requested (running {})", f.prefetch)
             }),
-            KeyCode::Char('c') => self.control(|s, f| {
+            KeyCode::Char('c') => self.control(|s, f, ui| {
                 let all = CacheMode::ALL;
-                let i = all.iter().position(|m| m.name() == f.cache).map_or(0, |i| (i + 1) % all.len());
+                let from = ui.requested_cache.clone().unwrap_or_else(|| f.cache.clone());
+                let i = all.iter().position(|m| m.name() == from).map_or(0, |i| (i + 1) % all.len());
                 s.set_cache_mode(all[i].code());
-                format!("cache {} -> {} requested", f.cache, all[i].name())
+                ui.requested_cache = Some(all[i].name().to_string());
+                format!("cache {} requested (running {})", all[i].name(), f.cache)
             }),
-            KeyCode::Char('f') => self.control(|s, _| {
+            KeyCode::Char('f') => self.control(|s, _, _| {
                 s.request_flush();
                 "route-cache flush requested".to_string()
             }),
@@ -240,15 +268,36 @@ impl App {
         true
     }
 
-    fn control(&mut self, act: impl FnOnce(&Segment, &crate::model::ForwarderInfo) -> String) {
+    fn control(&mut self, act: impl FnOnce(&Segment, &crate::model::ForwarderInfo, &mut Ui) -> String) {
         self.ui.message = Some(if !self.ui.control {
             "no control here: -p, -a and --replay only observe".to_string()
         } else if let (Some(s), Some(f)) = (&self.segment, &self.model.forwarder) {
-            self.prev = Some((f.prefetch as u32, f.cache.clone()));
-            act(s, f)
+            // A stopped A/B's figures go with the setting they were about.
+            if self.ab.is_none() {
+                self.ui.ab = None;
+            }
+            // The A of an A/B: the setting in force before the first change still pending
+            // (after an A/B, its B, which the model may not show yet).
+            if let Some(b) = self.base.take() {
+                self.prev = Some(b);
+            } else if self.ui.requested_prefetch.is_none() && self.ui.requested_cache.is_none() {
+                self.prev = Some((f.prefetch as u32, f.cache.clone()));
+            }
+            act(s, f, &mut self.ui)
         } else {
             "the forwarder's stats segment is not open yet".to_string()
         });
+    }
+
+    /// Forget the requests the forwarder now runs (its workers publish the setting they run).
+    fn confirm(&mut self) {
+        let Some(f) = &self.model.forwarder else { return };
+        if self.ui.requested_prefetch == Some(f.prefetch) {
+            self.ui.requested_prefetch = None;
+        }
+        if self.ui.requested_cache.as_deref() == Some(f.cache.as_str()) {
+            self.ui.requested_cache = None;
+        }
     }
 }
 
@@ -257,12 +306,18 @@ impl App {
     fn toggle_ab(&mut self) {
         if let Some(run) = self.ab.take() {
             run.stop.store(true, Ordering::Relaxed);
-            let last = run.status.lock().ok().and_then(|s| s.clone());
-            self.ui.ab = None;
-            self.ui.message = Some(match last {
-                Some(st) => format!("stopped: {}", st.text()),
-                None => format!("A/B {} stopped before its first unit", run.what),
-            });
+            // The last figures stay in the A/B panel, marked stopped.
+            let mut view = run.view.clone();
+            view.status = run.status.lock().ok().and_then(|s| s.clone());
+            view.stopped = true;
+            self.ui.message = Some(format!("A/B stopped: {} left in force", view.b));
+            // B is left in force: asked for until the forwarder is seen running it, and the
+            // setting the next change starts from.
+            let (p, c) = run.b.clone();
+            self.ui.requested_prefetch = Some(u64::from(p));
+            self.ui.requested_cache = Some(c.clone());
+            self.base = Some((p, c));
+            self.ui.ab = Some(view);
             return;
         }
         let (Some(pid), Some(f), true) = (self.fwd_pid, &self.model.forwarder, self.ui.control) else {
@@ -281,8 +336,11 @@ impl App {
             gc: Default::default(),
             reported: None,
         };
-        let (a, b) = (setting(p0, &c0), setting(f.prefetch as u32, &f.cache));
-        let what = format!("{} -> {}", a.label, b.label);
+        // B is the setting last asked for, also when the forwarder has not confirmed it yet.
+        let p1 = self.ui.requested_prefetch.unwrap_or(f.prefetch) as u32;
+        let c1 = self.ui.requested_cache.clone().unwrap_or_else(|| f.cache.clone());
+        let (a, b) = (setting(p0, &c0), setting(p1, &c1));
+        let view = AbView { a: a.label.clone(), b: b.label.clone(), status: None, stopped: false };
         let stop = Arc::new(AtomicBool::new(false));
         let status = Arc::new(Mutex::new(None));
         let (stop2, status2) = (stop.clone(), status.clone());
@@ -300,18 +358,21 @@ impl App {
         });
         match spawned {
             Ok(_) => {
-                self.ui.message = Some(format!("A/B {what} started: b stops it"));
-                self.ab = Some(AbRun { stop, status, what });
+                // The panel says what runs (an A/A when the two are the same setting).
+                self.ui.message = None;
+                self.ui.ab = Some(view.clone());
+                self.ab = Some(AbRun { stop, status, view, b: (p1, c1) });
             }
             Err(e) => self.ui.message = Some(format!("A/B could not start a thread: {e}")),
         }
     }
 
-    /// The A/B's line for the status bar.
-    fn ab_line(&self) -> Option<String> {
-        let run = self.ab.as_ref()?;
-        let st = run.status.lock().ok().and_then(|s| s.clone());
-        Some(st.map_or_else(|| format!("A/B {}: first unit running", run.what), |s| s.text()))
+    /// The running A/B's figures so far, for its panel.
+    fn ab_update(&mut self) {
+        let Some(run) = &self.ab else { return };
+        let mut view = run.view.clone();
+        view.status = run.status.lock().ok().and_then(|s| s.clone());
+        self.ui.ab = Some(view);
     }
 }
 
@@ -351,40 +412,61 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
             (source::live(ro), Model::new(what, Attributor::new(sym, rules)), control, tmp)
         }
     };
-    let mut app =
-        App { model, ui: Ui { control, ..Ui::default() }, source, fwd_pid: None, segment: None, prev: None, ab: None };
+    let mut app = App {
+        model,
+        ui: Ui { control, ..Ui::default() },
+        source,
+        fwd_pid: None,
+        segment: None,
+        prev: None,
+        base: None,
+        ab: None,
+    };
     if let TopTarget::Pid(p) = opts.target {
         app.fwd_pid = Some(p);
     }
+    let tty = Tty::open().map_err(Error::Terminal)?;
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
     let mut stats = RunStats::default();
-    let result = (|| -> Result<()> {
+    let result = (|| -> Result<Ending> {
         terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
         stats.frames += 1;
         stats.first_frame = Some(t_start.elapsed());
         let mut next_tick = Instant::now() + opts.interval;
         loop {
             if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
-                return Ok(());
+                return Ok(Ending::Stopped);
             }
             let wait = next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
             let mut redraw = false;
-            if event::poll(wait)? {
-                if let Event::Key(k) = event::read()? {
-                    if k.kind != KeyEventKind::Release {
-                        if !app.key(k.code, k.modifiers) {
-                            return Ok(());
+            // crossterm reads only when bytes wait (see `tty`); then every event it parsed
+            // from them, so keys pressed together are all taken.
+            match tty.wait(wait) {
+                Input::Gone(why) => return Ok(Ending::TerminalGone(why)),
+                Input::Timeout => {}
+                Input::Ready => {
+                    for _ in 0..256 {
+                        if !event::poll(Duration::ZERO)? {
+                            break;
                         }
-                        redraw = true;
+                        if let Event::Key(k) = event::read()? {
+                            if k.kind != KeyEventKind::Release {
+                                if !app.key(k.code, k.modifiers) {
+                                    return Ok(Ending::Quit);
+                                }
+                                redraw = true;
+                            }
+                        }
                     }
                 }
             }
             app.drain();
-            app.ui.ab = app.ab_line();
+            app.ab_update();
             if Instant::now() >= next_tick {
                 next_tick += opts.interval;
                 if !app.ui.paused {
                     app.model.tick();
+                    app.confirm();
                     if stats.first_data.is_none() && (app.model.interval_samples > 0 || app.model.rates.tx_mpps > 0.0) {
                         stats.first_data = Some(t_start.elapsed());
                     }
@@ -393,7 +475,7 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
                 if opts.iterations.is_some_and(|n| app.model.ticks >= n) {
                     terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
                     stats.frames += 1;
-                    return Ok(());
+                    return Ok(Ending::Iterations);
                 }
             }
             if redraw {
@@ -402,12 +484,22 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
             }
         }
     })();
+    // A terminal that went away fails the next draw or read with EIO before a poll sees
+    // the hang-up: that is the terminal gone too, not an error of top's.
+    let result = match result {
+        Err(Error::Terminal(e)) => match tty.wait(Duration::ZERO) {
+            Input::Gone(why) => Ok(Ending::TerminalGone(format!("{why} ({e})"))),
+            _ => Err(Error::Terminal(e)),
+        },
+        r => r,
+    };
     if let Some(run) = &app.ab {
         run.stop.store(true, Ordering::Relaxed);
     }
+    // Restoring a terminal that went away fails at once (EIO), and is not retried.
     ratatui::restore();
     stats.ui_cpu = source::thread_cpu();
     stats.wall = t_start.elapsed();
     stats.source_cpu = app.source.finish();
-    result.map(|_| stats)
+    result.map(|ended| RunStats { ended, ..stats })
 }

@@ -8,12 +8,15 @@
 //! - [`source`]: where batches come from: a live recording session (the bundled forwarder,
 //!   a PID, or system-wide), the forwarder's counters alone when perf is not permitted, or a
 //!   recording replayed at its own pace.
+//! - [`tty`]: the terminal's input watched with poll(2) before crossterm reads it, so a
+//!   terminal that went away (hang-up, end of file) ends `top` instead of spinning.
 //! - [`app`]: the terminal, the key bindings and the 1 Hz loop; control of a forwarder we
 //!   started goes through its stats segment's control block.
 
 pub mod app;
 pub mod model;
 pub mod source;
+pub mod tty;
 pub mod view;
 
 /// Errors of the live view.

@@ -260,6 +260,29 @@ impl Model {
         }
     }
 
+    /// The events line in fewer words, for a narrow terminal.
+    pub fn events_line_short(&self) -> String {
+        match (&self.sampling, &self.sampling_error) {
+            (_, Some(e)) => format!("no sampling (counters only): {e}"),
+            (Some(s), None) => {
+                let rate = match (s.freq, s.period) {
+                    (_, Some(p)) => format!("every {p}"),
+                    (Some(f), None) => format!("{f} Hz"),
+                    _ => String::new(),
+                };
+                let mut line = format!("{} {rate}", s.used);
+                if s.fallback.is_some() {
+                    line.push_str(&format!(" (no PMU for {})", s.requested));
+                }
+                if s.callchain {
+                    line.push_str(", callchains");
+                }
+                line
+            }
+            (None, None) => "sampling: starting".into(),
+        }
+    }
+
     /// Take one batch from the stream.
     pub fn apply(&mut self, b: Batch) {
         match b {

@@ -1,10 +1,20 @@
 //! Rendering a [`Model`] with ratatui: the header (target, forwarder settings, the events
 //! actually used, Mpps with a one-minute sparkline), the stage panel (sampled cost per
 //! packet beside the forwarder's own stage clocks), the rtstat panel (route-cache columns
-//! per interval, and per worker), the top symbols, a status line and the help overlay.
-//! Terminals under 80x24 get a compact layout; under 40x12 a plain notice.
+//! per interval, and per worker), the top symbols, the A/B panel while one runs, a status
+//! line and the help overlay. Terminals under 80x24 get a compact layout; under 40x12 a
+//! plain notice.
+//!
+//! A number is never cut: columns are wide enough for what they hold, a figure too long
+//! for its column is written shorter (`1.2M`), and lines of text have shorter forms tried
+//! in turn. What does not fit goes whole, in this order: when the height runs short, the
+//! workers panel first, then symbol rows down to the top one, then stage rows from the
+//! bottom (waiting, then the device), then the symbols panel; when the width runs short,
+//! the rtstat panel's columns from the right (ovrf/s, miss/s, ign/s, gc/s), then (under 80
+//! columns) the rtstat and workers panels, and the rate sparkline takes what is left.
 
 use crate::model::{Model, StageLine, SymbolMode};
+use compare::live::AbStatus;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -29,6 +39,53 @@ impl Focus {
     }
 }
 
+/// An A/B comparison (key `b`) as its panel shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AbView {
+    /// The setting before the last change, and the current one (labels).
+    pub a: String,
+    pub b: String,
+    /// The figures so far (none before the first unit).
+    pub status: Option<AbStatus>,
+    /// Stopped with `b`: the last figures stay until the next change.
+    pub stopped: bool,
+}
+
+impl AbView {
+    /// An A/A: the two settings are one (a change and its undoing, or `b` pressed before
+    /// a change was made).
+    pub fn same(&self) -> bool {
+        self.a == self.b
+    }
+
+    /// The panel's two lines: the figures first (so a narrow terminal cuts words, not
+    /// numbers), then the verdict and what is compared.
+    pub fn lines(&self) -> [String; 2] {
+        let first = match &self.status {
+            None => "A/B: first unit running".to_string(),
+            Some(st) if st.effect.units == 0 => format!(
+                "A/B: no clean unit yet, {} of {} blocks flagged (a worker waited to run, steal, or a late switch)",
+                st.flagged, st.blocks
+            ),
+            Some(st) => format!(
+                "A/B ratio {:.4} [{:.4}, {:.4}]  p {:.1e}  {} units  {}/{} blocks flagged",
+                st.effect.ratio, st.effect.ci.0, st.effect.ci.1, st.effect.p, st.effect.units, st.flagged, st.blocks
+            ),
+        };
+        let verdict = match &self.status {
+            Some(st) if st.effect.units > 0 => format!("{}: ", st.verdict.text(&st.effect)),
+            _ => String::new(),
+        };
+        let what = if self.same() {
+            format!("A/A, {} against itself (no change to compare; expect 1.0)", self.a)
+        } else {
+            format!("B {} against A {}", self.b, self.a)
+        };
+        let end = if self.stopped { "stopped, b starts again" } else { "b stops it" };
+        [first, format!("{verdict}{what} · {end}")]
+    }
+}
+
 /// State of the screen that is not data.
 #[derive(Debug, Clone)]
 pub struct Ui {
@@ -41,13 +98,27 @@ pub struct Ui {
     pub control: bool,
     /// The last key's effect, or a refusal, shown on the status line.
     pub message: Option<String>,
-    /// A running A/B comparison (key `b`): its ratio so far, on the status line.
-    pub ab: Option<String>,
+    /// An A/B comparison (key `b`): its panel, while it runs and after it stopped.
+    pub ab: Option<AbView>,
+    /// A prefetch depth and a cache mode requested with a key that the forwarder does not
+    /// run yet: the header shows "requested 5 (running 3)" until it does.
+    pub requested_prefetch: Option<u64>,
+    pub requested_cache: Option<String>,
 }
 
 impl Default for Ui {
     fn default() -> Ui {
-        Ui { focus: Focus::Symbols, paused: false, help: false, scroll: 0, control: true, message: None, ab: None }
+        Ui {
+            focus: Focus::Symbols,
+            paused: false,
+            help: false,
+            scroll: 0,
+            control: true,
+            message: None,
+            ab: None,
+            requested_prefetch: None,
+            requested_cache: None,
+        }
     }
 }
 
@@ -87,6 +158,56 @@ pub fn human(v: f64) -> String {
     }
 }
 
+/// Width of the stage panel: its columns, their spacing and borders.
+const STAGE_COLUMNS: [u16; 6] = [6, 8, 6, 8, 8, 6];
+const STAGE_PANEL_W: u16 = 6 + 8 + 6 + 8 + 8 + 6 + 5 + 2;
+/// The rtstat columns, in the order they give way from the right.
+const RTSTAT_HEADERS: [&str; 7] = ["size", "hit/s", "tot/s", "gc/s", "ign/s", "miss/s", "ovrf/s"];
+const RTSTAT_COL_W: u16 = 6;
+/// Fewer rtstat columns than this and the panel goes.
+const RTSTAT_MIN_COLS: usize = 3;
+
+/// How the screen is divided (rows of each panel, 0 = not shown; rtstat columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    pub stages: u16,
+    pub workers: u16,
+    pub symbols: u16,
+    pub ab: u16,
+    pub rtstat_cols: usize,
+}
+
+/// Lay out a `w` x `h` screen (see the module's notes for the order panels give way in).
+pub fn plan(w: u16, h: u16, m: &Model, ui: &Ui) -> Plan {
+    let full = w >= FULL.0 && h >= FULL.1;
+    let ab = if ui.ab.is_some() { 2 } else { 0 };
+    let avail = h.saturating_sub(3 + 1 + ab);
+    // Every stage row (the forwarding stages, then the device and waiting apart), the
+    // header and borders; at least 11 rows (the rtstat panel beside it).
+    let stages_want = (m.stages.len() as u16).max(8) + 3;
+    let n_workers = m.workers.len().min(4) as u16;
+    let workers_want = if full && n_workers > 0 { n_workers + 3 } else { 0 };
+    // The symbols panel with three rows; with one, the least kept.
+    let (symbols_want, symbols_least) = (6, 4);
+    let (stages, workers, symbols) = if avail >= stages_want + workers_want + symbols_want {
+        (stages_want, workers_want, avail - stages_want - workers_want)
+    } else if avail >= stages_want + symbols_least {
+        (stages_want, 0, avail - stages_want)
+    } else if avail >= 5 + symbols_least {
+        (avail - symbols_least, 0, symbols_least)
+    } else {
+        (avail, 0, 0)
+    };
+    let rtstat_cols = if full {
+        let room = w.saturating_sub(STAGE_PANEL_W + 2) + 1;
+        ((room / (RTSTAT_COL_W + 1)) as usize).min(RTSTAT_HEADERS.len())
+    } else {
+        0
+    };
+    let rtstat_cols = if rtstat_cols >= RTSTAT_MIN_COLS { rtstat_cols } else { 0 };
+    Plan { stages, workers, symbols, ab, rtstat_cols }
+}
+
 /// Draw the whole screen.
 pub fn draw(f: &mut Frame, m: &Model, ui: &Ui) {
     let area = f.area();
@@ -98,68 +219,132 @@ pub fn draw(f: &mut Frame, m: &Model, ui: &Ui) {
         f.render_widget(Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }), area);
         return;
     }
-    let full = area.width >= FULL.0 && area.height >= FULL.1;
-    let n_workers = m.workers.len().min(4) as u16;
-    // Stage panel: every stage row (the forwarding stages, then the device and waiting
-    // apart), its header and borders; at least 11 rows tall (the rtstat panel beside it),
-    // shorter only when the terminal is.
-    let stage_rows = (m.stages.len() as u16).max(8);
-    let middle_h = (stage_rows + 3).min(area.height.saturating_sub(3 + 1 + 4));
-    let [head, middle, workers, symbols, status] = Layout::vertical([
+    let p = plan(area.width, area.height, m, ui);
+    let [head, middle, workers, symbols, ab, status] = Layout::vertical([
         Constraint::Length(3),
-        Constraint::Length(middle_h),
-        Constraint::Length(if full && n_workers > 0 { n_workers + 3 } else { 0 }),
-        Constraint::Min(3),
+        Constraint::Length(p.stages),
+        Constraint::Length(p.workers),
+        Constraint::Length(p.symbols),
+        Constraint::Length(p.ab),
         Constraint::Length(1),
     ])
     .areas(area);
     header(f, head, m, ui);
-    if full {
-        let [left, right] = Layout::horizontal([Constraint::Length(46), Constraint::Min(30)]).areas(middle);
+    if p.rtstat_cols > 0 {
+        let [left, right] = Layout::horizontal([Constraint::Length(STAGE_PANEL_W), Constraint::Min(0)]).areas(middle);
         stages(f, left, m, ui);
-        rtstat(f, right, m, ui);
-        worker_table(f, workers, m);
+        rtstat(f, right, m, ui, p.rtstat_cols);
     } else {
         stages(f, middle, m, ui);
     }
-    symbol_table(f, symbols, m, ui);
+    if p.workers > 0 {
+        worker_table(f, workers, m);
+    }
+    if p.symbols > 0 {
+        symbol_table(f, symbols, m, ui);
+    }
+    if let Some(v) = &ui.ab {
+        ab_panel(f, ab, v);
+    }
     status_line(f, status, m, ui);
     if ui.help {
         help(f, area);
     }
 }
 
+/// The first of `forms` that fits `width` columns, else the last (the shortest).
+fn fit_line(forms: &[String], width: u16) -> String {
+    forms.iter().find(|s| s.chars().count() <= width as usize).or(forms.last()).cloned().unwrap_or_default()
+}
+
+/// A figure in at most `width` columns: one decimal, else none, else compact (`1.2M`).
+pub fn fit(v: f64, width: usize) -> String {
+    let one = format!("{v:.1}");
+    if one.len() <= width {
+        return one;
+    }
+    let none = format!("{v:.0}");
+    if none.len() <= width {
+        return none;
+    }
+    human(v)
+}
+
 fn header(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
-    let mut title = Vec::new();
-    if ui.paused {
-        title.push(Span::styled("[paused] ", Style::new().fg(Color::Yellow)));
-    }
-    title.extend([Span::styled("fwdscope top", Style::new().add_modifier(Modifier::BOLD)), Span::raw(" · ")]);
-    title.push(Span::raw(m.target.clone()));
-    if let Some(fw) = &m.forwarder {
-        title.push(Span::raw(format!(
-            " · {} · {} worker{} · cache {} · fib {} · prefetch {}",
-            fw.driver,
-            fw.workers,
-            if fw.workers == 1 { "" } else { "s" },
-            fw.cache,
-            fw.fib,
-            fw.prefetch
-        )));
-    }
-    let events = Line::from(Span::styled(m.events_line(), Style::new().fg(Color::Gray)));
-    let r = m.rates;
-    let bound = match &m.clocks {
-        Some(c) if c.unsure() => {
-            format!("clocks UNSURE (waited to run {:.0}%)  ", 100.0 * c.runq_share.unwrap_or(0.0))
-        }
-        Some(c) if c.device_bound => format!("device-bound (idle {:.0}%)  ", 100.0 * c.idle_share),
-        Some(c) => format!("worker-bound (idle {:.0}%)  ", 100.0 * c.idle_share),
-        None => String::new(),
+    let paused = if ui.paused { "[paused] " } else { "" };
+    let width = area.width.saturating_sub(paused.len() as u16);
+    // The target: a replay's directory by its last name when space is short.
+    let short_target = match m.target.strip_prefix("replay ") {
+        Some(dir) => format!(
+            "replay {}",
+            std::path::Path::new(dir).file_name().map_or(dir.into(), |n| n.to_string_lossy().into_owned())
+        ),
+        None => m.target.clone(),
     };
-    let rates = format!("rx {:.3} Mpps  tx {:.3} Mpps  dropped {:.3} Mpps  {bound}", r.rx_mpps, r.tx_mpps, r.drop_mpps);
+    let forms: Vec<String> = match &m.forwarder {
+        Some(fw) => {
+            // A setting requested and not yet running: both, the request first.
+            let (cache, cache_short) = match &ui.requested_cache {
+                Some(r) => (format!("requested {r} (running {})", fw.cache), format!("{r} (running {})", fw.cache)),
+                None => (fw.cache.clone(), fw.cache.clone()),
+            };
+            let (pf, pf_short) = match ui.requested_prefetch {
+                Some(r) => {
+                    (format!("requested {r} (running {})", fw.prefetch), format!("{r} (running {})", fw.prefetch))
+                }
+                None => (fw.prefetch.to_string(), fw.prefetch.to_string()),
+            };
+            let workers = format!("{} worker{}", fw.workers, if fw.workers == 1 { "" } else { "s" });
+            vec![
+                format!(
+                    "fwdscope top · {} · {} · {workers} · cache {cache} · fib {} · prefetch {pf}",
+                    m.target, fw.driver, fw.fib
+                ),
+                format!(
+                    "top · {short_target} · {} · {workers} · cache {cache} · fib {} · prefetch {pf}",
+                    fw.driver, fw.fib
+                ),
+                format!(
+                    "prefetch {pf_short} · cache {cache_short} · fib {} · {} {}w · {short_target}",
+                    fw.fib, fw.driver, fw.workers
+                ),
+                format!("pf {pf_short} · {cache_short} · {} · {}w · {short_target}", fw.fib, fw.workers),
+            ]
+        }
+        None => vec![format!("fwdscope top · {}", m.target), format!("top · {short_target}")],
+    };
+    let title = Line::from(vec![
+        Span::styled(paused, Style::new().fg(Color::Yellow)),
+        Span::styled(fit_line(&forms, width), Style::new().add_modifier(Modifier::BOLD)),
+    ]);
+    let events = fit_line(&[m.events_line(), m.events_line_short()], area.width);
+    let events = Line::from(Span::styled(events, Style::new().fg(Color::Gray)));
+    let r = m.rates;
+    let (bound, bound_short) = match &m.clocks {
+        Some(c) if c.unsure() => {
+            let q = 100.0 * c.runq_share.unwrap_or(0.0);
+            (format!("clocks UNSURE (waited to run {q:.0}%)"), format!("clocks UNSURE (runq {q:.0}%)"))
+        }
+        Some(c) if c.device_bound => {
+            let i = 100.0 * c.idle_share;
+            (format!("device-bound (idle {i:.0}%)"), format!("device-bound idle {i:.0}%"))
+        }
+        Some(c) => {
+            let i = 100.0 * c.idle_share;
+            (format!("worker-bound (idle {i:.0}%)"), format!("worker-bound idle {i:.0}%"))
+        }
+        None => (String::new(), String::new()),
+    };
+    let rates = fit_line(
+        &[
+            format!("rx {:.3} Mpps  tx {:.3} Mpps  dropped {:.3} Mpps  {bound}  ", r.rx_mpps, r.tx_mpps, r.drop_mpps),
+            format!("rx {:.3}  tx {:.3}  drop {:.3} Mpps  {bound_short} ", r.rx_mpps, r.tx_mpps, r.drop_mpps),
+            format!("rx {:.3} tx {:.3} drop {:.3} Mpps {bound_short}", r.rx_mpps, r.tx_mpps, r.drop_mpps),
+        ],
+        area.width,
+    );
     let [l0, l1, l2] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
-    f.render_widget(Paragraph::new(Line::from(title)), l0);
+    f.render_widget(Paragraph::new(title), l0);
     f.render_widget(Paragraph::new(events), l1);
     let w = (rates.chars().count() as u16).min(l2.width);
     let [text, spark] = Layout::horizontal([Constraint::Length(w), Constraint::Min(0)]).areas(l2);
@@ -179,7 +364,7 @@ fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     let unit = m.unit();
     let clocks = m.stages.iter().any(|s| s.clock_ns.is_some());
     let title = format!(" stages, last interval: {} samples ", m.interval_samples);
-    let bar_w = 10usize;
+    let bar_w = STAGE_COLUMNS[1] as usize;
     let mut rows = Vec::new();
     let (forwarding, apart): (Vec<&StageLine>, Vec<&StageLine>) = m.stages.iter().partition(|s| s.share.is_some());
     for s in forwarding.iter().chain(&apart) {
@@ -192,10 +377,18 @@ fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
             }
             None => format!("{:<bar_w$}", "apart"),
         };
-        let pp = s.per_packet.map_or("-".to_string(), |v| format!("{v:.1}"));
-        let ck = s.clock_ns.map_or("-".to_string(), |v| format!("{v:.1}"));
+        let pp = s.per_packet.map_or("-".to_string(), |v| fit(v, STAGE_COLUMNS[3] as usize));
+        let ck = s.clock_ns.map_or("-".to_string(), |v| fit(v, STAGE_COLUMNS[4] as usize));
         let pts = match (s.share, s.clock_share) {
-            (Some(a), Some(b)) => format!("{:+.1}{}", a - b, if s.disagrees { "!" } else { "" }),
+            (Some(a), Some(b)) => {
+                let mark = if s.disagrees { "!" } else { "" };
+                let d = format!("{:+.1}{mark}", a - b);
+                if d.len() <= STAGE_COLUMNS[5] as usize {
+                    d
+                } else {
+                    format!("{:+.0}{mark}", a - b)
+                }
+            }
             _ => "-".to_string(),
         };
         let shown = s.share.unwrap_or(s.percent);
@@ -217,40 +410,28 @@ fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
         "pts".to_string(),
     ])
     .style(Style::new().add_modifier(Modifier::BOLD));
-    let t = Table::new(
-        rows,
-        [
-            Constraint::Length(6),
-            Constraint::Length(bar_w as u16),
-            Constraint::Length(6),
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Length(6),
-        ],
-    )
-    .header(header)
-    .block(block(title, ui.focus == Focus::Stages));
+    let t = Table::new(rows, STAGE_COLUMNS.map(Constraint::Length))
+        .header(header)
+        .block(block(title, ui.focus == Focus::Stages));
     f.render_widget(t, area);
 }
 
-fn rtstat(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
-    let header = Row::new(["size", "hit/s", "tot/s", "gc/s", "ign/s", "miss/s", "ovrf/s"])
-        .style(Style::new().add_modifier(Modifier::BOLD));
+fn rtstat(f: &mut Frame, area: Rect, m: &Model, ui: &Ui, cols: usize) {
+    let header = Row::new(RTSTAT_HEADERS[..cols].to_vec()).style(Style::new().add_modifier(Modifier::BOLD));
     let shown = area.height.saturating_sub(3) as usize;
     let rows: Vec<Row> = m
         .rtstat
         .iter()
         .skip(m.rtstat.len().saturating_sub(shown))
         .map(|r| {
-            Row::new(
-                [r.size, r.in_hit, r.in_tot, r.gc_tot, r.gc_ignored, r.gc_goal_miss, r.gc_ovrf]
-                    .map(|v| Cell::from(human(v as f64))),
-            )
+            let all = [r.size, r.in_hit, r.in_tot, r.gc_tot, r.gc_ignored, r.gc_goal_miss, r.gc_ovrf];
+            Row::new(all[..cols].iter().map(|v| Cell::from(human(*v as f64))).collect::<Vec<_>>())
         })
         .collect();
-    let t = Table::new(rows, [Constraint::Length(6); 7])
+    let title = if area.width >= 36 { " rtstat: route cache per second " } else { " rtstat per second " };
+    let t = Table::new(rows, vec![Constraint::Length(RTSTAT_COL_W); cols])
         .header(header)
-        .block(block(" rtstat: route cache per second ".into(), ui.focus == Focus::Rtstat));
+        .block(block(title.into(), ui.focus == Focus::Rtstat));
     f.render_widget(t, area);
 }
 
@@ -325,20 +506,28 @@ fn status_line(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     if m.lost > 0 {
         spans.push(Span::styled(format!("{} records lost  ", m.lost), Style::new().fg(Color::Red)));
     }
-    // The last key's effect first: the A/B line is long and may run off the right edge.
     if let Some(msg) = &ui.message {
         spans.push(Span::styled(format!("{msg}  "), Style::new().fg(Color::Yellow)));
-    }
-    if let Some(ab) = &ui.ab {
-        spans.push(Span::styled(format!("{ab}  "), Style::new().fg(Color::Cyan)));
     }
     spans.push(Span::styled("h help  q quit", Style::new().fg(Color::Gray)));
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
+/// The A/B panel: two lines, the figures first.
+fn ab_panel(f: &mut Frame, area: Rect, v: &AbView) {
+    let [first, second] = v.lines();
+    let style = if v.stopped { Style::new().fg(Color::Gray) } else { Style::new().fg(Color::Cyan) };
+    let lines = vec![
+        Line::from(Span::styled(first, style.add_modifier(Modifier::BOLD))),
+        Line::from(Span::styled(second, style)),
+    ];
+    f.render_widget(Paragraph::new(lines), area);
+}
+
 /// The key bindings, as the help overlay lists them.
-pub const KEYS: [(&str, &str); 12] = [
+pub const KEYS: [(&str, &str); 13] = [
     ("q", "quit (the terminal is restored)"),
+    ("esc", "close this help (only q quits)"),
     ("p", "pause / resume the display"),
     ("+ / -", "prefetch depth up / down (0..8)"),
     ("c", "cycle cache mode: rtcache, nocache, nhcache"),

@@ -13,7 +13,7 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use std::path::PathBuf;
 use tui::model::{ForwarderInfo, Model};
-use tui::view::{draw, Focus, Ui};
+use tui::view::{draw, plan, AbView, Focus, Ui};
 
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../analyzer/tests/data/forwarder-recording")
@@ -133,4 +133,123 @@ fn help_paused_ended_and_no_sampling() {
         ..Ui::default()
     };
     insta::assert_snapshot!("help_ended_100x32", render(&m, &ui, 100, 32).backend());
+}
+
+/// The screen's rows as text.
+fn lines(t: &Terminal<TestBackend>) -> Vec<String> {
+    let buf = t.backend().buffer();
+    (0..buf.area.height).map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_string()).collect()).collect()
+}
+
+#[test]
+fn a_requested_setting_shows_beside_the_one_running() {
+    // The golden forwarder runs prefetch 2 with nocache; a key asked for 5 and rtcache.
+    let (_, m) = golden_model();
+    let ui = Ui { requested_prefetch: Some(5), requested_cache: Some("rtcache".into()), ..Ui::default() };
+    let head = lines(&render(&m, &ui, 160, 40)).remove(0);
+    assert!(head.contains("prefetch requested 5 (running 2)"), "{head}");
+    assert!(head.contains("cache requested rtcache (running nocache)"), "{head}");
+    let head = lines(&render(&m, &Ui::default(), 160, 40)).remove(0);
+    assert!(head.contains("prefetch 2") && !head.contains("requested"), "{head}");
+}
+
+/// An A/B two thirds of the way: 12 clean units, 3 of 52 blocks flagged, B 2.34% faster.
+fn ab_view(a: &str, b: &str) -> AbView {
+    use compare::paired::{Effect, Verdict};
+    let effect = Effect { units: 12, left_out: 1, ratio: 1.0234, ci: (1.0101, 1.0369), p: 0.00123, p_holm: 0.00123 };
+    let status = compare::live::AbStatus {
+        a: a.into(),
+        b: b.into(),
+        blocks: 52,
+        flagged: 3,
+        effect,
+        verdict: Verdict::Significant,
+    };
+    AbView { a: a.into(), b: b.into(), status: Some(status), stopped: false }
+}
+
+/// The golden model's figures as the stage panel writes them, for each stage row: every
+/// one must be on the screen whole, on its stage's row.
+fn assert_stage_figures_whole(lines: &[String], m: &Model) {
+    for l in &m.stages {
+        let Some(row) = lines.iter().find(|r| r.starts_with(&format!("│{} ", l.stage))) else { continue };
+        let pct = format!("{:5.1}%", l.share.unwrap_or(l.percent));
+        assert!(row.contains(pct.trim()), "{}: {pct} not on its row: {row}", l.stage);
+        if let Some(pp) = l.per_packet {
+            assert!(row.contains(&format!(" {pp:.1} ")), "{}: {pp:.1} not whole: {row}", l.stage);
+        }
+    }
+}
+
+#[test]
+fn at_80x24_nothing_is_cut_and_the_panels_that_do_not_fit_are_dropped() {
+    let (_, m) = golden_model();
+    let t = render(&m, &Ui::default(), 80, 24);
+    insta::assert_snapshot!("full_80x24", t.backend());
+    let lines = lines(&t);
+    // The header keeps every setting (a shorter form), the rates line its three figures.
+    assert!(
+        lines[0].contains("prefetch 2") && lines[0].contains("nocache") && lines[0].contains("dir24"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[2].contains("rx 11.627") && lines[2].contains("tx 11.627") && lines[2].contains("0.000"),
+        "{}",
+        lines[2]
+    );
+    // rtstat: whole column headers, those that do not fit left out from the right.
+    let p = plan(80, 24, &m, &Ui::default());
+    assert_eq!(p.rtstat_cols, 4, "{p:?}");
+    assert!(lines[4].contains("size   hit/s  tot/s  gc/s  "), "{}", lines[4]);
+    assert!(!lines[4].contains("ign"), "{}", lines[4]);
+    // Every stage row, and the symbols panel with rows: the workers panel gave way.
+    assert_eq!(p.workers, 0, "{p:?}");
+    assert!(lines.iter().any(|l| l.contains("fwd_nic_generate")), "no symbol rows:\n{}", lines.join("\n"));
+    for l in &m.stages {
+        assert!(lines.iter().any(|r| r.starts_with(&format!("│{} ", l.stage))), "stage {} missing", l.stage);
+    }
+    assert_stage_figures_whole(&lines, &m);
+}
+
+#[test]
+fn at_160x48_every_panel() {
+    let (_, m) = golden_model();
+    let t = render(&m, &Ui::default(), 160, 48);
+    insta::assert_snapshot!("full_160x48", t.backend());
+    let p = plan(160, 48, &m, &Ui::default());
+    assert_eq!((p.rtstat_cols, p.workers > 0), (7, true), "{p:?}");
+    assert_stage_figures_whole(&lines(&t), &m);
+}
+
+#[test]
+fn the_ab_panel_puts_its_figures_first() {
+    let (_, m) = golden_model();
+    let ui = Ui { ab: Some(ab_view("prefetch 2 nocache", "prefetch 3 nocache")), ..Ui::default() };
+    for (w, h) in [(160, 48), (80, 24)] {
+        let t = render(&m, &ui, w, h);
+        let lines = lines(&t);
+        let at = lines.iter().position(|l| l.starts_with("A/B ratio")).expect("the A/B panel");
+        // Its first line holds every figure, whole, at 80 columns too.
+        assert!(
+            lines[at].starts_with("A/B ratio 1.0234 [1.0101, 1.0369]  p 1.2e-3  12 units  3/52 blocks flagged"),
+            "{w}x{h}: {}",
+            lines[at]
+        );
+        assert!(
+            lines[at + 1].starts_with("faster by 2.3%: B prefetch 3 nocache against A prefetch 2 nocache"),
+            "{}",
+            lines[at + 1]
+        );
+        // Just above the status line.
+        assert_eq!(at + 2, lines.len() - 1, "{w}x{h}");
+        if w == 160 {
+            insta::assert_snapshot!("ab_160x48", t.backend());
+        }
+    }
+    // The same setting twice is said to be an A/A.
+    let aa = AbView { status: None, ..ab_view("prefetch 2 nocache", "prefetch 2 nocache") };
+    let [first, second] = aa.lines();
+    assert_eq!(first, "A/B: first unit running");
+    assert!(second.starts_with("A/A, prefetch 2 nocache against itself"), "{second}");
 }
