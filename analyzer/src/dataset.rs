@@ -108,7 +108,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
 
 fn read_dataset_file(dir: &Path) -> Result<DatasetFile> {
     let file = dir.join(DATASET_FILE);
-    let text = std::fs::read_to_string(&file).map_err(|e| io(&file, e))?;
+    let text = collector::files::read_to_string(&file, collector::files::Kind::Description)?;
     let d: DatasetFile =
         serde_json::from_str(&text).map_err(|e| err(&file, format!("not a dataset description: {e}")))?;
     if d.format != FORMAT {
@@ -261,7 +261,8 @@ pub fn run_of_recording(dir: &Path) -> Option<RunInfo> {
     if dir.file_name()? != RECORDING_DIR {
         return None;
     }
-    let text = std::fs::read_to_string(dir.parent()?.join(RUN_FILE)).ok()?;
+    let text =
+        collector::files::read_to_string(&dir.parent()?.join(RUN_FILE), collector::files::Kind::Description).ok()?;
     serde_json::from_str(&text).ok()
 }
 
@@ -391,7 +392,7 @@ impl Dataset {
                     continue;
                 }
                 let file = run.join(RUN_FILE);
-                let text = std::fs::read_to_string(&file).map_err(|e| io(&file, e))?;
+                let text = collector::files::read_to_string(&file, collector::files::Kind::Description)?;
                 let info: RunInfo =
                     serde_json::from_str(&text).map_err(|e| err(&file, format!("not a run description: {e}")))?;
                 if info.schema_version != SCHEMA_VERSION {
@@ -444,7 +445,7 @@ impl Dataset {
         use polars::prelude::*;
         for run in &self.runs {
             let file = run.dir.join(STACKS_FILE);
-            let fh = std::fs::File::open(&file).map_err(|e| io(&file, e))?;
+            let (fh, _) = collector::files::open(&file, collector::files::Kind::Part)?;
             let cols = ["thread", "stage", "symbol", "attributed_by", "dso", "samples", "period"];
             let df = ParquetReader::new(fh)
                 .with_columns(Some(cols.iter().map(|c| c.to_string()).collect()))

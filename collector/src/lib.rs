@@ -17,6 +17,7 @@ pub mod child;
 pub mod counting;
 mod error;
 pub mod events;
+pub mod files;
 pub mod perf_abi;
 pub mod recording;
 pub mod records;

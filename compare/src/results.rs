@@ -295,7 +295,7 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
 pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
     use polars::prelude::*;
     let path = dir.join("results.parquet");
-    let f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let (f, _) = collector::files::open(&path, collector::files::Kind::Part)?;
     let bad = |what: &str| Error::Results { path: path.clone(), msg: what.to_string() };
     let df = ParquetReader::new(f).finish().map_err(|e| bad(&e.to_string()))?;
     let col = |n: &str| df.column(n).map_err(|_| bad(&format!("no column `{n}`")));

@@ -76,7 +76,7 @@ impl SweepOptions {
 /// The last `n` non-empty lines of the log at `path`, joined with ` | `; empty when there
 /// are none (or the log cannot be read). What a failed forwarder said last.
 pub fn log_tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let text = collector::files::read_to_string(path, collector::files::Kind::Text).unwrap_or_default();
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }

@@ -40,6 +40,9 @@ pub fn run(a: &ExportArgs) -> Result<()> {
             std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)?;
         }
     }
+    for w in sym.warnings() {
+        eprintln!("# WARNING: {w}");
+    }
     eprintln!("# {}", profile.summary());
     Ok(())
 }

@@ -349,7 +349,7 @@ impl Symbolizer {
                 let Some(id) = p.file_name().and_then(|f| f.to_str()).and_then(|f| f.strip_suffix(".map")) else {
                     continue;
                 };
-                let text = std::fs::read_to_string(&p).map_err(|e| crate::Error::Io { path: p.clone(), source: e })?;
+                let text = collector::files::read_to_string(&p, collector::files::Kind::SymbolMap)?;
                 sym.shipped.insert(id.to_string(), (ElfSymbols::from_symbol_map(&text, &p, id)?, p.clone()));
             }
         }

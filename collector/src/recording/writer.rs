@@ -155,7 +155,7 @@ impl RecordingWriter {
     /// recording's reference for the kernel's placement on this boot).
     pub fn snapshot_kallsyms(&self) -> Result<(bool, Option<u64>)> {
         let p = self.dir.join("kallsyms");
-        let text = std::fs::read("/proc/kallsyms").map_err(|e| Error::io("/proc/kallsyms", e))?;
+        let text = crate::files::read(Path::new("/proc/kallsyms"), crate::files::Kind::Kallsyms)?;
         let visible = text.split(|&b| b == b'\n').take(100).any(|l| l.iter().take(16).any(|&c| c != b'0'));
         // Private even in a shared recording when it holds real addresses: /proc hides them
         // from other users (kptr_restrict), and so does this copy.
