@@ -18,6 +18,7 @@ pub mod counting;
 mod error;
 pub mod events;
 pub mod files;
+pub mod outdir;
 pub mod perf_abi;
 pub mod recording;
 pub mod records;

@@ -286,8 +286,12 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
     cols.push(Column::new("runq_share".into(), runs.iter().map(|r| r.runq_share).collect::<Vec<_>>()));
     cols.push(Column::new("contention".into(), runs.iter().map(|r| r.contention.join("; ")).collect::<Vec<_>>()));
     let mut df = DataFrame::new_infer_height(cols).map_err(err)?;
-    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    ParquetWriter::new(f).finish(&mut df).map_err(err)?;
+    collector::outdir::write_atomic_with(path, 0o644, |f| {
+        ParquetWriter::new(&mut *f)
+            .finish(&mut df)
+            .map(|_| ())
+            .map_err(|e| collector::Error::Parquet { path: path.into(), msg: e.to_string() })
+    })?;
     Ok(())
 }
 

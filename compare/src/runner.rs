@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 pub struct SweepOptions {
     /// Output directory: runs/NNN/ recordings, results.parquet, table.txt.
     pub output: PathBuf,
-    /// Replace an existing output directory (default false).
+    /// Replace an output directory an earlier fwdscope made (default false; a directory
+    /// without fwdscope's marker is never replaced, see `collector::outdir`).
     pub force: bool,
     /// The settings compared.
     pub settings: Vec<Setting>,
@@ -413,14 +414,12 @@ pub fn run(o: &SweepOptions) -> Result<String> {
     if o.settings.is_empty() {
         return Err(Error::Config("nothing to compare: no settings".into()));
     }
-    if o.output.exists() {
-        if !o.force {
-            return Err(Error::Config(format!("{} exists (use --force to replace it)", o.output.display())));
-        }
-        std::fs::remove_dir_all(&o.output).map_err(|e| Error::io(&o.output, e))?;
-    }
+    // Claimed (and locked) only now, every option checked: a sweep refused for its
+    // options leaves the previous results as they were.
+    let _out =
+        collector::outdir::OutputDir::claim(&o.output, collector::outdir::Claim { force: o.force, shared: false })?;
     let runs_dir = o.output.join("runs");
-    std::fs::create_dir_all(&runs_dir).map_err(|e| Error::io(&runs_dir, e))?;
+    collector::outdir::create_dir_new(&runs_dir, collector::outdir::dir_mode(false))?;
     let sets = &o.settings;
     let plan = order(sets.len(), o.repeat);
     let bar = indicatif::ProgressBar::new(plan.len() as u64);
@@ -484,6 +483,6 @@ pub fn run(o: &SweepOptions) -> Result<String> {
         secs(wall.saturating_sub(runner.recording + runner.analysis)),
     ));
     let table = o.output.join("table.txt");
-    std::fs::write(&table, &text).map_err(|e| Error::io(&table, e))?;
+    collector::outdir::write_atomic(&table, text.as_bytes(), 0o644)?;
     Ok(text)
 }

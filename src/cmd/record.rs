@@ -54,6 +54,8 @@ pub struct RecordArgs {
     pub chunk_ms: u64,
     /// Make the recording readable by other users [default: private, 0700 directory and
     /// 0600 files, whatever the umask; a kallsyms snapshot with real addresses stays 0600].
+    /// Run as root, also allows writing into a directory or dataset another user owns
+    /// (refused otherwise: its owner could plant symlinks there).
     #[arg(long)]
     pub share: bool,
     /// Also save the function symbols of every mapped binary (symbols/BUILDID.map), so the
@@ -97,6 +99,22 @@ pub fn forwarder_command(explicit: &Option<PathBuf>) -> Result<(PathBuf, Vec<Str
     Ok((exe, vec!["forward".to_string()]))
 }
 
+/// Check forwarder flags as the forwarder will parse them, before anything is created or
+/// replaced; `what` says where they came from in the error.
+pub fn check_forwarder_flags(flags: &[String], what: &str) -> Result<()> {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    #[command(name = "forwarder flags")]
+    struct Check {
+        #[command(flatten)]
+        _a: forwarder::cli::ForwardArgs,
+    }
+    let mut argv = vec!["forwarder flags".to_string()];
+    argv.extend(flags.iter().cloned());
+    Check::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+    Ok(())
+}
+
 /// The target the flags describe; forwarder flags are checked before anything starts.
 pub fn target(t: &TargetArgs) -> Result<Target> {
     let (forwarder, rest) = (&t.forwarder, &t.rest);
@@ -105,16 +123,7 @@ pub fn target(t: &TargetArgs) -> Result<Target> {
         (None, true, _) => Target::All,
         (None, false, Some(prog)) => Target::Command { program: prog.clone(), args: rest.to_vec() },
         (None, false, None) => {
-            use clap::Parser;
-            #[derive(clap::Parser)]
-            #[command(name = "forwarder flags")]
-            struct Check {
-                #[command(flatten)]
-                _a: forwarder::cli::ForwardArgs,
-            }
-            let mut argv = vec!["forwarder flags".to_string()];
-            argv.extend(rest.iter().cloned());
-            Check::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("forwarder flags after `--`: {e}"))?;
+            check_forwarder_flags(rest, "forwarder flags after `--`")?;
             let (program, mut args) = forwarder_command(forwarder)?;
             args.extend(rest.iter().cloned());
             Target::Forwarder { program, args }
@@ -136,7 +145,7 @@ pub fn run(a: &RecordArgs) -> Result<()> {
                 None => collector::recording::Machine::current().hostname,
             };
             let run = a.run.clone().unwrap_or_else(analyzer::dataset::default_run_name);
-            Some(analyzer::dataset::Staging::new(dir, &host, &run)?)
+            Some(analyzer::dataset::Staging::new_with(dir, &host, &run, a.share)?)
         }
         None => None,
     };

@@ -4,7 +4,7 @@
 //! settings switched through its control block in short balanced blocks
 //! (`compare::live`).
 
-use super::record::forwarder_command;
+use super::record::{check_forwarder_flags, forwarder_command};
 use anyhow::Result;
 use compare::plan::{settings, Axis};
 use compare::runner::SweepOptions;
@@ -120,6 +120,14 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         return live(a);
     }
     let (exp, sets) = experiment_and_settings(a)?;
+    // Every run's flags are checked before the output directory is claimed (and, with
+    // --force, replaced): a typo after `--` leaves the previous results in place.
+    check_forwarder_flags(&a.rest, "forwarder flags after `--`")?;
+    for s in &sets {
+        let mut flags = a.rest.clone();
+        flags.extend(s.flags.iter().cloned());
+        check_forwarder_flags(&flags, &format!("setting {}", s.label))?;
+    }
     let (program, program_args) = forwarder_command(&None)?;
     let mut o = SweepOptions::new(a.output.clone(), sets, program, program_args);
     o.force = a.force;
@@ -176,6 +184,9 @@ fn live(a: &SweepArgs) -> Result<()> {
         live.truncate(1);
         live.push(again);
     }
+    let mut shared = exp.as_ref().map(|e| e.flags.clone()).unwrap_or_default();
+    shared.extend(a.rest.iter().cloned());
+    check_forwarder_flags(&shared, "forwarder flags after `--`")?;
     let (program, program_args) = forwarder_command(&None)?;
     let mut o = LiveOptions::new(a.output.clone(), live, program, program_args);
     o.force = a.force;

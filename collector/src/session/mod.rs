@@ -49,7 +49,8 @@ impl Target {
 pub struct RecordOptions {
     /// Output directory.
     pub output: PathBuf,
-    /// Overwrite an existing recording (default false).
+    /// Replace a recording fwdscope made before (default false; see
+    /// [`crate::outdir::OutputDir::claim`]).
     pub force: bool,
     pub target: Target,
     /// Sampling event; `None` (default) samples cycles and falls back to cpu-clock where the
