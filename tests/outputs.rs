@@ -1,7 +1,8 @@
 //! Output directories and files fwdscope writes: `--force` replaces only a directory
 //! fwdscope made (its marker), and only once every argument is valid; a directory another
 //! fwdscope is writing is refused; run as root, another user's directory is refused unless
-//! `--share`, and what its owner planted there is never written through. The refusals come before any sampling, so most of these need no
+//! `--share`, and what its owner planted there is never written through; exports are as
+//! private as recordings. The refusals come before any sampling, so most of these need no
 //! perf; those that record skip without it, saying why.
 
 mod common;
@@ -93,6 +94,57 @@ fn an_old_unmarked_recording_is_refused_saying_how_to_proceed() {
     let err = stderr_of(&o.expect("record"));
     assert!(err.contains("older fwdscope") && err.contains("rm -r"), "{err}");
     assert!(out.join("meta.json").exists());
+    std::fs::remove_dir_all(&base).expect("cleanup");
+}
+
+/// A hand-made recording (no perf needed): a few kernel samples, kallsyms naming them.
+fn hand_recording(dir: &Path) {
+    use collector::recording::{Meta, RecordingWriter, SamplingInfo, FORMAT_VERSION};
+    let mut w = RecordingWriter::create(dir, false).expect("writer");
+    for i in 0..10u64 {
+        w.push_sample(collector::records::Sample {
+            time: i,
+            pid: 7,
+            tid: 7,
+            cpu: 0,
+            ip: 0xffff_ffff_8100_0010,
+            period: 1000,
+            kernel: true,
+            callchain: Vec::new(),
+        });
+    }
+    w.flush().expect("part");
+    w.write_maps_and_tasks().expect("maps");
+    std::fs::write(dir.join("kallsyms"), "ffffffff81000000 T _text\n").expect("kallsyms");
+    let meta = Meta {
+        format: "fwdscope-recording".into(),
+        version: FORMAT_VERSION,
+        sampling: SamplingInfo { requested: "cycles".into(), used: "cycles".into(), ..Default::default() },
+        status: "complete".into(),
+        ..Default::default()
+    };
+    w.write_meta(&meta).expect("meta");
+}
+
+#[test]
+fn exports_are_private_unless_shared() {
+    let base = tmpdir("exportmode");
+    let rec = base.join("rec");
+    hand_recording(&rec);
+    for (share, want) in [(false, 0o600), (true, 0o644)] {
+        let out = base.join(format!("stacks-{share}.txt"));
+        // A permissive umask must not make a private export readable.
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg("umask 000; exec \"$0\" \"$@\"").arg(common::BIN);
+        cmd.args(["export", "-f", "folded", "-i"]).arg(&rec).arg("-o").arg(&out);
+        if share {
+            cmd.arg("--share");
+        }
+        let o = cmd.output().expect("export");
+        assert!(o.status.success(), "{}", stderr_of(&o));
+        let mode = std::fs::metadata(&out).expect("export written").permissions().mode() & 0o777;
+        assert_eq!(mode, want, "share {share}: mode {mode:o}");
+    }
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
 
