@@ -249,3 +249,59 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
     assert_eq!(std::fs::read_dir(&root_dir).expect("root dir").count(), 0, "nothing written into root's directory");
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
+
+/// Every file under `dir` whose name ends in `.tmp`.
+fn temporaries(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(temporaries(&p));
+        } else if p.to_string_lossy().ends_with(".tmp") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A full disk, as a file-size limit (RLIMIT_FSIZE, with SIGXFSZ ignored: writes past it
+/// fail with EFBIG as they would with ENOSPC): 6 KiB holds meta.json (about 4 KiB), the
+/// maps and a counters part, not the kallsyms copy (megabytes) nor half a second of
+/// samples with callchains (about 16 KiB).
+#[test]
+fn a_write_that_fails_leaves_no_temporaries_and_says_why_in_the_recording() {
+    if !common::perf_allows(common::Need::Sample) {
+        return;
+    }
+    let base = tmpdir("diskfull");
+    std::fs::create_dir_all(&base).expect("base");
+    let out = base.join("rec");
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        // dash and bash (as sh) count -f in 512-byte blocks.
+        .arg("ulimit -f 12; trap '' XFSZ; exec \"$0\" \"$@\"")
+        .arg(common::BIN)
+        .args(["record", "-g", "-F", "4000", "--chunk-ms", "500", "-o"])
+        .arg(&out)
+        .args(["--", "--duration", "3", "--routes", "2000", "--no-pin"])
+        .output()
+        .expect("record");
+    let err = stderr_of(&o);
+    assert!(!o.status.success(), "every write fit: {err}");
+    assert!(temporaries(&out).is_empty(), "temporaries left: {:?}", temporaries(&out));
+    let rec = collector::recording::Recording::open(&out).expect("meta.json written before the failure");
+    assert!(
+        rec.meta.notes.iter().any(|n| n.contains("no kallsyms snapshot") && n.contains("too large")),
+        "{:?}",
+        rec.meta.notes
+    );
+    assert_eq!(rec.meta.status, "failed", "{err}");
+    // The error names the file it failed on (a Parquet part's error may come through the
+    // Parquet writer's own words rather than the system's).
+    let ended = rec.meta.ended_by.clone().unwrap_or_default();
+    assert!(ended.starts_with("error: ") && ended.contains(&out.display().to_string()), "{ended}");
+    let report = fwdscope().args(["report", "-i"]).arg(&out).output().expect("report");
+    let text = format!("{}{}", String::from_utf8_lossy(&report.stdout), stderr_of(&report));
+    assert!(text.contains("stopped on an error"), "{text}");
+    std::fs::remove_dir_all(&base).expect("cleanup");
+}

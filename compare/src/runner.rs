@@ -295,6 +295,8 @@ struct Runner<'a> {
     recording: Duration,
     /// Reading the recordings back and their stage tables.
     analysis: Duration,
+    /// The first run's kallsyms snapshot, which later runs link to.
+    kallsyms: Option<PathBuf>,
 }
 
 impl Runner<'_> {
@@ -315,6 +317,7 @@ impl Runner<'_> {
         let out = staging.as_ref().map_or_else(|| dir.to_path_buf(), |st| st.recording_dir());
         let mut ro = RecordOptions::new(out, Target::Forwarder { program: o.program.clone(), args });
         ro.force = true;
+        ro.kallsyms_from = self.kallsyms.clone();
         ro.freq = Some(o.freq);
         ro.callchain = o.callchain;
         let flusher = s.flush_at.map(|f| {
@@ -348,6 +351,10 @@ impl Runner<'_> {
             std::os::unix::fs::symlink(&rec_dir, dir).map_err(|e| Error::io(dir, e))?;
         }
         self.recording += t_rec.elapsed();
+        // Every later run of the sweep shares this run's kallsyms (one boot, one copy).
+        if self.kallsyms.is_none() {
+            self.kallsyms = Some(dir.join("kallsyms")).filter(|p| p.is_file());
+        }
         let t_an = Instant::now();
         let rec = Recording::open(dir)?;
         let (t, sym) = analyzer::stages::stage_table_reusing(&rec, &Rules::builtin(), self.sym.take())?;
@@ -428,7 +435,7 @@ pub fn run(o: &SweepOptions) -> Result<String> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut results = Vec::new();
-    let mut runner = Runner { o, sym: None, recording: Duration::ZERO, analysis: Duration::ZERO };
+    let mut runner = Runner { o, sym: None, recording: Duration::ZERO, analysis: Duration::ZERO, kallsyms: None };
     for (k, &(si, r)) in plan.iter().enumerate() {
         let s = &sets[si];
         bar.set_message(format!("{} (repeat {})", s.label, r + 1));

@@ -128,7 +128,8 @@ pub struct Meta {
     pub start_mono_ns: u64,
     pub end_unix_ns: Option<u64>,
     pub end_mono_ns: Option<u64>,
-    /// `recording` while the writer runs, `complete` when it finished.
+    /// `recording` while the writer runs, `complete` when it finished, `failed` when an
+    /// error stopped it (`ended_by` says which).
     pub status: String,
     /// How the recording ended (duration, target exited, interrupted).
     pub ended_by: Option<String>,

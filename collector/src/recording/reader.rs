@@ -169,7 +169,12 @@ impl Recording {
     /// finish, missing maps or tasks, parts skipped so far. Empty for a whole recording.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.meta.status != "complete" {
+        if self.meta.status == "failed" {
+            out.push(format!(
+                "the recording is incomplete: it stopped on an error ({}), so it ends at its last part",
+                self.meta.ended_by.as_deref().unwrap_or("not recorded")
+            ));
+        } else if self.meta.status != "complete" {
             out.push(format!(
                 "the recording is incomplete: its writer did not finish (status `{}`), so it ends at its last \
                  part (one is written every --chunk-ms) and its summary counts are missing",

@@ -138,6 +138,18 @@ impl RecordingWriter {
         Ok(())
     }
 
+    /// Share `earlier`, the kallsyms snapshot of another recording made on this boot, as a
+    /// hard link (no second copy of several megabytes); what
+    /// [`snapshot_kallsyms`](Self::snapshot_kallsyms) returns. An error where no link can
+    /// be made (another file system): copy instead.
+    pub fn link_kallsyms(&self, earlier: &Path) -> Result<(bool, Option<u64>)> {
+        let text = crate::files::read(earlier, crate::files::Kind::Kallsyms)?;
+        let p = self.dir.join("kallsyms");
+        std::fs::hard_link(earlier, &p).map_err(|e| Error::io(&p, e))?;
+        let visible = text.split(|&b| b == b'\n').take(100).any(|l| l.iter().take(16).any(|&c| c != b'0'));
+        Ok((visible, crate::buildid::kallsyms_text_address(&text)))
+    }
+
     /// Copy /proc/kallsyms (addresses are zero unless the reader may see them). Returns
     /// whether the addresses are visible, and the address of `_text` in the copy (the
     /// recording's reference for the kernel's placement on this boot).
