@@ -87,6 +87,15 @@ fn a_swept_list_runs_every_setting_each_repeat() {
         sweep(&["--cache", "rtcache,nocache", "--repeat", "2", "--duration", "0.3", "--", "--routes", "5000"], &out);
     println!("{text}");
     assert_eq!(std::fs::read_dir(out.join("runs")).expect("runs").count(), 4);
+    // One kallsyms copy for the whole sweep: every run's snapshot is the first run's file.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let ks = |n: &str| std::fs::metadata(out.join("runs").join(n).join("kallsyms")).map(|m| (m.dev(), m.ino()));
+        let first = ks("001").expect("runs/001/kallsyms");
+        for n in ["002", "003", "004"] {
+            assert_eq!(ks(n).expect("kallsyms"), first, "runs/{n}/kallsyms is a copy of its own");
+        }
+    }
     // Every run is in results.parquet; the table's runs column counts those the contention
     // detector kept, and a run it left out is said so.
     let all = compare::results::read_results(&out).expect("results.parquet");

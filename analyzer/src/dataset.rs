@@ -89,9 +89,13 @@ fn check_name(what: &str, v: &str) -> std::result::Result<(), String> {
 }
 
 /// Open (or create) the dataset at `dir` for writing: its `_dataset.json` must be of this
-/// schema version, and the directory writable.
-pub fn prepare(dir: &Path) -> Result<()> {
+/// schema version, and the directory writable. Run as root, a dataset owned by another
+/// user is refused unless `shared` (see [`collector::outdir::check_owner`]).
+pub fn prepare(dir: &Path, shared: bool) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let md = std::fs::metadata(dir).map_err(|e| io(dir, e))?;
+    collector::outdir::check_owner(dir, &md, shared)?;
+    own_dir(&dir.join(STAGING))?;
     let file = dir.join(DATASET_FILE);
     if file.exists() {
         read_dataset_file(dir)?;
@@ -101,14 +105,14 @@ pub fn prepare(dir: &Path) -> Result<()> {
         write_shared(&file, body.as_bytes())?;
     }
     let probe = dir.join(STAGING).join(format!("probe-{}", std::process::id()));
-    std::fs::create_dir_all(&probe).map_err(|e| err(dir, format!("not writable: {e}")))?;
+    std::fs::create_dir(&probe).map_err(|e| err(dir, format!("not writable: {e}")))?;
     std::fs::remove_dir(&probe).map_err(|e| io(&probe, e))?;
     Ok(())
 }
 
 fn read_dataset_file(dir: &Path) -> Result<DatasetFile> {
     let file = dir.join(DATASET_FILE);
-    let text = std::fs::read_to_string(&file).map_err(|e| io(&file, e))?;
+    let text = collector::files::read_to_string(&file, collector::files::Kind::Description)?;
     let d: DatasetFile =
         serde_json::from_str(&text).map_err(|e| err(&file, format!("not a dataset description: {e}")))?;
     if d.format != FORMAT {
@@ -127,11 +131,33 @@ fn read_dataset_file(dir: &Path) -> Result<DatasetFile> {
 }
 
 /// Write a file several recorders may create at once (`_dataset.json`): through a
-/// temporary name of this process's own, then renamed into place.
+/// random temporary name, then renamed into place (readable by all, as datasets are
+/// shared across hosts).
 fn write_shared(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+    Ok(collector::outdir::write_atomic(path, bytes, 0o644)?)
+}
+
+/// A directory of the dataset's own (`.staging`, `host=H`): made when missing (other
+/// recorders may make it at the same moment), refused when anything but a directory
+/// stands at its name: a planted symlink is never followed.
+fn own_dir(path: &Path) -> Result<()> {
+    let check = || match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Ok(true),
+        Ok(_) => Err(err(path, "is not a directory (a file, or a symlink, which is not followed): remove it")),
+        Err(_) => Ok(false),
+    };
+    if check()? {
+        return Ok(());
+    }
+    match std::fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        // Made by another recorder meanwhile: a directory, or refused as above.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match check()? {
+            true => Ok(()),
+            false => Err(io(path, e)),
+        },
+        Err(e) => Err(io(path, e)),
+    }
 }
 
 /// A run being written: its staging directory, renamed into `host=H/run=R` by
@@ -149,18 +175,25 @@ impl Staging {
     /// are not path-safe, the dataset is of another schema version or not writable, or the
     /// partition exists already.
     pub fn new(dataset: &Path, host: &str, run: &str) -> Result<Staging> {
+        Staging::new_with(dataset, host, run, false)
+    }
+
+    /// [`Staging::new`]; `shared` lets root write into a dataset another user owns.
+    pub fn new_with(dataset: &Path, host: &str, run: &str, shared: bool) -> Result<Staging> {
         check_name("host", host).map_err(|m| err(dataset, m))?;
         check_name("run", run).map_err(|m| err(dataset, m))?;
-        prepare(dataset)?;
+        prepare(dataset, shared)?;
+        own_dir(&dataset.join(format!("host={host}")))?;
         let target = partition(dataset, host, run);
         if target.exists() {
             return Err(err(&target, "exists already: each run needs a partition of its own (choose another --run)"));
         }
         let dir = dataset.join(STAGING).join(format!("host={host}-run={run}-{}", std::process::id()));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        // A leftover of an earlier process of this PID (a symlink is removed, not followed).
+        if std::fs::symlink_metadata(&dir).is_ok() {
+            std::fs::remove_dir_all(&dir).or_else(|_| std::fs::remove_file(&dir)).map_err(|e| io(&dir, e))?;
         }
-        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        std::fs::create_dir(&dir).map_err(|e| io(&dir, e))?;
         Ok(Staging { dataset: dataset.into(), dir, host: host.into(), run: run.into(), published: false })
     }
 
@@ -218,7 +251,7 @@ impl Staging {
         collector::recording::write_atomic(&self.dir.join(RUN_FILE), json.as_bytes())?;
         let target = self.target();
         let host_dir = self.dataset.join(format!("host={}", self.host));
-        std::fs::create_dir_all(&host_dir).map_err(|e| io(&host_dir, e))?;
+        own_dir(&host_dir)?;
         // rename(2) onto an existing directory fails unless it is empty: a run that took
         // the partition meanwhile is never overwritten.
         if target.exists() {
@@ -267,7 +300,8 @@ pub fn run_of_recording(dir: &Path) -> Option<RunInfo> {
     if dir.file_name()? != RECORDING_DIR {
         return None;
     }
-    let text = std::fs::read_to_string(dir.parent()?.join(RUN_FILE)).ok()?;
+    let text =
+        collector::files::read_to_string(&dir.parent()?.join(RUN_FILE), collector::files::Kind::Description).ok()?;
     serde_json::from_str(&text).ok()
 }
 
@@ -397,7 +431,7 @@ impl Dataset {
                     continue;
                 }
                 let file = run.join(RUN_FILE);
-                let text = std::fs::read_to_string(&file).map_err(|e| io(&file, e))?;
+                let text = collector::files::read_to_string(&file, collector::files::Kind::Description)?;
                 let info: RunInfo =
                     serde_json::from_str(&text).map_err(|e| err(&file, format!("not a run description: {e}")))?;
                 if info.schema_version != SCHEMA_VERSION {
@@ -484,7 +518,7 @@ impl Dataset {
         use polars::prelude::*;
         for run in &self.runs {
             let file = run.dir.join(STACKS_FILE);
-            let fh = std::fs::File::open(&file).map_err(|e| io(&file, e))?;
+            let (fh, _) = collector::files::open(&file, collector::files::Kind::Part)?;
             let cols = ["thread", "stage", "symbol", "attributed_by", "dso", "samples", "period"];
             let df = ParquetReader::new(fh)
                 .with_columns(Some(cols.iter().map(|c| c.to_string()).collect()))

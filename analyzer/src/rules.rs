@@ -302,7 +302,7 @@ impl Rules {
 
     /// Load a rules file.
     pub fn load(path: &std::path::Path) -> Result<Rules> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+        let text = collector::files::read_to_string(path, collector::files::Kind::Description)?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -9,7 +9,13 @@ use std::collections::HashMap;
 /// the pages holding the headers and the note are touched (binaries with debug info run to
 /// hundreds of megabytes).
 pub fn read_build_id(path: &std::path::Path) -> Option<String> {
-    let f = std::fs::File::open(path).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Without blocking, and regular files only: a FIFO or a device in a mapping's place
+    // has no build-id and must not hang the recorder.
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
     // SAFETY: read-only private mapping; a file truncated under us would fault, which for
     // mapped executables of a live process does not happen.
     let data = unsafe { memmap2::Mmap::map(&f) }.ok()?;

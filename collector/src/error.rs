@@ -46,8 +46,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A file a reader was given is not what it should be (not a regular file, too
+    /// large): nothing of it was read.
+    #[error("{path}: {msg}")]
+    File { path: PathBuf, msg: String },
+    /// An output directory cannot be claimed (not fwdscope's, in use, another user's).
+    #[error("{path}: {msg}")]
+    Output { path: PathBuf, msg: String },
     /// The output directory already holds a recording.
-    #[error("{0}: output exists; pass --force to overwrite it, or choose another -o")]
+    #[error("{0}: output exists; pass --force to replace it, or choose another -o")]
     OutputExists(PathBuf),
     /// A recording is missing parts or has malformed ones.
     #[error("recording {path}: {msg}")]

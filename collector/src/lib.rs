@@ -17,6 +17,8 @@ pub mod child;
 pub mod counting;
 mod error;
 pub mod events;
+pub mod files;
+pub mod outdir;
 pub mod perf_abi;
 pub mod recording;
 pub mod records;

@@ -85,7 +85,7 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
                     known.join(", ")
                 )));
             }
-            (p.display().to_string(), std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?)
+            (p.display().to_string(), collector::files::read_to_string(p, collector::files::Kind::Description)?)
         }
     };
     let bad = |line: Option<usize>, msg: String| Error::Experiment { origin: origin.clone(), line, msg };

@@ -437,10 +437,11 @@ fn diffs_chart(diffs: &[(String, Vec<f64>)]) -> Result<String> {
 /// The page for a live comparison's directory (live.json, table.txt).
 pub fn live_page(dir: &Path) -> Result<String> {
     let path = dir.join("live.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let text = collector::files::read_to_string(&path, collector::files::Kind::Description)?;
     let j: serde_json::Value = serde_json::from_str(&text).map_err(|e| live_err(dir, e.to_string()))?;
     let (labels, blocks) = live_blocks(dir, &j)?;
-    let table = std::fs::read_to_string(dir.join("table.txt")).unwrap_or_default();
+    let table =
+        collector::files::read_to_string(&dir.join("table.txt"), collector::files::Kind::Text).unwrap_or_default();
     let mut html = String::from(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope live comparison</title>\n<style>body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}pre.table{background:#f6f6f6;padding:1em;font-size:min(12px,0.62vw);width:max-content;max-width:none}.chart{margin:1em 0}</style></head><body>\n",
     );

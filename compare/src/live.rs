@@ -246,7 +246,7 @@ struct Forwarder {
 impl Forwarder {
     fn start(o: &LiveOptions) -> Result<Forwarder> {
         let log = o.output.join("forwarder.log");
-        let out = std::fs::File::create(&log).map_err(|e| Error::io(&log, e))?;
+        let out = collector::outdir::create_new(&log, 0o644)?;
         let err = out.try_clone().map_err(|e| Error::io(&log, e))?;
         let mut cmd = Command::new(&o.program);
         cmd.args(&o.program_args).args(&o.shared_flags).args(["--duration", "0"]);
@@ -426,13 +426,9 @@ fn validate(o: &LiveOptions) -> Result<()> {
 /// Run a live comparison; returns the result (also written to the output directory).
 pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     validate(o)?;
-    if o.output.exists() {
-        if !o.force {
-            return Err(Error::Config(format!("{} exists (use --force to replace it)", o.output.display())));
-        }
-        std::fs::remove_dir_all(&o.output).map_err(|e| Error::io(&o.output, e))?;
-    }
-    std::fs::create_dir_all(&o.output).map_err(|e| Error::io(&o.output, e))?;
+    // Claimed (and locked for the run) once every option is checked.
+    let _out =
+        collector::outdir::OutputDir::claim(&o.output, collector::outdir::Claim { force: o.force, shared: false })?;
     let k = o.settings.len();
     let units = ((o.duration / (2.0 * k as f64 * o.block.as_secs_f64())).round() as usize).max(1);
     let order = paired::schedule(k, units, o.seed);
@@ -956,10 +952,10 @@ fn write_outputs(o: &LiveOptions, r: &LiveResult) -> Result<()> {
     let json = o.output.join("live.json");
     let body =
         serde_json::to_string_pretty(r).map_err(|e| Error::Results { path: json.clone(), msg: e.to_string() })?;
-    std::fs::write(&json, body).map_err(|e| Error::io(&json, e))?;
+    collector::outdir::write_atomic(&json, body.as_bytes(), 0o644)?;
     write_blocks(&o.output.join("blocks.parquet"), o, r)?;
     let table = o.output.join("table.txt");
-    std::fs::write(&table, text(o, r)).map_err(|e| Error::io(&table, e))
+    Ok(collector::outdir::write_atomic(&table, text(o, r).as_bytes(), 0o644)?)
 }
 
 /// blocks.parquet: one row per block and worker.
@@ -1002,8 +998,12 @@ pub fn write_blocks(path: &Path, o: &LiveOptions, r: &LiveResult) -> Result<()> 
         ),
     ];
     let mut df = DataFrame::new_infer_height(cols).map_err(err)?;
-    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    ParquetWriter::new(f).finish(&mut df).map_err(err)?;
+    collector::outdir::write_atomic_with(path, 0o644, |f| {
+        ParquetWriter::new(&mut *f)
+            .finish(&mut df)
+            .map(|_| ())
+            .map_err(|e| collector::Error::Parquet { path: path.into(), msg: e.to_string() })
+    })?;
     Ok(())
 }
 

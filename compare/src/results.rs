@@ -286,8 +286,12 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
     cols.push(Column::new("runq_share".into(), runs.iter().map(|r| r.runq_share).collect::<Vec<_>>()));
     cols.push(Column::new("contention".into(), runs.iter().map(|r| r.contention.join("; ")).collect::<Vec<_>>()));
     let mut df = DataFrame::new_infer_height(cols).map_err(err)?;
-    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    ParquetWriter::new(f).finish(&mut df).map_err(err)?;
+    collector::outdir::write_atomic_with(path, 0o644, |f| {
+        ParquetWriter::new(&mut *f)
+            .finish(&mut df)
+            .map(|_| ())
+            .map_err(|e| collector::Error::Parquet { path: path.into(), msg: e.to_string() })
+    })?;
     Ok(())
 }
 
@@ -295,7 +299,7 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
 pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
     use polars::prelude::*;
     let path = dir.join("results.parquet");
-    let f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let (f, _) = collector::files::open(&path, collector::files::Kind::Part)?;
     let bad = |what: &str| Error::Results { path: path.clone(), msg: what.to_string() };
     let df = ParquetReader::new(f).finish().map_err(|e| bad(&e.to_string()))?;
     let col = |n: &str| df.column(n).map_err(|_| bad(&format!("no column `{n}`")));

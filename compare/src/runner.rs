@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 pub struct SweepOptions {
     /// Output directory: runs/NNN/ recordings, results.parquet, table.txt.
     pub output: PathBuf,
-    /// Replace an existing output directory (default false).
+    /// Replace an output directory an earlier fwdscope made (default false; a directory
+    /// without fwdscope's marker is never replaced, see `collector::outdir`).
     pub force: bool,
     /// The settings compared.
     pub settings: Vec<Setting>,
@@ -80,7 +81,7 @@ impl SweepOptions {
 /// The last `n` non-empty lines of the log at `path`, joined with ` | `; empty when there
 /// are none (or the log cannot be read). What a failed forwarder said last.
 pub fn log_tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let text = collector::files::read_to_string(path, collector::files::Kind::Text).unwrap_or_default();
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
@@ -298,6 +299,8 @@ struct Runner<'a> {
     recording: Duration,
     /// Reading the recordings back and their stage tables.
     analysis: Duration,
+    /// The first run's kallsyms snapshot, which later runs link to.
+    kallsyms: Option<PathBuf>,
 }
 
 impl Runner<'_> {
@@ -318,6 +321,7 @@ impl Runner<'_> {
         let out = staging.as_ref().map_or_else(|| dir.to_path_buf(), |st| st.recording_dir());
         let mut ro = RecordOptions::new(out, Target::Forwarder { program: o.program.clone(), args });
         ro.force = true;
+        ro.kallsyms_from = self.kallsyms.clone();
         ro.freq = Some(o.freq);
         ro.callchain = o.callchain;
         let flusher = s.flush_at.map(|f| {
@@ -352,6 +356,10 @@ impl Runner<'_> {
             std::os::unix::fs::symlink(&rec_dir, dir).map_err(|e| Error::io(dir, e))?;
         }
         self.recording += t_rec.elapsed();
+        // Every later run of the sweep shares this run's kallsyms (one boot, one copy).
+        if self.kallsyms.is_none() {
+            self.kallsyms = Some(dir.join("kallsyms")).filter(|p| p.is_file());
+        }
         let t_an = Instant::now();
         let rec = Recording::open(dir)?;
         let (t, sym) = analyzer::stages::stage_table_reusing(&rec, &Rules::builtin(), self.sym.take())?;
@@ -418,14 +426,12 @@ pub fn run(o: &SweepOptions) -> Result<String> {
     if o.settings.is_empty() {
         return Err(Error::Config("nothing to compare: no settings".into()));
     }
-    if o.output.exists() {
-        if !o.force {
-            return Err(Error::Config(format!("{} exists (use --force to replace it)", o.output.display())));
-        }
-        std::fs::remove_dir_all(&o.output).map_err(|e| Error::io(&o.output, e))?;
-    }
+    // Claimed (and locked) only now, every option checked: a sweep refused for its
+    // options leaves the previous results as they were.
+    let _out =
+        collector::outdir::OutputDir::claim(&o.output, collector::outdir::Claim { force: o.force, shared: false })?;
     let runs_dir = o.output.join("runs");
-    std::fs::create_dir_all(&runs_dir).map_err(|e| Error::io(&runs_dir, e))?;
+    collector::outdir::create_dir_new(&runs_dir, collector::outdir::dir_mode(false))?;
     let sets = &o.settings;
     let plan = order(sets.len(), o.repeat);
     let bar = indicatif::ProgressBar::new(plan.len() as u64);
@@ -434,7 +440,7 @@ pub fn run(o: &SweepOptions) -> Result<String> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut results = Vec::new();
-    let mut runner = Runner { o, sym: None, recording: Duration::ZERO, analysis: Duration::ZERO };
+    let mut runner = Runner { o, sym: None, recording: Duration::ZERO, analysis: Duration::ZERO, kallsyms: None };
     let stopped = || o.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
     let mut incomplete: Option<String> = None;
     for (k, &(si, r)) in plan.iter().enumerate() {
@@ -546,6 +552,6 @@ fn finish(
         secs(wall.saturating_sub(runner.recording + runner.analysis)),
     ));
     let table = o.output.join("table.txt");
-    std::fs::write(&table, &text).map_err(|e| Error::io(&table, e))?;
+    collector::outdir::write_atomic(&table, text.as_bytes(), 0o644)?;
     Ok(text)
 }

@@ -228,6 +228,11 @@ fn bench_stages(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags:
     use collector::session::{record, RecordOptions, Target};
     bench_up(a, lab, setup, at, flags)?;
     let dir = lab.state_dir().join("recording");
+    // The lab's own state directory: its last recording (of an older fwdscope too, which
+    // carries no output marker) is replaced.
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
     let target = match (setup, lab.forwarder_pid()) {
         (Setup::Fwdscope | Setup::FwdscopeXdp, Some(pid)) => Target::Pid(pid),
         _ => Target::All,

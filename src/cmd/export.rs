@@ -30,6 +30,22 @@ pub struct ExportArgs {
     /// under every stack [default: trimmed].
     #[arg(long)]
     pub keep_startup_frames: bool,
+    /// Make the output file readable by others (0644). Without it the file is private
+    /// (0600), as recordings are: a root recording's exports carry kernel addresses.
+    #[arg(long)]
+    pub share: bool,
+}
+
+/// Write the export: a regular file is replaced through a random temporary name (mode
+/// `mode` whatever the umask, never written through a symlink planted at its name); an
+/// existing pipe or device (`/dev/stdout`, a FIFO) is written as it is.
+fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32) -> Result<()> {
+    if std::fs::metadata(p).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let mut f =
+            std::fs::OpenOptions::new().write(true).open(p).with_context(|| format!("opening {}", p.display()))?;
+        return std::io::Write::write_all(&mut f, bytes).with_context(|| format!("writing {}", p.display()));
+    }
+    collector::outdir::write_atomic(p, bytes, mode).with_context(|| format!("writing {}", p.display()))
 }
 
 pub fn run(a: &ExportArgs) -> Result<()> {
@@ -44,7 +60,7 @@ pub fn run(a: &ExportArgs) -> Result<()> {
     let title = format!("fwdscope: {} ({})", a.input.display(), profile.event);
     let bytes = profile.encode(a.format, &title, &mut sym)?;
     match &a.output {
-        Some(p) => std::fs::write(p, &bytes).with_context(|| format!("writing {}", p.display()))?,
+        Some(p) => write_output(p, &bytes, if a.share { 0o644 } else { 0o600 })?,
         None => {
             if a.format.is_binary() {
                 // The format as the user typed it (`pprof`), not the Rust name.
@@ -54,6 +70,9 @@ pub fn run(a: &ExportArgs) -> Result<()> {
             }
             std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)?;
         }
+    }
+    for w in sym.warnings() {
+        eprintln!("# WARNING: {w}");
     }
     eprintln!("# {}", profile.summary());
     Ok(())

@@ -54,6 +54,8 @@ pub struct RecordArgs {
     pub chunk_ms: u64,
     /// Make the recording readable by other users [default: private, 0700 directory and
     /// 0600 files, whatever the umask; a kallsyms snapshot with real addresses stays 0600].
+    /// Run as root, also allows writing into a directory or dataset another user owns
+    /// (refused otherwise: its owner could plant symlinks there).
     #[arg(long)]
     pub share: bool,
     /// Also save the function symbols of every mapped binary (symbols/BUILDID.map), so the
@@ -99,8 +101,9 @@ pub fn forwarder_command(explicit: &Option<PathBuf>) -> Result<(PathBuf, Vec<Str
 
 /// Forwarder flags parsed as `forward` parses them and turned into the configuration they
 /// describe (its ranges and combinations checked), without starting anything: what the
-/// commands that start forwarders check before they create or delete anything.
-pub fn check_forwarder_flags(flags: &[String]) -> Result<()> {
+/// commands that start forwarders check before they create or replace anything; `what`
+/// says where the flags came from in the error.
+pub fn check_forwarder_flags(flags: &[String], what: &str) -> Result<()> {
     use clap::Parser;
     #[derive(clap::Parser)]
     #[command(name = "forwarder flags", args_override_self = true)]
@@ -110,8 +113,8 @@ pub fn check_forwarder_flags(flags: &[String]) -> Result<()> {
     }
     let mut argv = vec!["forwarder flags".to_string()];
     argv.extend(flags.iter().cloned());
-    let c = Check::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
-    c.a.fwd.to_config()?;
+    let c = Check::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("{what}: {}", e.to_string().trim_end()))?;
+    c.a.fwd.to_config().map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
     Ok(())
 }
 
@@ -123,7 +126,7 @@ pub fn target(t: &TargetArgs) -> Result<Target> {
         (None, true, _) => Target::All,
         (None, false, Some(prog)) => Target::Command { program: prog.clone(), args: rest.to_vec() },
         (None, false, None) => {
-            check_forwarder_flags(rest).map_err(|e| anyhow::anyhow!("forwarder flags after `--`: {e}"))?;
+            check_forwarder_flags(rest, "forwarder flags after `--`")?;
             let (program, mut args) = forwarder_command(forwarder)?;
             args.extend(rest.iter().cloned());
             Target::Forwarder { program, args }
@@ -145,7 +148,7 @@ pub fn run(a: &RecordArgs) -> Result<()> {
                 None => collector::recording::Machine::current().hostname,
             };
             let run = a.run.clone().unwrap_or_else(analyzer::dataset::default_run_name);
-            Some(analyzer::dataset::Staging::new(dir, &host, &run)?)
+            Some(analyzer::dataset::Staging::new_with(dir, &host, &run, a.share)?)
         }
         None => None,
     };

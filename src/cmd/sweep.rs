@@ -137,10 +137,8 @@ fn experiment_and_settings(
 fn check_settings(shared: &[String], sets: &[compare::plan::Setting]) -> Result<()> {
     for s in sets {
         let flags: Vec<String> = shared.iter().chain(&s.flags).cloned().collect();
-        check_forwarder_flags(&flags).map_err(|e| {
-            let what = if s.label.is_empty() { "the runs".to_string() } else { format!("setting `{}`", s.label) };
-            anyhow::anyhow!("{what}: forwarder flags `{}`: {e}", flags.join(" "))
-        })?;
+        let what = if s.label.is_empty() { "the runs".to_string() } else { format!("setting `{}`", s.label) };
+        check_forwarder_flags(&flags, &format!("{what}: forwarder flags `{}`", flags.join(" ")))?;
     }
     Ok(())
 }
@@ -159,13 +157,16 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         return live(a);
     }
     let (exp, sets) = experiment_and_settings(a)?;
+    // Every run's flags are checked before the output directory is claimed (and, with
+    // --force, replaced): a typo after `--` leaves the previous results in place.
+    check_forwarder_flags(&a.rest, "forwarder flags after `--`")?;
+    check_settings(&a.rest, &sets)?;
     let (program, program_args) = forwarder_command(&None)?;
     let mut o = SweepOptions::new(a.output.clone(), sets, program, program_args);
     o.force = a.force;
     o.repeat = a.repeat.or(exp.as_ref().map(|e| e.repeat)).unwrap_or(o.repeat);
     o.duration = a.duration.or(exp.as_ref().map(|e| e.duration)).unwrap_or(o.duration);
     check_plan(o.repeat, o.duration, o.settings.len()).map_err(anyhow::Error::msg)?;
-    check_settings(&a.rest, &o.settings)?;
     confirm(
         &format!(
             "{} settings x {} runs x {} s (+ about {} s start-up each)",
@@ -246,6 +247,9 @@ fn live(a: &SweepArgs) -> Result<()> {
         live.truncate(1);
         live.push(again);
     }
+    let mut shared = exp.as_ref().map(|e| e.flags.clone()).unwrap_or_default();
+    shared.extend(a.rest.iter().cloned());
+    check_forwarder_flags(&shared, "forwarder flags after `--`")?;
     let (program, program_args) = forwarder_command(&None)?;
     let mut o = LiveOptions::new(a.output.clone(), live, program, program_args);
     o.force = a.force;
@@ -256,11 +260,9 @@ fn live(a: &SweepArgs) -> Result<()> {
 
     // Each comparison with the baseline gets 30 s of blocks: with several settings the
     // blocks are shared, and 30 s in all left the 2005 experiment's four settings
-    // undecided (intervals about ±1.2%) where 90 s decided every pair.
+    // undecided (intervals about ±1.2%) where 90 s narrowed them.
     o.duration = a.duration.unwrap_or(30.0 * o.settings.len().saturating_sub(1).max(1) as f64);
     check_plan(1, o.duration, o.settings.len()).map_err(anyhow::Error::msg)?;
-    let mut shared = exp.as_ref().map(|e| e.flags.clone()).unwrap_or_default();
-    shared.extend(a.rest.iter().cloned());
     // Each setting's flags switch the one forwarder the shared flags start.
     check_settings(&shared, &sets)?;
     confirm(

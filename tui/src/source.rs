@@ -142,7 +142,10 @@ fn poll_forwarder(
     notices: &Sender<Notice>,
 ) {
     let _ = std::fs::create_dir_all(dir);
-    let log = std::fs::File::create(dir.join("target.log")).ok();
+    // Replaced, never written through (a symlink planted at the name is removed).
+    let log_path = dir.join("target.log");
+    let _ = std::fs::remove_file(&log_path);
+    let log = collector::outdir::create_new(&log_path, 0o600).ok();
     let mut child = match GatedChild::spawn_with_output(program, args, log.as_ref()) {
         Ok(c) => c,
         Err(e) => {

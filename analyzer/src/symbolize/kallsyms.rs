@@ -46,12 +46,10 @@ impl Kallsyms {
     /// [`Kallsyms::load`], returning `prev` instead of parsing again when the file holds
     /// the same text.
     pub fn load_reusing(path: &std::path::Path, prev: Option<Kallsyms>) -> crate::Result<Kallsyms> {
-        let io = |e| crate::Error::Io { path: path.into(), source: e };
-        let bytes = std::fs::read(path).map_err(io)?;
+        use collector::files::Kind;
+        let bytes = collector::files::read(path, Kind::Kallsyms)?;
         let text = if bytes.starts_with(&[0x1f, 0x8b]) {
-            let mut s = String::new();
-            std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut s).map_err(io)?;
-            s
+            String::from_utf8_lossy(&collector::files::gunzip(path, &bytes, Kind::Kallsyms)?).into_owned()
         } else {
             String::from_utf8_lossy(&bytes).into_owned()
         };

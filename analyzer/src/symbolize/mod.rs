@@ -68,9 +68,13 @@ pub struct Frame {
 }
 
 /// Write `DIR/symbols/BUILDID.map` for every mapped binary of `maps` that has a build-id
-/// and can be read here; returns how many were written.
+/// and can be read here, as private or shared as the recording's meta.json; returns how
+/// many were written.
 pub fn write_symbol_maps(dir: &std::path::Path, maps: &[Mapping]) -> crate::Result<usize> {
+    use std::os::unix::fs::PermissionsExt;
     let out = dir.join("symbols");
+    let mode = std::fs::symlink_metadata(dir.join("meta.json")).map_or(0o600, |m| m.permissions().mode() & 0o644);
+    let dir_mode = if mode & 0o044 != 0 { 0o755 } else { 0o700 };
     let mut done = std::collections::HashSet::new();
     let mut written = 0;
     for m in maps {
@@ -82,9 +86,16 @@ pub fn write_symbol_maps(dir: &std::path::Path, maps: &[Mapping]) -> crate::Resu
         if e.build_id.as_deref() != Some(id.as_str()) {
             continue;
         }
-        std::fs::create_dir_all(&out).map_err(|e| crate::Error::Io { path: out.clone(), source: e })?;
+        match std::fs::symlink_metadata(&out) {
+            Err(_) => collector::outdir::create_dir_new(&out, dir_mode)?,
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                let e = std::io::Error::other("not a directory (a symlink is not followed)");
+                return Err(crate::Error::Io { path: out.clone(), source: e });
+            }
+        }
         let p = out.join(format!("{id}.map"));
-        std::fs::write(&p, e.symbol_map()).map_err(|e| crate::Error::Io { path: p.clone(), source: e })?;
+        collector::outdir::write_atomic(&p, e.symbol_map().as_bytes(), mode)?;
         written += 1;
     }
     Ok(written)
@@ -349,7 +360,7 @@ impl Symbolizer {
                 let Some(id) = p.file_name().and_then(|f| f.to_str()).and_then(|f| f.strip_suffix(".map")) else {
                     continue;
                 };
-                let text = std::fs::read_to_string(&p).map_err(|e| crate::Error::Io { path: p.clone(), source: e })?;
+                let text = collector::files::read_to_string(&p, collector::files::Kind::SymbolMap)?;
                 sym.shipped.insert(id.to_string(), (ElfSymbols::from_symbol_map(&text, &p, id)?, p.clone()));
             }
         }

@@ -9,10 +9,11 @@
 //! OUT/tasks.json             COMM, FORK and EXIT records
 //! OUT/kallsyms               a copy of /proc/kallsyms taken at the start
 //! OUT/symbols/BUILDID.map    with `record --keep-symbols`: each mapped binary's functions
+//! OUT/.fwdscope-output       the marker (and lock) of a directory fwdscope made
 //! ```
 //!
-//! Each Parquet part is written to a temporary name and renamed into place, and meta.json
-//! is replaced the same way, so a writer killed with SIGKILL leaves every part it finished
+//! Each Parquet part is written to a random temporary name and renamed into place, and
+//! meta.json is replaced the same way, so a writer killed with SIGKILL leaves every part it finished
 //! readable (`pl.scan_parquet("OUT/samples.parquet/*.parquet")` reads them all).
 //!
 //! Here: what meta.json holds; [`writer`] (parts, atomic renames), [`reader`] (parts read
@@ -127,7 +128,8 @@ pub struct Meta {
     pub start_mono_ns: u64,
     pub end_unix_ns: Option<u64>,
     pub end_mono_ns: Option<u64>,
-    /// `recording` while the writer runs, `complete` when it finished.
+    /// `recording` while the writer runs, `complete` when it finished, `failed` when an
+    /// error stopped it (`ended_by` says which).
     pub status: String,
     /// How the recording ended (duration, target exited, interrupted).
     pub ended_by: Option<String>,
@@ -149,48 +151,24 @@ pub fn file_mode(shared: bool) -> u32 {
 
 /// Mode of a recording's directories: private (0700) unless shared (0755).
 pub fn dir_mode(shared: bool) -> u32 {
-    if shared {
-        0o755
-    } else {
-        0o700
-    }
+    crate::outdir::dir_mode(shared)
 }
 
-/// Create (or truncate) `path` with `mode`, whatever the umask.
+/// Create the new file `path` with `mode`, whatever the umask; never through a symlink
+/// ([`crate::outdir::create_new`]).
 pub fn create_file(path: &Path, mode: u32) -> Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
-    // An existing file keeps its mode through open: set it.
-    f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))?;
-    Ok(f)
+    crate::outdir::create_new(path, mode)
 }
 
-/// Create directory `path` (and its parents) and give it `mode`, whatever the umask.
-pub fn create_dir(path: &Path, mode: u32) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(mode).create(path).map_err(|e| Error::io(path, e))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))
-}
-
-/// Write `bytes` to `path` atomically (temporary file, then rename), private (0600).
+/// Write `bytes` to `path` atomically (a random temporary name, then rename), private
+/// (0600).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_mode(path, bytes, file_mode(false))
 }
 
-/// [`write_atomic`] with the file's mode.
+/// [`write_atomic`] with the file's mode ([`crate::outdir::write_atomic`]).
 pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = create_file(&tmp, mode)?;
-    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    crate::outdir::write_atomic(path, bytes, mode)
 }
 
 impl Meta {

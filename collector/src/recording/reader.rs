@@ -1,5 +1,6 @@
 //! Reading a recording back: meta.json, every Parquet part (each checked by
-//! [`super::part_check`] before polars decodes it), counters, maps and tasks.
+//! [`super::part_check`] before polars decodes it), counters, maps and tasks. Every file
+//! is opened through [`crate::files`] (regular files only, each size capped by its kind).
 
 use super::{pq_err, CounterRow, Meta, FORMAT_VERSION};
 use crate::records::{Mapping, Sample, TaskEvent};
@@ -30,7 +31,7 @@ fn parts(dir: &Path) -> Result<Vec<PathBuf>> {
 fn read_part(path: &Path) -> Result<DataFrame> {
     // Whole part in memory: the counts polars would trust are checked first (a corrupt
     // count aborts polars on allocation, which no catch_unwind can stop).
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::files::read(path, crate::files::Kind::Part)?;
     super::part_check::check_part(&bytes).map_err(|e| pq_err(path, format!("corrupt part: {e}")))?;
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ParquetReader::new(std::io::Cursor::new(bytes)).finish()))
         .map_err(|_| pq_err(path, "malformed Parquet: the reader failed on its metadata"))?
@@ -83,7 +84,7 @@ impl Recording {
     /// reads as status `recording`).
     pub fn open(dir: &Path) -> Result<Recording> {
         let p = dir.join("meta.json");
-        let text = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        let text = crate::files::read(&p, crate::files::Kind::Meta)?;
         let meta: Meta = serde_json::from_slice(&text)
             .map_err(|e| Error::Recording { path: p.clone(), msg: format!("meta.json line {}: {e}", e.line()) })?;
         if meta.format != "fwdscope-recording" || meta.version != FORMAT_VERSION {
@@ -168,7 +169,12 @@ impl Recording {
     /// finish, missing maps or tasks, parts skipped so far. Empty for a whole recording.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.meta.status != "complete" {
+        if self.meta.status == "failed" {
+            out.push(format!(
+                "the recording is incomplete: it stopped on an error ({}), so it ends at its last part",
+                self.meta.ended_by.as_deref().unwrap_or("not recorded")
+            ));
+        } else if self.meta.status != "complete" {
             out.push(format!(
                 "the recording is incomplete: its writer did not finish (status `{}`), so it ends at its last \
                  part (one is written every --chunk-ms) and its summary counts are missing",
@@ -219,10 +225,10 @@ impl Recording {
     /// tasks.json (empty if the writer died before writing it).
     pub fn tasks(&self) -> Result<Vec<TaskEvent>> {
         let p = self.dir.join("tasks.json");
-        if !p.exists() {
+        if std::fs::symlink_metadata(&p).is_err() {
             return Ok(Vec::new());
         }
-        let text = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        let text = crate::files::read(&p, crate::files::Kind::Tasks)?;
         serde_json::from_slice(&text).map_err(|e| Error::Recording { path: p, msg: format!("line {}: {e}", e.line()) })
     }
 
@@ -270,10 +276,10 @@ impl Recording {
     /// maps.json (empty if the writer died before writing it).
     pub fn maps(&self) -> Result<Vec<Mapping>> {
         let p = self.dir.join("maps.json");
-        if !p.exists() {
+        if std::fs::symlink_metadata(&p).is_err() {
             return Ok(Vec::new());
         }
-        let text = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        let text = crate::files::read(&p, crate::files::Kind::Maps)?;
         serde_json::from_slice(&text).map_err(|e| Error::Recording { path: p, msg: format!("line {}: {e}", e.line()) })
     }
 }

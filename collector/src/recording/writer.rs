@@ -1,23 +1,26 @@
 //! Writing a recording: samples and counter rows buffered and written as Parquet parts
 //! (temporary name, then rename), maps, tasks, meta.json and the kallsyms snapshot.
 
-use super::{create_dir, create_file, dir_mode, file_mode, pq_err, write_atomic_mode, CounterRow, Meta};
+use super::{dir_mode, file_mode, pq_err, write_atomic_mode, CounterRow, Meta};
+use crate::outdir::{create_dir_new, Claim, OutputDir};
 use crate::records::{Mapping, Sample, TaskEvent};
 use crate::{Error, Result};
 use polars::prelude::*;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
+/// Write `df` as the part `path`: a random temporary name (removed on error), renamed
+/// into place.
 fn write_df(path: &Path, df: &mut DataFrame, mode: u32) -> Result<()> {
-    let tmp = path.with_extension("parquet.tmp");
-    let f: File = create_file(&tmp, mode)?;
-    ParquetWriter::new(f).finish(df).map_err(|e| pq_err(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    crate::outdir::write_atomic_with(path, mode, |f| {
+        ParquetWriter::new(&mut *f).finish(df).map(|_| ()).map_err(|e| pq_err(path, e))
+    })
 }
 
 /// Buffers rows and writes them as Parquet parts.
 pub struct RecordingWriter {
     dir: PathBuf,
+    /// The directory, claimed (its marker locked) while this writer lives.
+    _out: OutputDir,
     samples: Vec<Sample>,
     counters: Vec<CounterRow>,
     sample_parts: u32,
@@ -35,37 +38,22 @@ pub struct RecordingWriter {
 
 impl RecordingWriter {
     /// Create the directory layout, private to its owner (directories 0700, files 0600,
-    /// whatever the umask: a recording made as root holds kernel addresses). Refuses a
-    /// directory that holds a recording unless `force`.
+    /// whatever the umask: a recording made as root holds kernel addresses). The
+    /// directory is claimed as [`OutputDir::claim`] says: new or empty, or with `force`
+    /// one fwdscope made that no other fwdscope is writing.
     pub fn create(dir: &Path, force: bool) -> Result<RecordingWriter> {
         Self::create_with(dir, force, false)
     }
 
     /// [`create`](Self::create); `shared` makes it readable by others (0755/0644).
     pub fn create_with(dir: &Path, force: bool, shared: bool) -> Result<RecordingWriter> {
-        if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
-            return Err(Error::Recording {
-                path: dir.to_path_buf(),
-                msg: "exists and is not a directory (a file, a device or a symlink, which is not followed): a recording is a directory; give a new name".into(),
-            });
-        }
-        create_dir(dir, dir_mode(shared))?;
-        if dir.join("meta.json").exists() || dir.join("samples.parquet").exists() {
-            if !force {
-                return Err(Error::OutputExists(dir.to_path_buf()));
-            }
-            for sub in ["samples.parquet", "counters.parquet"] {
-                let p = dir.join(sub);
-                if p.exists() {
-                    std::fs::remove_dir_all(&p).map_err(|e| Error::io(&p, e))?;
-                }
-            }
-        }
+        let out = OutputDir::claim(dir, Claim { force, shared })?;
         for sub in ["samples.parquet", "counters.parquet"] {
-            create_dir(&dir.join(sub), dir_mode(shared))?;
+            create_dir_new(&dir.join(sub), dir_mode(shared))?;
         }
         Ok(RecordingWriter {
             dir: dir.to_path_buf(),
+            _out: out,
             samples: Vec::with_capacity(1 << 16),
             counters: Vec::new(),
             sample_parts: 0,
@@ -150,12 +138,24 @@ impl RecordingWriter {
         Ok(())
     }
 
+    /// Share `earlier`, the kallsyms snapshot of another recording made on this boot, as a
+    /// hard link (no second copy of several megabytes); what
+    /// [`snapshot_kallsyms`](Self::snapshot_kallsyms) returns. An error where no link can
+    /// be made (another file system): copy instead.
+    pub fn link_kallsyms(&self, earlier: &Path) -> Result<(bool, Option<u64>)> {
+        let text = crate::files::read(earlier, crate::files::Kind::Kallsyms)?;
+        let p = self.dir.join("kallsyms");
+        std::fs::hard_link(earlier, &p).map_err(|e| Error::io(&p, e))?;
+        let visible = text.split(|&b| b == b'\n').take(100).any(|l| l.iter().take(16).any(|&c| c != b'0'));
+        Ok((visible, crate::buildid::kallsyms_text_address(&text)))
+    }
+
     /// Copy /proc/kallsyms (addresses are zero unless the reader may see them). Returns
     /// whether the addresses are visible, and the address of `_text` in the copy (the
     /// recording's reference for the kernel's placement on this boot).
     pub fn snapshot_kallsyms(&self) -> Result<(bool, Option<u64>)> {
         let p = self.dir.join("kallsyms");
-        let text = std::fs::read("/proc/kallsyms").map_err(|e| Error::io("/proc/kallsyms", e))?;
+        let text = crate::files::read(Path::new("/proc/kallsyms"), crate::files::Kind::Kallsyms)?;
         let visible = text.split(|&b| b == b'\n').take(100).any(|l| l.iter().take(16).any(|&c| c != b'0'));
         // Private even in a shared recording when it holds real addresses: /proc hides them
         // from other users (kptr_restrict), and so does this copy.

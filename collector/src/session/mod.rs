@@ -49,7 +49,8 @@ impl Target {
 pub struct RecordOptions {
     /// Output directory.
     pub output: PathBuf,
-    /// Overwrite an existing recording (default false).
+    /// Replace a recording fwdscope made before (default false; see
+    /// [`crate::outdir::OutputDir::claim`]).
     pub force: bool,
     pub target: Target,
     /// Sampling event; `None` (default) samples cycles and falls back to cpu-clock where the
@@ -83,6 +84,10 @@ pub struct RecordOptions {
     /// Make the recording readable by other users (default false: directories 0700,
     /// files 0600; the kallsyms snapshot stays private when it holds real addresses).
     pub shared: bool,
+    /// The kallsyms snapshot of an earlier recording of this boot to share (a hard link)
+    /// instead of copying /proc/kallsyms again (default none: copy). A sweep's runs share
+    /// their first run's; where no link can be made (another file system) it is copied.
+    pub kallsyms_from: Option<PathBuf>,
 }
 
 impl RecordOptions {
@@ -105,6 +110,7 @@ impl RecordOptions {
             notify_pid: None,
             stop_signal: None,
             shared: false,
+            kallsyms_from: None,
         }
     }
 }
@@ -287,7 +293,8 @@ pub fn record(
     let writer = RecordingWriter::create_with(&opts.output, opts.force, opts.shared)?;
     let mut notes = Vec::new();
     let mut kernel_text = None;
-    match writer.snapshot_kallsyms() {
+    let shared_snapshot = opts.kallsyms_from.as_deref().and_then(|p| writer.link_kallsyms(p).ok());
+    match shared_snapshot.map_or_else(|| writer.snapshot_kallsyms(), Ok) {
         Ok((true, text)) => kernel_text = text,
         Ok((false, _)) => {
             notes.push("kallsyms addresses are hidden (kptr_restrict): kernel symbols cannot be resolved".to_string())
@@ -316,8 +323,38 @@ pub fn record(
     };
     writer.write_meta(&meta)?;
     let mut sink = Sink::new(writer, meta, stream);
+    match drive(opts, stop, log, &mut sink, &mut target, &mut samplers, &mut counting) {
+        Ok(()) => Ok(sink.meta),
+        Err(e) => {
+            // The recording has started: say in it why it stopped (a disk that filled up
+            // leaves room for a meta.json more often than not; the part that failed was
+            // removed with its temporary file).
+            let meta = &mut sink.meta;
+            meta.status = "failed".into();
+            meta.ended_by = Some(format!("error: {e}"));
+            meta.end_unix_ns = Some(unix_ns());
+            meta.end_mono_ns = Some(perf_abi::mono_ns());
+            if let Err(m) = sink.writer.write_meta(&sink.meta) {
+                log(&format!("could not mark the recording failed: {m}"));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// From the first record to meta.json marked complete; an error leaves `sink.meta` for
+/// the caller to mark the recording failed.
+fn drive(
+    opts: &RecordOptions,
+    stop: &AtomicBool,
+    log: &mut dyn FnMut(&str),
+    sink: &mut Sink,
+    target: &mut Started,
+    samplers: &mut [SamplingEvent],
+    counting: &mut OpenCounting,
+) -> Result<()> {
     let t0 = sink.meta.start_mono_ns;
-    synthesize_existing(&opts.target, &mut sink, t0);
+    synthesize_existing(&opts.target, sink, t0);
     sink.end_pass();
     sink.send_reliably(Batch::Started {
         sampling: sink.meta.sampling.clone(),
@@ -333,7 +370,7 @@ pub fn record(
         for s in samplers.iter_mut() {
             s.enable()?;
         }
-        enable(&mut counting)?;
+        enable(counting)?;
     }
     let is_forwarder = matches!(opts.target, Target::Forwarder { .. } | Target::Pid(_));
     let started_here = matches!(opts.target, Target::Forwarder { .. });
@@ -368,14 +405,14 @@ pub fn record(
         if found || due {
             last_counters = Instant::now();
             let t = perf_abi::mono_ns();
-            let rows = counter_rows(&mut counting, segment.as_ref(), t)?;
+            let rows = counter_rows(counting, segment.as_ref(), t)?;
             sink.counters(t, rows);
         }
         if last_chunk.elapsed() >= opts.chunk_interval {
             last_chunk = Instant::now();
             sink.checkpoint()?;
         }
-        if let Some(why) = ended(opts, stop, start, &mut target) {
+        if let Some(why) = ended(opts, stop, start, target) {
             break why;
         }
         if drained == 0 {
@@ -398,7 +435,7 @@ pub fn record(
     // packets cover every sample taken.
     if segment.is_some() {
         let t = perf_abi::mono_ns();
-        if let Ok(rows) = counter_rows(&mut counting, segment.as_ref(), t) {
+        if let Ok(rows) = counter_rows(counting, segment.as_ref(), t) {
             sink.counters(t, rows);
         }
     }
@@ -429,7 +466,7 @@ fn ended(opts: &RecordOptions, stop: &AtomicBool, start: Instant, target: &mut S
 }
 
 /// Build-ids, the last parts, maps and tasks, and meta.json marked complete.
-fn finish(mut sink: Sink, ended_by: String, log: &mut dyn FnMut(&str)) -> Result<Meta> {
+fn finish(sink: &mut Sink, ended_by: String, log: &mut dyn FnMut(&str)) -> Result<()> {
     crate::buildid::fill_build_ids(&mut sink.writer.maps);
     sink.writer.flush()?;
     sink.writer.write_maps_and_tasks()?;
@@ -446,5 +483,5 @@ fn finish(mut sink: Sink, ended_by: String, log: &mut dyn FnMut(&str)) -> Result
     }
     sink.checkpoint()?;
     sink.send_reliably(Batch::Ended(ended_by));
-    Ok(sink.meta)
+    Ok(())
 }

@@ -1,0 +1,216 @@
+//! The one checked opener for files read out of a recording, a dataset, a sweep or an
+//! experiment: each is opened without blocking (a FIFO planted where a file was expected
+//! would hang a plain open or read), refused unless `fstat` says it is a regular file (a
+//! symlink to `/dev/zero` or a socket names itself in the error), refused when larger
+//! than its [`Kind`] allows, then read with that cap (a file that grows while it is read
+//! stops at the cap too). Every reader of these files goes through [`read`] or
+//! [`open`].
+
+use crate::{Error, Result};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+const MIB: u64 = 1 << 20;
+
+/// What a file is, and so how large it may be (each bound well above what fwdscope
+/// writes, far below what would exhaust memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// meta.json (a few kB written): 16 MiB.
+    Meta,
+    /// maps.json (one entry per file mapping): 256 MiB.
+    Maps,
+    /// tasks.json (one entry per COMM, FORK or EXIT): 256 MiB.
+    Tasks,
+    /// A kallsyms copy (about 6-12 MB on a distribution kernel), plain or gzipped: 256 MiB.
+    Kallsyms,
+    /// One Parquet part of samples or counters (a chunk of --chunk-ms), a dataset's
+    /// stacks.parquet or a sweep's results.parquet: 1 GiB.
+    Part,
+    /// A small description: run.json, _dataset.json, live.json, an experiment TOML, a
+    /// rules file: 64 MiB.
+    Description,
+    /// A symbol map (`symbols/BUILDID.map`, one line per function): 512 MiB.
+    SymbolMap,
+    /// A log or a table kept beside results (target.log, table.txt): 256 MiB.
+    Text,
+}
+
+impl Kind {
+    /// The largest size accepted, in bytes.
+    pub fn max_bytes(self) -> u64 {
+        match self {
+            Kind::Meta => 16 * MIB,
+            Kind::Maps | Kind::Tasks | Kind::Kallsyms | Kind::Text => 256 * MIB,
+            Kind::Part => 1024 * MIB,
+            Kind::Description => 64 * MIB,
+            Kind::SymbolMap => 512 * MIB,
+        }
+    }
+
+    /// The file kind in words, for errors.
+    pub fn what(self) -> &'static str {
+        match self {
+            Kind::Meta => "a recording's meta.json",
+            Kind::Maps => "a recording's maps.json",
+            Kind::Tasks => "a recording's tasks.json",
+            Kind::Kallsyms => "a kallsyms copy",
+            Kind::Part => "a Parquet file",
+            Kind::Description => "a description file",
+            Kind::SymbolMap => "a symbol map",
+            Kind::Text => "a text file",
+        }
+    }
+}
+
+fn refuse(path: &Path, msg: String) -> Error {
+    Error::File { path: path.to_path_buf(), msg }
+}
+
+/// What a file type is, in words, when it is not a regular file.
+pub fn not_regular(t: std::fs::FileType) -> Option<&'static str> {
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// Open `path` for reading as a file of `kind`: without blocking and then checked by
+/// `fstat` to be a regular file no larger than the kind allows; the returned file reads
+/// blocking again. Returns the file and its size.
+pub fn open(path: &Path, kind: Kind) -> Result<(std::fs::File, u64)> {
+    // What the path names is looked at first, so a device is never even opened; the
+    // open below is still non-blocking, for what is swapped in between.
+    if let Ok(md) = std::fs::metadata(path) {
+        if let Some(what) = not_regular(md.file_type()) {
+            return Err(refuse(path, format!("is {what}, expected {} (a regular file); not read", kind.what())));
+        }
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    let md = f.metadata().map_err(|e| Error::io(path, e))?;
+    if let Some(what) = not_regular(md.file_type()) {
+        return Err(refuse(path, format!("is {what}, expected {} (a regular file); not read", kind.what())));
+    }
+    let max = kind.max_bytes();
+    if md.len() > max {
+        return Err(refuse(
+            path,
+            format!("is {} bytes, more than {} allows ({max} bytes); not read", md.len(), kind.what()),
+        ));
+    }
+    use std::os::fd::AsRawFd;
+    let fd = f.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(Error::io(path, std::io::Error::last_os_error()));
+    }
+    Ok((f, md.len()))
+}
+
+/// Read all of `path`, a file of `kind` (see [`open`]); a file that grows past the cap
+/// while it is read is refused.
+pub fn read(path: &Path, kind: Kind) -> Result<Vec<u8>> {
+    let (f, len) = open(path, kind)?;
+    let max = kind.max_bytes();
+    // /proc files say 0 and hold more: read up to the cap whatever the size said.
+    let mut out = Vec::with_capacity(len as usize);
+    f.take(max + 1).read_to_end(&mut out).map_err(|e| Error::io(path, e))?;
+    if out.len() as u64 > max {
+        return Err(refuse(path, format!("grew past {max} bytes while read, more than {} allows", kind.what())));
+    }
+    Ok(out)
+}
+
+/// [`read`] as UTF-8 text (an error names the file otherwise).
+pub fn read_to_string(path: &Path, kind: Kind) -> Result<String> {
+    String::from_utf8(read(path, kind)?).map_err(|e| {
+        refuse(path, format!("is not UTF-8 text (byte {}), expected {}", e.utf8_error().valid_up_to(), kind.what()))
+    })
+}
+
+/// Decompress gzip `bytes` read from `path`, refusing output past `kind`'s cap (a small
+/// file that inflates to gigabytes).
+pub fn gunzip(path: &Path, bytes: &[u8], kind: Kind) -> Result<Vec<u8>> {
+    let max = kind.max_bytes();
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes).take(max + 1).read_to_end(&mut out).map_err(|e| Error::io(path, e))?;
+    if out.len() as u64 > max {
+        return Err(refuse(path, format!("decompresses past {max} bytes, more than {} allows", kind.what())));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+    }
+
+    #[test]
+    fn a_fifo_is_refused_naming_it() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("kallsyms");
+        fifo(&p);
+        let e = read(&p, Kind::Kallsyms).expect_err("a FIFO is no kallsyms");
+        let msg = e.to_string();
+        assert!(msg.contains(&p.display().to_string()) && msg.contains("FIFO"), "{msg}");
+    }
+
+    #[test]
+    fn a_symlink_to_a_device_is_refused() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("meta.json");
+        std::os::unix::fs::symlink("/dev/zero", &p).expect("symlink");
+        let msg = read(&p, Kind::Meta).expect_err("/dev/zero is no meta.json").to_string();
+        assert!(msg.contains("meta.json") && msg.contains("character device"), "{msg}");
+    }
+
+    #[test]
+    fn a_file_over_its_kind_is_refused_and_one_under_it_read() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("meta.json");
+        let f = std::fs::File::create(&p).expect("create");
+        f.set_len(Kind::Meta.max_bytes() + 1).expect("sparse file");
+        let msg = read(&p, Kind::Meta).expect_err("too large").to_string();
+        assert!(msg.contains("more than") && msg.contains("meta.json"), "{msg}");
+        std::fs::write(&p, b"{}").expect("write");
+        assert_eq!(read(&p, Kind::Meta).expect("small file"), b"{}");
+    }
+
+    #[test]
+    fn proc_files_that_say_size_zero_are_read_whole() {
+        let text = read_to_string(Path::new("/proc/self/status"), Kind::Text).expect("status");
+        assert!(text.contains("Pid:"), "{text}");
+    }
+
+    #[test]
+    fn gzip_past_the_cap_is_refused() {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&vec![b'0'; (Kind::Meta.max_bytes() + 10) as usize]).expect("gzip");
+        let gz = enc.finish().expect("gzip");
+        let msg = gunzip(Path::new("x.gz"), &gz, Kind::Meta).expect_err("too large").to_string();
+        assert!(msg.contains("decompresses past"), "{msg}");
+    }
+}

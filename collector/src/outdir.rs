@@ -1,0 +1,333 @@
+//! Output directories fwdscope owns: a recording, a sweep, a live comparison. Every one
+//! fwdscope makes carries a marker file ([`MARKER`]); `--force` replaces only a directory
+//! that carries it, and never one another fwdscope is writing: the marker is also the
+//! directory's lock (an exclusive `flock` held by [`OutputDir`] for the whole run), so a
+//! second writer is refused instead of wiping the first one's results.
+//!
+//! Run as root, a directory owned by another user is refused unless the output is shared
+//! (`--share`): its owner could plant symlinks in it that root would write through.
+//! Files inside are created with [`create_new`] (O_EXCL|O_NOFOLLOW: a planted symlink is
+//! an error, never followed) or through random temporary names renamed into place
+//! ([`write_atomic`]).
+
+use crate::{Error, Result};
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The marker every output directory fwdscope makes carries (and its lock).
+pub const MARKER: &str = ".fwdscope-output";
+
+/// What fwdscope made before output directories were marked: a recording, a sweep, a
+/// live comparison.
+const OLD_OUTPUTS: [&str; 4] = ["meta.json", "results.parquet", "live.json", "samples.parquet"];
+
+/// An output directory claimed for one run: its marker is locked until this is dropped.
+#[derive(Debug)]
+pub struct OutputDir {
+    path: PathBuf,
+    _lock: File,
+}
+
+/// How a directory is claimed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Claim {
+    /// Replace a directory fwdscope made before (default false: refused).
+    pub force: bool,
+    /// Readable by others (0755) and, as root, allowed in another user's directory
+    /// (default false: 0700, refused).
+    pub shared: bool,
+}
+
+fn refuse(path: &Path, msg: impl Into<String>) -> Error {
+    Error::Output { path: path.to_path_buf(), msg: msg.into() }
+}
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Refuse, as root and unless `shared`, a directory another user owns.
+pub fn check_owner(path: &Path, md: &std::fs::Metadata, shared: bool) -> Result<()> {
+    if running_as_root() && md.uid() != 0 && !shared {
+        return Err(refuse(
+            path,
+            format!(
+                "is owned by user {}, and fwdscope runs as root: root writes only into directories root owns \
+                 (their owner could plant symlinks root would write through); pass --share to write there \
+                 anyway, or choose another -o",
+                md.uid()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl OutputDir {
+    /// Claim `path` for writing: create it (with its marker), or take an empty directory,
+    /// or (with `force`) empty a directory fwdscope made that no other fwdscope is
+    /// writing. Everything else is refused, naming why.
+    pub fn claim(path: &Path, how: Claim) -> Result<OutputDir> {
+        // Once more if another claimer created the directory between our look and mkdir.
+        for _ in 0..2 {
+            match std::fs::symlink_metadata(path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+                    }
+                    match std::fs::DirBuilder::new().mode(dir_mode(how.shared)).create(path) {
+                        Ok(()) => {
+                            set_mode(path, dir_mode(how.shared))?;
+                            return Self::mark(path);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                        Err(e) => return Err(Error::io(path, e)),
+                    }
+                }
+                Err(e) => return Err(Error::io(path, e)),
+                Ok(md) if !md.is_dir() => {
+                    return Err(refuse(
+                        path,
+                        "exists and is not a directory (a file, a device or a symlink, which is not followed); \
+                         give a new name",
+                    ))
+                }
+                Ok(md) => {
+                    check_owner(path, &md, how.shared)?;
+                    return Self::existing(path, how);
+                }
+            }
+        }
+        Err(refuse(path, "was created and removed again while claimed; try again"))
+    }
+
+    /// A directory that exists: marked, empty, or refused.
+    fn existing(path: &Path, how: Claim) -> Result<OutputDir> {
+        let marker = path.join(MARKER);
+        match open_marker(&marker) {
+            Ok(f) => {
+                lock(&f, path)?;
+                if !how.force {
+                    return Err(Error::OutputExists(path.to_path_buf()));
+                }
+                clear(path)?;
+                set_mode(path, dir_mode(how.shared))?;
+                Ok(OutputDir { path: path.to_path_buf(), _lock: f })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut entries = std::fs::read_dir(path).map_err(|e| Error::io(path, e))?;
+                if entries.next().is_none() {
+                    set_mode(path, dir_mode(how.shared))?;
+                    return Self::mark(path);
+                }
+                if OLD_OUTPUTS.iter().any(|f| std::fs::symlink_metadata(path.join(f)).is_ok()) {
+                    return Err(refuse(
+                        path,
+                        format!(
+                            "holds output of an older fwdscope, made before output directories carried a {MARKER} \
+                             marker: fwdscope will not remove it; remove it yourself (rm -r {}) or choose another -o",
+                            path.display()
+                        ),
+                    ));
+                }
+                Err(refuse(
+                    path,
+                    format!(
+                        "holds files fwdscope did not make (no {MARKER} marker): --force replaces only directories \
+                         fwdscope made; choose a new or empty directory"
+                    ),
+                ))
+            }
+            Err(e) => Err(refuse(&marker, format!("cannot be opened as fwdscope's marker ({e}); not touched"))),
+        }
+    }
+
+    /// Write and lock the marker of a directory just made (or found empty): a temporary
+    /// file, locked, then linked into place, so it is never seen unlocked.
+    fn mark(path: &Path) -> Result<OutputDir> {
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".fwdscope-output.")
+            .permissions(std::fs::Permissions::from_mode(0o644))
+            .tempfile_in(path)
+            .map_err(|e| Error::io(path, e))?;
+        tmp.write_all(b"This directory was made by fwdscope; `--force` may replace it.\n")
+            .map_err(|e| Error::io(tmp.path(), e))?;
+        lock(tmp.as_file(), path)?;
+        let marker = path.join(MARKER);
+        let f = tmp.persist_noclobber(&marker).map_err(|e| match e.error.kind() {
+            std::io::ErrorKind::AlreadyExists => refuse(path, "another fwdscope claimed it at the same moment"),
+            _ => Error::io(&marker, e.error),
+        })?;
+        Ok(OutputDir { path: path.to_path_buf(), _lock: f })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn open_marker(marker: &Path) -> std::io::Result<File> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(marker)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
+fn lock(f: &File, dir: &Path) -> Result<()> {
+    match f.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(refuse(
+            dir,
+            "another fwdscope is writing it now (its marker is locked): wait for it, or choose another -o",
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(dir.join(MARKER), e)),
+    }
+}
+
+/// Remove everything in `dir` but its marker (symlinks are removed, never followed).
+fn clear(dir: &Path) -> Result<()> {
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        if e.file_name() == MARKER {
+            continue;
+        }
+        let p = e.path();
+        let is_dir = e.file_type().map_err(|e| Error::io(&p, e))?.is_dir();
+        let removed = if is_dir { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        removed.map_err(|e| Error::io(&p, e))?;
+    }
+    Ok(())
+}
+
+/// Mode of output directories: private (0700) unless shared (0755).
+pub fn dir_mode(shared: bool) -> u32 {
+    if shared {
+        0o755
+    } else {
+        0o700
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))
+}
+
+/// Create a new file `path` with `mode` (whatever the umask): O_EXCL|O_NOFOLLOW, so
+/// whatever is already there, a planted symlink included, is an error and never written
+/// through.
+pub fn create_new(path: &Path, mode: u32) -> Result<File> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))?;
+    Ok(f)
+}
+
+/// Create directory `path` (its parent must exist) with `mode`: refused if anything is
+/// there already (a planted symlink to a directory is never written into).
+pub fn create_dir_new(path: &Path, mode: u32) -> Result<()> {
+    std::fs::DirBuilder::new().mode(mode).create(path).map_err(|e| Error::io(path, e))?;
+    set_mode(path, mode)
+}
+
+/// Write `bytes` as `path`: a temporary file of a random name beside it (created
+/// O_EXCL, removed again on any error), then renamed into place (a rename replaces a
+/// planted symlink, never follows it).
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir.join(format!(".{name}.*.tmp")), e))?;
+    tmp.write_all(bytes).map_err(|e| Error::io(tmp.path(), e))?;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(tmp.path(), e))?;
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
+}
+
+/// [`write_atomic`] through a writer: `fill` writes the content into the temporary file.
+pub fn write_atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> Result<()>) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir.join(format!(".{name}.*.tmp")), e))?;
+    fill(tmp.as_file_mut())?;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(tmp.path(), e))?;
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_fwdscope_did_not_make_is_never_replaced() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let canary = d.path().join("canary");
+        std::fs::create_dir(&canary).expect("mkdir");
+        std::fs::write(canary.join("precious.txt"), b"keep").expect("write");
+        let e = OutputDir::claim(&canary, Claim { force: true, shared: false }).expect_err("not ours");
+        assert!(e.to_string().contains("did not make"), "{e}");
+        assert_eq!(std::fs::read(canary.join("precious.txt")).expect("kept"), b"keep");
+    }
+
+    #[test]
+    fn an_old_recording_is_refused_saying_how_to_proceed() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::write(d.path().join("meta.json"), b"{}").expect("write");
+        let e = OutputDir::claim(d.path(), Claim { force: true, shared: false }).expect_err("unmarked");
+        let msg = e.to_string();
+        assert!(msg.contains("older fwdscope") && msg.contains("rm -r"), "{msg}");
+        assert!(d.path().join("meta.json").exists());
+    }
+
+    #[test]
+    fn a_marked_directory_is_replaced_with_force_only_and_locked_while_claimed() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let out = d.path().join("out");
+        let first = OutputDir::claim(&out, Claim::default()).expect("new directory");
+        std::fs::write(out.join("results.txt"), b"1").expect("write");
+        // A second writer is refused while the first holds the directory, force or not.
+        let e = OutputDir::claim(&out, Claim { force: true, shared: false }).expect_err("locked");
+        assert!(e.to_string().contains("another fwdscope is writing"), "{e}");
+        assert!(out.join("results.txt").exists());
+        drop(first);
+        let e = OutputDir::claim(&out, Claim::default()).expect_err("exists");
+        assert!(matches!(e, Error::OutputExists(_)), "{e}");
+        let _again = OutputDir::claim(&out, Claim { force: true, shared: false }).expect("ours, unlocked");
+        assert!(!out.join("results.txt").exists());
+        assert!(out.join(MARKER).is_file());
+    }
+
+    #[test]
+    fn create_new_does_not_follow_a_planted_symlink() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, b"root's").expect("write");
+        let planted = d.path().join("target.log");
+        std::os::unix::fs::symlink(&victim, &planted).expect("symlink");
+        assert!(create_new(&planted, 0o600).is_err());
+        write_atomic(&planted, b"new", 0o600).expect("rename replaces the link");
+        assert_eq!(std::fs::read(&victim).expect("victim"), b"root's");
+        assert!(std::fs::symlink_metadata(&planted).expect("file").is_file());
+    }
+}
