@@ -69,6 +69,12 @@ fn cpus_allowed(pid: i32) -> String {
     st.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_string()
 }
 
+/// The PID of the lab's forwarder, from its state file (`PID START`).
+fn lab_forwarder_pid(name: &str) -> i32 {
+    let text = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid")).expect("forwarder.pid");
+    text.split_whitespace().next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("forwarder.pid: {text:?}"))
+}
+
 /// `lab send --json`: packets the kernel took from the sender's tx ring.
 fn send(name: &str, args: &[&str]) -> u64 {
     let mut a = vec!["lab", "send", "--name", name, "--json"];
@@ -162,13 +168,7 @@ fn sent_equals_received_plus_counted_drops_in_both_modes() {
     assert!(per_worker.iter().all(|&n| n > 1000), "fanout spread flows over both workers: {per_worker:?}");
     let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
     assert!(status.contains("mode fwdscope") && status.contains(&format!("rx {rx} tx {tx}")), "{status}");
-    let pid: i32 = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid"))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let pid: i32 = lab_forwarder_pid(&name);
     assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
     // SAFETY: signal 0 only checks for existence.
     assert!(unsafe { libc::kill(pid, 0) } != 0, "down stops the lab's forwarder");
@@ -318,13 +318,7 @@ fn discard_sink_rps_and_cpu_placement() {
         "nocache",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let pid: i32 = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid"))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let pid: i32 = lab_forwarder_pid(&name);
     assert_eq!(cpus_allowed(pid), dut);
     let r0 = sink_line(&name);
     let sent = send(&name, &["--count", "5000", "--rate", "20k", "--cpu", "0"]);
@@ -421,13 +415,7 @@ fn a_dead_forwarder_is_reported_and_restarted_and_lab_commands_take_turns() {
 
     let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "50", "--mode", "fwdscope"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let pid: i32 = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid"))
-        .expect("forwarder.pid")
-        .split_whitespace()
-        .next()
-        .expect("pid")
-        .parse()
-        .expect("pid");
+    let pid: i32 = lab_forwarder_pid(&name);
     // SAFETY: killing the lab's forwarder, as a crash would.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     assert!(common::wait_until(10, || !common::running(pid as u32)));
@@ -578,13 +566,7 @@ fn afxdp_accounts_for_every_packet_reports_its_mode_and_leaves_nothing_attached(
     assert!(err.contains(&f0) && err.contains("another forwarder"), "{err}");
 
     // SIGKILL: no chance to detach; the program stays until `lab down`.
-    let pid: i32 = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid"))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let pid: i32 = lab_forwarder_pid(&name);
     // SAFETY: killing the lab's forwarder, as a crash would.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     assert!(common::wait_until(10, || !common::running(pid as u32)));

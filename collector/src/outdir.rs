@@ -245,18 +245,18 @@ pub fn create_dir_new(path: &Path, mode: u32) -> Result<()> {
 /// O_EXCL, removed again on any error), then renamed into place (a rename replaces a
 /// planted symlink, never follows it).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(mode))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir.join(format!(".{name}.*.tmp")), e))?;
-    tmp.write_all(bytes).map_err(|e| Error::io(tmp.path(), e))?;
-    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(tmp.path(), e))?;
-    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
-    Ok(())
+    write_atomic_with(path, mode, |f| f.write_all(bytes).map_err(|e| Error::io(path, e)))
+}
+
+/// `df` written as Parquet as `path`, through [`write_atomic_with`].
+pub fn write_parquet(path: &Path, mode: u32, df: &mut polars::prelude::DataFrame) -> Result<()> {
+    use polars::prelude::ParquetWriter;
+    write_atomic_with(path, mode, |f| {
+        ParquetWriter::new(&mut *f)
+            .finish(df)
+            .map(|_| ())
+            .map_err(|e| Error::Parquet { path: path.into(), msg: e.to_string() })
+    })
 }
 
 /// [`write_atomic`] through a writer: `fill` writes the content into the temporary file.

@@ -998,12 +998,7 @@ pub fn write_blocks(path: &Path, o: &LiveOptions, r: &LiveResult) -> Result<()> 
         ),
     ];
     let mut df = DataFrame::new_infer_height(cols).map_err(err)?;
-    collector::outdir::write_atomic_with(path, 0o644, |f| {
-        ParquetWriter::new(&mut *f)
-            .finish(&mut df)
-            .map(|_| ())
-            .map_err(|e| collector::Error::Parquet { path: path.into(), msg: e.to_string() })
-    })?;
+    collector::outdir::write_parquet(path, 0o644, &mut df)?;
     Ok(())
 }
 

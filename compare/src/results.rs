@@ -286,12 +286,7 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
     cols.push(Column::new("runq_share".into(), runs.iter().map(|r| r.runq_share).collect::<Vec<_>>()));
     cols.push(Column::new("contention".into(), runs.iter().map(|r| r.contention.join("; ")).collect::<Vec<_>>()));
     let mut df = DataFrame::new_infer_height(cols).map_err(err)?;
-    collector::outdir::write_atomic_with(path, 0o644, |f| {
-        ParquetWriter::new(&mut *f)
-            .finish(&mut df)
-            .map(|_| ())
-            .map_err(|e| collector::Error::Parquet { path: path.into(), msg: e.to_string() })
-    })?;
+    collector::outdir::write_parquet(path, 0o644, &mut df)?;
     Ok(())
 }
 

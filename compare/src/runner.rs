@@ -480,10 +480,7 @@ pub fn run(o: &SweepOptions) -> Result<String> {
 
 /// `results.parquet` with `runs`, replaced whole (written beside it, then renamed).
 fn write_results(dir: &Path, runs: &[RunResult]) -> Result<()> {
-    let tmp = dir.join(format!(".results.parquet.{}", std::process::id()));
-    write_parquet(&tmp, runs)?;
-    let path = dir.join("results.parquet");
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+    write_parquet(&dir.join("results.parquet"), runs)
 }
 
 /// The file that marks a sweep directory incomplete, holding why.
