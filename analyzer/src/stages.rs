@@ -201,6 +201,21 @@ pub(crate) fn scaled_to_parts_read(
     }
 }
 
+/// `cache=.. fib=.. prefetch=..` from a forwarder's configuration (as meta.json keeps it:
+/// `{"config": {...}, "info": {...}}`); `-` for targets that are no forwarder.
+pub fn setting_of(forwarder: Option<&serde_json::Value>) -> String {
+    let Some(v) = forwarder else { return "-".into() };
+    let cfg = v.get("config").unwrap_or(v);
+    let text = |k: &str| cfg.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
+    let parts: Vec<String> =
+        ["cache", "fib", "prefetch"].into_iter().filter_map(|k| Some(format!("{k}={}", text(k)?))).collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
 /// What a forwarder recording recorded, in one line: the forwarder's settings (as
 /// `export` labels them), workers, driver and device, then the recording's length, the
 /// packets forwarded and their rate. None for other targets.
@@ -208,7 +223,7 @@ pub(crate) fn recorded_line(rec: &Recording, packets: Option<u64>) -> Option<Str
     let fwd = rec.meta.forwarder.as_ref()?;
     let cfg = fwd.get("config").unwrap_or(fwd);
     let text = |k: &str| cfg.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
-    let mut line = crate::export::setting_of(Some(fwd));
+    let mut line = setting_of(Some(fwd));
     if let Some(w) = text("workers") {
         line.push_str(&format!(", {w} worker(s)"));
     }

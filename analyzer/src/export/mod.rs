@@ -169,20 +169,7 @@ fn recording_labels(rec: &collector::recording::Recording) -> Vec<(String, Strin
     ]
 }
 
-/// `cache=.. fib=.. prefetch=..` from a forwarder's configuration (as meta.json keeps it:
-/// `{"config": {...}, "info": {...}}`); `-` for targets that are no forwarder.
-pub fn setting_of(forwarder: Option<&serde_json::Value>) -> String {
-    let Some(v) = forwarder else { return "-".into() };
-    let cfg = v.get("config").unwrap_or(v);
-    let text = |k: &str| cfg.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
-    let parts: Vec<String> =
-        ["cache", "fib", "prefetch"].into_iter().filter_map(|k| Some(format!("{k}={}", text(k)?))).collect();
-    if parts.is_empty() {
-        "-".into()
-    } else {
-        parts.join(" ")
-    }
-}
+pub use crate::stages::setting_of;
 
 /// The profile of a perf.data file, symbolized through `sym` (built from its mappings and
 /// the kallsyms that match it).
