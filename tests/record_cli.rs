@@ -312,13 +312,15 @@ fn both_instruments_find_the_planted_calibration_cost() {
     let row = row.unwrap_or_else(|| panic!("no calib row: {check}"));
     let clock = row["clock_ns"].as_f64().unwrap();
     let sampled = row["sampled_ns"].as_f64().unwrap();
-    // The spin is timed by the TSC itself and asks for its own call overhead less: +-10%.
-    // When other work took the CPU (the run-queue wait the report gives), the clocks leave
+    // The spin is timed by the TSC itself and asks for its own call overhead less; it
+    // really lasts longer while it is sampled, by the sampling interrupts that land in it
+    // (README: 20 ns planted reads 21.8 by clocks at 1 kHz, 23.7 at 4 kHz; here at 2 kHz
+    // 300 read 330.2 once): -10%..+15%. When other work took the CPU (the run-queue wait the report gives), the clocks leave
     // that time out in proportion, which a TSC-timed spin does not follow: the report
     // says the figures are less sure, and so the test only checks the sampled figure.
     let runq = check["clocks"]["runq_share"].as_f64().unwrap_or(0.0);
     if runq <= 0.05 {
-        assert!((270.0..=330.0).contains(&clock), "clocked calib {clock} ns/packet");
+        assert!((270.0..=345.0).contains(&clock), "clocked calib {clock} ns/packet");
     } else {
         println!(
             "clocked calib {clock} ns/packet not checked: the worker waited to run {:.0}% of the time",
