@@ -90,7 +90,7 @@ impl Profile {
         stages.sort_by_key(|st| crate::rules::stage_rank(st));
         stages.dedup();
         let legend: Vec<String> = stages.iter().map(|st| format!("{st} {}", stage_colour_name(st))).collect();
-        let mut subtitle = format!("frames coloured by stage: {}", legend.join(", "));
+        let mut subtitle = format!("stage colours: {}", legend.join(", "));
         if cut > 0 {
             subtitle.push_str(&format!("; {cut} samples with their stacks cut at a broken unwind (an unnamed frame)"));
         }
@@ -99,6 +99,8 @@ impl Profile {
         }
         let mut opts = inferno::flamegraph::Options::default();
         opts.title = title.to_string();
+        // Wide enough for the legend line (12 px monospace, about 7.3 px a character).
+        opts.image_width = Some(1200usize.max((subtitle.chars().count() as f64 * 7.3) as usize + 40));
         opts.subtitle = Some(subtitle);
         opts.count_name = "samples".into();
         opts.palette_map = Some(&mut palette);
@@ -141,9 +143,14 @@ fn startup(f: &str) -> bool {
         "__rust_begin_short_backtrace",
         "__rust_try",
     ];
+    // `<std::sys::thread::unix::Thread>::new::thread_start`, `<AssertUnwindSafe<F> as
+    // core::ops::function::FnOnce<()>>::call_once`: the type path after the `<` counts.
+    let g = f.strip_prefix('<').unwrap_or(f);
     STARTUP
         .iter()
         .any(|p| f == *p || (p.ends_with("::") || p.starts_with('<') || p.starts_with("__")) && f.starts_with(p))
+        || STARTUP.iter().any(|p| p.ends_with("::") && g.starts_with(p))
+        || (f.starts_with('<') && f.contains(" as core::ops::function::FnOnce<"))
         || f.starts_with("std::rt::lang_start")
         || f.ends_with("::main")
 }
@@ -217,7 +224,8 @@ mod tests {
                     "driver",
                     &[
                         "start_thread",
-                        "std::sys::pal::unix::thread::Thread::new::thread_start",
+                        "<std::sys::thread::unix::Thread>::new::thread_start",
+                        "<std::panic::unwind_safe::AssertUnwindSafe<F> as core::ops::function::FnOnce<()>>::call_once",
                         "forwarder::worker::run",
                         "fwd_driver_rx",
                     ],
@@ -247,6 +255,7 @@ mod tests {
         assert!(svg.contains("forwarder::worker::run [lookup]"));
         // Start-up frames trimmed; the broken unwind cut, counted; the legend in the subtitle.
         assert!(!svg.contains("lang_start") && !svg.contains("start_thread") && !svg.contains(">_start"));
+        assert!(!svg.contains("thread_start") && !svg.contains("AssertUnwindSafe"), "{svg}");
         assert!(!svg.contains("[unknown]+0x55"), "{svg}");
         assert!(svg.contains("2 samples with their stacks cut at a broken unwind"), "{svg}");
         assert!(svg.contains("lookup blue") && svg.contains("gc red"), "{svg}");
