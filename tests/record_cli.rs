@@ -281,6 +281,29 @@ fn report_attributes_a_forwarder_recording_to_its_stages() {
     let line = text.lines().find(|l| l.starts_with("# recorded: ")).unwrap_or_else(|| panic!("{text}"));
     assert!(line.starts_with("# recorded: cache=nocache fib=dir24 prefetch=2, 1 worker(s)"), "{line}");
     assert!(line.contains(" packets = ") && line.ends_with(" Mpps"), "{line}");
+    // Building the table and the FIB is start-up, apart from the per-packet stages: a
+    // startup row without a per-packet figure, only in the main thread's table, and no
+    // worker's forwarding symbol in it.
+    let startup = t["stages"].as_array().unwrap().iter().find(|r| r["stage"] == "startup").cloned();
+    let startup = startup.unwrap_or_else(|| panic!("no startup row: {:?}", t["stages"]));
+    assert!(startup["samples"].as_u64().unwrap() >= 1 && startup["per_packet"].is_null(), "{startup}");
+    for w in t["workers"].as_array().unwrap() {
+        let has = w["stages"].as_array().unwrap().iter().any(|r| r["stage"] == "startup");
+        let worker = w["thread"].as_str().unwrap().starts_with("fwd-");
+        assert!(!(has && worker), "a worker or device thread with start-up samples: {w}");
+    }
+    let in_startup: Vec<&str> = t["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["stage"] == "startup")
+        .map(|r| r["symbol"].as_str().unwrap())
+        .collect();
+    assert!(!in_startup.iter().any(|s| s.starts_with("fwd_")), "{in_startup:?}");
+    assert!(
+        text.lines().any(|l| l.starts_with("# startup: ") && l.contains("before its first worker started")),
+        "{text}"
+    );
     std::fs::remove_dir_all(&out).unwrap();
 }
 

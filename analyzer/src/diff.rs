@@ -80,7 +80,10 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
     for (i, t) in tables.iter().enumerate() {
         let packets = t.packets.unwrap_or(0) as f64;
         let value = |period: u64, percent: f64| if per_packet { period as f64 / packets } else { percent };
-        for s in &t.stages {
+        // Start-up is one-off work, not a cost per packet: no per-packet row (the notes
+        // say how much was left out).
+        let skip = |stage: &str| per_packet && stage == crate::rules::STARTUP;
+        for s in t.stages.iter().filter(|s| !skip(&s.stage)) {
             let r = row(&mut stages, &s.stage, None, n);
             r.values[i] = Some(r.values[i].unwrap_or(0.0) + value(s.period, s.percent));
         }
@@ -89,7 +92,7 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
                 row(&mut clocks, &stage, None, n).values[i] = Some(ns);
             }
         }
-        for s in &t.symbols {
+        for s in t.symbols.iter().filter(|s| !skip(&s.stage)) {
             // Symbols charged to several stages add up to one line per symbol.
             let r = row(&mut symbols, &s.symbol, Some(&s.stage), n);
             r.values[i] = Some(r.values[i].unwrap_or(0.0) + value(s.period, s.percent));
@@ -108,6 +111,14 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
             let mut v = Vec::new();
             if let Some(u) = share(crate::rules::UNLISTED) {
                 v.push(format!("an excerpt: its rows list {:.2}% of the profile, the rest is `unlisted`", 100.0 - u));
+            }
+            if let Some(r) = t.stages.iter().find(|r| r.stage == crate::rules::STARTUP && r.samples > 0) {
+                if per_packet {
+                    v.push(format!(
+                        "{} samples of start-up (before the first worker started) left out of the per-packet figures",
+                        r.samples
+                    ));
+                }
             }
             if share(crate::rules::SHARED).is_some() && !t.callchains {
                 v.push("no callchains: locks, copies and the page allocator are `shared`".to_string());
@@ -254,6 +265,36 @@ mod tests {
         let d = diff(vec!["flat".into(), "chained".into()], &[flat, chained], 10);
         assert!(d.notes[0].iter().any(|n| n.starts_with("no callchains")), "{:?}", d.notes);
         assert!(d.notes[1].is_empty(), "a table with callchains was said to have none: {:?}", d.notes);
+    }
+
+    /// Per packet, start-up is left out (rows and symbols) and the notes say how much; in
+    /// shares it stays a row as any other.
+    #[test]
+    fn start_up_is_no_per_packet_cost() {
+        let mut a = table(&[("fib_table_lookup", 60)]);
+        a.stages.push(crate::stages::StageRow {
+            stage: crate::rules::STARTUP.into(),
+            samples: 40,
+            percent: 40.0,
+            period: 40,
+            per_packet: None,
+        });
+        a.symbols.push(crate::stages::SymbolRow {
+            samples: 40,
+            percent: 40.0,
+            period: 40,
+            symbol: "Builder::build".into(),
+            stage: crate::rules::STARTUP.into(),
+            dso: "fwdscope".into(),
+        });
+        let shares = diff(vec!["a".into(), "b".into()], &[a.clone(), a.clone()], 10);
+        assert!(shares.stages.iter().any(|r| r.key == "startup" && r.values == vec![Some(40.0), Some(40.0)]));
+        a.packets = Some(10);
+        let d = diff(vec!["a".into(), "b".into()], &[a.clone(), a], 10);
+        let keys: Vec<&str> = d.stages.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, vec!["lookup"]);
+        assert!(d.symbols.iter().all(|r| r.key != "Builder::build"), "{:?}", d.symbols);
+        assert!(d.notes[0].iter().any(|n| n.starts_with("40 samples of start-up")), "{:?}", d.notes);
     }
 
     #[test]

@@ -26,9 +26,15 @@ pub const OTHER: &str = "other";
 pub const STAGE_ORDER: [&str; 9] = ["lookup", "gc", "slab", "driver", "ip", "calib", "other", "nic", "idle"];
 
 /// Stages that are not forwarding work: the synthetic device (simulated hardware), the
-/// machine's own traffic and programs (`local`, in kernel profiles) and waiting. Tables and
-/// charts show them apart from the forwarding stages' totals.
-pub const APART: [&str; 3] = ["nic", "local", "idle"];
+/// machine's own traffic and programs (`local`, in kernel profiles), waiting, and the
+/// forwarder's start-up before its first worker ran. Tables and charts show them apart
+/// from the forwarding stages' totals, and they have no per-packet cost.
+pub const APART: [&str; 4] = ["nic", "local", "idle", STARTUP];
+
+/// The forwarder's own work before its first worker thread started (loading the route
+/// table, building the FIB): one-off cost, not per-packet cost (recordings of the bundled
+/// forwarder only; its workers are found by their thread names).
+pub const STARTUP: &str = "startup";
 
 /// Kernel samples that could not be named (no kernel symbols of the recorded kernel's
 /// build): a stage of their own, never guessed into another.
@@ -51,7 +57,7 @@ pub const SHARED: &str = "shared";
 /// after `ip` and `local`, and [`SHARED`], [`KERNEL_UNKNOWN`] and [`BINARY_UNKNOWN`] after `other`; any
 /// other stage after all of these (ties by name).
 pub fn stage_rank(stage: &str) -> usize {
-    const RANK: [&str; 15] = [
+    const RANK: [&str; 16] = [
         "lookup",
         "gc",
         "slab",
@@ -67,6 +73,7 @@ pub fn stage_rank(stage: &str) -> usize {
         "local",
         "nic",
         "idle",
+        STARTUP,
     ];
     RANK.iter().position(|x| *x == stage).unwrap_or(RANK.len())
 }

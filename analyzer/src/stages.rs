@@ -3,7 +3,7 @@
 //! events such as cycles otherwise) from the recording's packet counts; plus the top
 //! symbols no rule matched, so the rules can be fixed.
 
-use crate::rules::{stage_rank, Rules, APART, BINARY_UNKNOWN, KERNEL_UNKNOWN, OTHER, SHARED, UNLISTED};
+use crate::rules::{stage_rank, Rules, APART, BINARY_UNKNOWN, KERNEL_UNKNOWN, OTHER, SHARED, STARTUP, UNLISTED};
 use crate::symbolize::{Symbol, Symbolizer};
 use crate::Result;
 use collector::events::period_unit;
@@ -66,6 +66,10 @@ pub struct StageTable {
     /// packets to divide by), when it has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clocks_absent: Option<String>,
+    /// What the `startup` row holds (samples, CPU time, which process), when the
+    /// recording saw the forwarder start: that work is kept out of per-packet figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup: Option<String>,
     /// What was recorded, for a forwarder recording: its settings, how long, how many
     /// packets and the rate (`cache=nocache fib=dir24 prefetch=2, 1 worker(s), ...`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -286,10 +290,12 @@ pub fn stage_table_reusing(
 fn recording_table(rec: &Recording, rules: &Rules, sym: Symbolizer) -> Result<(StageTable, Symbolizer)> {
     let df = rec.samples_df()?;
     let read = df.height() as u64;
-    let groups = crate::aggregate::group(df)?;
+    let tasks = rec.tasks()?;
+    let starts = forwarding_starts(&tasks);
+    let groups = crate::aggregate::group_by_window(mark_startup(df, &starts)?)?;
     let sym_warnings = sym.warnings().to_vec();
     let mut at = Attributor::new(sym, rules.clone());
-    let names = thread_names(&rec.tasks()?);
+    let names = thread_names(&tasks);
     let (per_worker, scale_note) = scaled_to_parts_read(rec, packets_per_worker(rec)?, read);
     let m = &rec.meta.sampling;
     let total: u64 = per_worker.values().sum();
@@ -302,6 +308,9 @@ fn recording_table(rec: &Recording, rules: &Rules, sym: Symbolizer) -> Result<(S
     };
     let items = attribute(&groups, &mut at, &names);
     let mut t = build(head, items, rules);
+    if let Some(r) = t.stages.iter().find(|r| r.stage == STARTUP) {
+        t.startup = Some(startup_line(r, &t.unit, &starts));
+    }
     for w in &mut t.workers {
         w.packets = fwd_abi::threads::worker_index(&w.thread)
             .and_then(|i| per_worker.get(&(i as i32)).copied())
@@ -322,6 +331,65 @@ fn recording_table(rec: &Recording, rules: &Rules, sym: Symbolizer) -> Result<(S
     let sym = at.into_symbolizer();
     t.take_symbol_sources(&sym);
     Ok((t, sym))
+}
+
+/// When each forwarder process's first worker thread started, by process: the FORK record
+/// of the first thread a COMM record names as a worker (`fwd-worker-N`; COMM records carry
+/// no time of their own here). The forwarder spawns its workers once the route table is
+/// loaded and the FIB built, so everything its process did before is start-up. A process
+/// attached to while running has no FORK records of its workers, so it has no start-up.
+pub(crate) fn forwarding_starts(tasks: &[collector::records::TaskEvent]) -> HashMap<u32, u64> {
+    use collector::records::TaskEvent;
+    let workers: std::collections::HashSet<(u32, u32)> = tasks
+        .iter()
+        .filter_map(|t| match t {
+            TaskEvent::Comm { pid, tid, comm, .. } if fwd_abi::threads::worker_index(comm).is_some() => {
+                Some((*pid, *tid))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut out: HashMap<u32, u64> = HashMap::new();
+    for t in tasks {
+        if let TaskEvent::Fork { time, pid, tid, .. } = t {
+            if *time > 0 && workers.contains(&(*pid, *tid)) {
+                let e = out.entry(*pid).or_insert(*time);
+                *e = (*e).min(*time);
+            }
+        }
+    }
+    out
+}
+
+/// The samples frame with a `window` column: 1 for a sample of a forwarder process taken
+/// before its first worker started ([`forwarding_starts`]), else 0.
+fn mark_startup(df: polars::prelude::DataFrame, starts: &HashMap<u32, u64>) -> Result<polars::prelude::DataFrame> {
+    use polars::prelude::*;
+    let mut before = lit(false);
+    for (&pid, &start) in starts {
+        before = before.or(col("pid").eq(lit(pid)).and(col("time").lt(lit(start))));
+    }
+    df.lazy()
+        .with_column(before.cast(DataType::UInt32).alias("window"))
+        .collect()
+        .map_err(|e| crate::Error::Aggregate(format!("marking start-up samples: {e}")))
+}
+
+/// What the `startup` row holds, for the text report.
+fn startup_line(r: &StageRow, unit: &str, starts: &HashMap<u32, u64>) -> String {
+    let cost =
+        if unit == "ns" { format!("{:.1} ms of CPU", r.period as f64 / 1e6) } else { format!("{} {unit}", r.period) };
+    let pids: Vec<String> = {
+        let mut v: Vec<u32> = starts.keys().copied().collect();
+        v.sort_unstable();
+        v.iter().map(u32::to_string).collect()
+    };
+    format!(
+        "{} samples ({cost}) of process {} before its first worker started (loading the route table, building \
+         the FIB): one-off work, kept out of every per-packet figure",
+        r.samples,
+        pids.join(", ")
+    )
 }
 
 /// Stage totals (samples, period) over the forwarder's worker threads.
@@ -560,14 +628,20 @@ impl Attributor {
 }
 
 /// Symbolize and attribute grouped samples.
-fn attribute(groups: &[crate::aggregate::Group], at: &mut Attributor, names: &HashMap<u32, String>) -> Vec<Item> {
+/// Groups in window 1 were sampled during the forwarder's start-up ([`mark_startup`]):
+/// their symbols are named as any other, and charged to [`STARTUP`].
+fn attribute(
+    groups: &[(u32, crate::aggregate::Group)],
+    at: &mut Attributor,
+    names: &HashMap<u32, String>,
+) -> Vec<Item> {
     let mut items = Vec::with_capacity(groups.len());
-    for g in groups {
+    for (window, g) in groups {
         let (a, thread) = at.attribute_group(g, names);
         items.push(Item {
             symbol: a.symbol.name,
             dso: a.symbol.dso,
-            stage: a.stage,
+            stage: if *window == 1 { STARTUP.to_string() } else { a.stage },
             by: a.by,
             thread: Some(thread),
             samples: g.samples,
@@ -672,7 +746,7 @@ fn stage_rows(by_stage: HashMap<String, (u64, u64)>, total: u64, packets: Option
         .into_iter()
         .map(|(stage, (n, period))| StageRow {
             percent: pct(n),
-            per_packet: packets.map(|p| period as f64 / p as f64),
+            per_packet: packets.filter(|_| stage != STARTUP).map(|p| period as f64 / p as f64),
             stage,
             samples: n,
             period,
@@ -724,6 +798,7 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
             && s.stage != BINARY_UNKNOWN
             && s.stage != UNLISTED
             && s.stage != SHARED
+            && s.stage != STARTUP
             && !rules.is_shared(&s.symbol)
             && rules.stage_in(&s.symbol, &s.dso) == OTHER
     }) {
@@ -757,6 +832,7 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         workers,
         clock_check: None,
         clocks_absent: None,
+        startup: None,
         recorded: None,
         callchains: false,
         warnings: rules.warnings.clone(),
@@ -838,6 +914,7 @@ impl StageTable {
                         "nic" => Some("the synthetic device (nic)"),
                         "local" => Some("the machine's own traffic and programs (local)"),
                         "idle" => Some("waiting (idle)"),
+                        STARTUP => Some("the forwarder's start-up (startup)"),
                         _ => None,
                     })
                     .collect();
@@ -846,6 +923,9 @@ impl StageTable {
             }
             let pp = r.per_packet.filter(|_| with_packets).map_or(String::new(), |v| format!("{v:.1}"));
             let _ = writeln!(s, "{:<w$} {:>10} {:>7.2}% {:>12}", r.stage, r.samples, r.percent, pp);
+        }
+        if let Some(st) = &self.startup {
+            let _ = writeln!(s, "# startup: {st}");
         }
         if self.stages.iter().any(|r| r.stage == SHARED && r.samples > 0) {
             let _ = writeln!(
@@ -989,10 +1069,70 @@ pub fn perfdata_table_with(pd: &crate::perfdata::PerfData, sym: Symbolizer, rule
         unit: period_unit(&pd.event),
         packets: None,
     };
+    // perf.data samples are grouped without their times, so a perf.data file has no
+    // start-up row: whatever its forwarder did before forwarding stays in its stages.
+    let groups: Vec<(u32, crate::aggregate::Group)> = groups.into_iter().map(|g| (0, g)).collect();
     let mut t = build(head, attribute(&groups, &mut at, &names), rules);
     t.callchains = pd.samples.iter().any(|x| !x.callchain.is_empty());
     t.warnings.extend(pd.warnings.iter().cloned());
     t.warnings.extend(sym_warnings);
     t.take_symbol_sources(&at.into_symbolizer());
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use collector::records::{Sample, TaskEvent};
+
+    /// The forwarder's start is the FORK of its first worker (COMM records here have no
+    /// time), per process; threads of other names and workers without a FORK (a process
+    /// attached to while running) give none.
+    #[test]
+    fn forwarding_starts_at_the_first_workers_fork() {
+        let comm = |pid, tid, name: &str| TaskEvent::Comm { time: 0, pid, tid, comm: name.into(), exec: false };
+        let fork = |time, pid, tid| TaskEvent::Fork { time, pid, tid, ppid: pid, ptid: pid };
+        let tasks = vec![
+            comm(10, 10, "fwdscope"),
+            fork(500, 10, 12),
+            comm(10, 12, "fwd-nic"),
+            fork(300, 10, 11),
+            comm(10, 11, "fwd-worker-0"),
+            fork(400, 10, 13),
+            comm(10, 13, "fwd-worker-1"),
+            // Attached while running: named, never forked in the recording.
+            comm(20, 21, "fwd-worker-0"),
+            // Another program's thread.
+            fork(100, 30, 31),
+            comm(30, 31, "worker"),
+        ];
+        let got = forwarding_starts(&tasks);
+        assert_eq!(got, HashMap::from([(10, 300)]));
+    }
+
+    /// Samples of the forwarder's process before its start are marked, its later samples
+    /// and other processes' samples are not.
+    #[test]
+    fn start_up_samples_are_the_forwarders_before_its_start() {
+        let s =
+            |time, pid| Sample { time, pid, tid: pid, cpu: 0, ip: 0x10, period: 1, kernel: false, callchain: vec![] };
+        let df =
+            collector::recording::samples_frame(&[s(299, 10), s(300, 10), s(301, 10), s(5, 20), s(299, 11)]).unwrap();
+        let marked = mark_startup(df, &HashMap::from([(10, 300)])).unwrap();
+        let w: Vec<Option<u32>> = marked.column("window").unwrap().u32().unwrap().iter().collect();
+        assert_eq!(w, vec![Some(1), Some(0), Some(0), Some(0), Some(0)]);
+    }
+
+    /// The startup row has no per-packet figure; the others divide by the packets.
+    #[test]
+    fn the_startup_row_has_no_per_packet_cost() {
+        let rows = stage_rows(
+            HashMap::from([(STARTUP.to_string(), (4, 4000)), ("lookup".to_string(), (6, 6000))]),
+            10,
+            Some(100),
+        );
+        let got: Vec<(&str, Option<f64>, f64)> =
+            rows.iter().map(|r| (r.stage.as_str(), r.per_packet, r.percent)).collect();
+        assert_eq!(got, vec![("lookup", Some(60.0), 60.0), (STARTUP, None, 40.0)]);
+    }
 }
