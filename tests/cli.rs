@@ -114,6 +114,8 @@ fn bad_input_gets_clear_errors() {
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.txt");
     std::fs::write(&bad, "198.18.0.0/16 198.19.0.1\n198.18.1.0/24 via nowhere\n").unwrap();
+    let nul = dir.join("nul.txt");
+    std::fs::write(&nul, "198.18.0.0/16 198.19.0.1\n198.\x0018.1.0/24 198.19.0.1\n").unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["forward".into(), "--prefetch".into(), "9".into()], "--prefetch"),
         (vec!["forward".into(), "--size".into(), "40".into()], "--size"),
@@ -128,6 +130,14 @@ fn bad_input_gets_clear_errors() {
             "power of two",
         ),
         (vec!["forward".into(), "--aggregates".into()], "--aggregates needs --table"),
+        (
+            vec!["forward".into(), "--table".into(), nul.display().to_string(), "--duration".into(), "0.2".into()],
+            "nul.txt:2: a NUL byte at column 5: expected text lines",
+        ),
+        (
+            vec!["forward".into(), "--duration".into(), "0.0000001".into()],
+            "--duration 0.0000001: expected 0 (run until stopped) or at least 0.01 s",
+        ),
     ];
     for (args, want) in cases {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -136,6 +146,7 @@ fn bad_input_gets_clear_errors() {
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(err.contains(want), "{args:?}: stderr was {err}");
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(!err.contains('\0'), "{args:?}: a raw NUL in the message: {err:?}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -232,6 +243,7 @@ fn analyzer_commands_on_golden_inputs_and_bad_files() {
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(err.contains(want), "{args:?}: stderr was {err}");
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(!err.contains('\0'), "{args:?}: a raw NUL in the message: {err:?}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

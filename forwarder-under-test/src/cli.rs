@@ -24,6 +24,9 @@ pub const MAX_RATE: f64 = 1e10;
 /// its arithmetic long before a run could end.
 pub const MAX_SECONDS: f64 = 31_536_000.0;
 
+/// Shortest `--duration` other than 0 (run until stopped), seconds.
+pub const MIN_DURATION: f64 = 0.01;
+
 /// Parse a number of seconds (`--duration`, `-i`, `--delay`, `--seconds`): finite, from 0 to
 /// [`MAX_SECONDS`]. Flags that need more than 0 say so where they are checked.
 pub fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
@@ -315,6 +318,13 @@ pub fn run_forward_with(
     }
     if !(args.duration.is_finite() && args.duration >= 0.0) {
         return Err(Error::Config(format!("--duration {}: expected seconds >= 0", args.duration)));
+    }
+    if args.duration > 0.0 && args.duration < MIN_DURATION {
+        return Err(Error::Config(format!(
+            "--duration {}: expected 0 (run until stopped) or at least {MIN_DURATION} s: a shorter run forwards too \
+             few packets for any figure it prints (the workers take longer than that to start)",
+            args.duration
+        )));
     }
     let cfg = args.fwd.to_config()?;
     let fwd = Forwarder::start(&cfg)?;

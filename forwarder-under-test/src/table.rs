@@ -277,6 +277,17 @@ impl RouteTable {
         for (i, line) in reader.lines().enumerate() {
             let line =
                 line.map_err(|e| Error::Parse { path: path.into(), line: i + 1, msg: format!("unreadable: {e}") })?;
+            // A control character (a NUL of a binary file, an escape sequence) is named by
+            // its code and column, never printed raw into the message.
+            if let Some((col, c)) = line.chars().enumerate().find(|(_, c)| c.is_control() && *c != '\t' && *c != '\r') {
+                let what =
+                    if c == '\0' { "a NUL byte".to_string() } else { format!("control character {:#04x}", c as u32) };
+                return Err(Error::Parse {
+                    path: PathBuf::from(path),
+                    line: i + 1,
+                    msg: format!("{what} at column {}: expected text lines (is this a binary file?)", col + 1),
+                });
+            }
             match ld.parse_line(&line) {
                 Ok(Some(r)) => routes.push(r),
                 Ok(None) => {}

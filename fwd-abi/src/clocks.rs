@@ -115,7 +115,8 @@ impl ClockReport {
         let of = |stage: &str| {
             STAGE_CLOCKS.iter().filter(|c| c.stage == stage).map(|c| delta(c.clocks)).sum::<u64>() as f64 / all as f64
         };
-        let forwarding_ns_per_packet = per(forwarding, forwarded).map(|c| c * ns);
+        // No clocked poll forwarded anything (a very short run): no figure, not 0 ns.
+        let forwarding_ns_per_packet = per(forwarding, forwarded).filter(|_| forwarding > 0).map(|c| c * ns);
         let idle_share = of("idle");
         Some(ClockReport {
             tsc_hz,
@@ -198,7 +199,11 @@ impl ClockReport {
                 100.0 * self.runq_share.unwrap_or(0.0),
                 100.0 * UNSURE_RUNQ_SHARE
             ),
-            _ => "no capacity figure: no packet was forwarded".to_string(),
+            _ if self.forwarded == 0 => "no capacity figure: no packet was forwarded".to_string(),
+            _ => format!(
+                "no capacity figure: {} packets were forwarded, but no clocked poll timed forwarding work",
+                self.forwarded
+            ),
         }
     }
 
@@ -237,15 +242,15 @@ impl ClockReport {
             if i > 0 && !is_forwarding_stage(&r.stage) && is_forwarding_stage(&self.rows[i - 1].stage) {
                 let _ = writeln!(
                     s,
-                    "  {:<10} {:>12} {:>12} {:>14} {:>10} {:>9} {:>11.1} {:>7}",
+                    "  {:<10} {:>12} {:>12} {:>14} {:>10} {:>9} {:>11} {:>7}",
                     "forwarding",
                     "",
                     "",
                     "",
                     "",
                     "",
-                    self.forwarding_ns_per_packet.unwrap_or(0.0),
-                    "100%"
+                    opt(self.forwarding_ns_per_packet, 1),
+                    if self.forwarding_ns_per_packet.is_some() { "100%" } else { "-" }
                 );
             }
             let _ = writeln!(
@@ -361,6 +366,25 @@ mod tests {
         assert!(text.starts_with("no capacity figure") && text.contains("60%") && !text.contains("Mpps"), "{text}");
         assert!(swamped.table().starts_with("  UNSURE: the worker waited to run 60%"), "{}", swamped.table());
         assert!(!busy.table().contains("UNSURE"));
+        // A very short run: packets forwarded, but only idle polls were clocked. No
+        // forwarding figure (not 0.0 ns/packet = 100%) and the reason, not "no packet".
+        let idle_only = ClockReport::new(
+            |c| match c {
+                Ctr::CallsIdle => 1024,
+                Ctr::ClkIdle => 4_082_870,
+                _ => 0,
+            },
+            2_445_432_000,
+            96,
+        )
+        .unwrap();
+        assert_eq!(idle_only.forwarding_ns_per_packet, None);
+        assert_eq!(idle_only.capacity_mpps, None);
+        let text = idle_only.capacity_text();
+        assert!(text.contains("96 packets were forwarded, but no clocked poll"), "{text}");
+        let line = idle_only.table().lines().find(|l| l.trim_start().starts_with("forwarding")).map(str::to_string);
+        let line = line.unwrap_or_default();
+        assert!(line.split_whitespace().skip(1).all(|f| f == "-"), "{line}");
         // One poll in 8 clocked (80 polls, 10 clocked): every
         // clock is scaled by 8, so shares and per-packet figures of the clocked polls hold.
         let sampled = ClockReport::new(
