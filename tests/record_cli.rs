@@ -445,6 +445,30 @@ fn recordings_are_private_unless_shared() {
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
         let Some(meta) = other_user_reads(&out.join("meta.json")) else { return };
         assert_eq!(meta, share, "share {share}: meta.json readable by another user: {meta}");
+        if !share {
+            // The other user asking for a report of it is told the directory is private,
+            // not that it is "a directory without meta.json". The binary is copied where
+            // that user may run it (root's home is closed to others).
+            let bin_dir = tmpdir("bin");
+            std::fs::create_dir_all(&bin_dir).expect("bin dir");
+            std::fs::set_permissions(&bin_dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+            let bin = bin_dir.join("fwdscope");
+            std::fs::copy(common::BIN, &bin).expect("copy the binary");
+            let o = std::process::Command::new("runuser")
+                .args(["-u", "fwdscope-permtest", "--"])
+                .arg(&bin)
+                .args(["report", "-i"])
+                .arg(&out)
+                .output()
+                .expect("report as another user");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success(), "another user read a private recording");
+            assert!(
+                err.contains("a directory this user may not read") && err.contains("kept private to root"),
+                "{err}"
+            );
+            std::fs::remove_dir_all(&bin_dir).unwrap();
+        }
         let rec = collector::recording::Recording::open(&out).expect("recording");
         let real_addresses = !rec.meta.notes.iter().any(|n| n.contains("kptr_restrict"));
         if real_addresses {
@@ -508,4 +532,49 @@ fn a_skipped_part_is_said_everywhere_and_per_packet_figures_follow_the_parts_rea
     let _ = std::fs::remove_file(&out);
     std::fs::remove_dir_all(&whole).unwrap();
     std::fs::remove_dir_all(&cut).unwrap();
+}
+
+/// A forwarder recording without clock figures says why, in the report: the clocks were
+/// off (`--no-stage-clock`), or the run recorded no TSC rate to turn cycles into time.
+#[test]
+fn a_report_without_clock_figures_says_why() {
+    let _serial = serial();
+    if !perf_ok() {
+        return;
+    }
+    let report = |dir: &std::path::Path| {
+        let o = fwdscope().args(["report", "-i"]).arg(dir).output().expect("report");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        text.lines().find(|l| l.starts_with("# stage clocks: ")).map(str::to_string).unwrap_or_else(|| panic!("{text}"))
+    };
+    let record = |dir: &std::path::Path, extra: &[&str]| {
+        let o = fwdscope()
+            .args(["record", "-F", "200", "-o"])
+            .arg(dir)
+            .args(["--", "--duration", "0.5", "--routes", "2000", "--no-pin"])
+            .args(extra)
+            .output()
+            .expect("record");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let off = tmpdir("clocks-off");
+    record(&off, &["--no-stage-clock"]);
+    let line = report(&off);
+    assert!(
+        line.contains("stage clocks off: --no-stage-clock") && line.ends_with("figures from samples only"),
+        "{line}"
+    );
+    // Clocks on, but the TSC rate lost from meta.json.
+    let on = tmpdir("clocks-no-tsc");
+    record(&on, &[]);
+    let meta_path = on.join("meta.json");
+    let mut meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    assert!(meta["forwarder"]["info"]["tsc_hz"].as_u64().unwrap() > 0, "the run recorded its TSC rate");
+    meta["forwarder"]["info"]["tsc_hz"] = serde_json::json!(0);
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+    let line = report(&on);
+    assert!(line.contains("the clocks ran, but the run recorded no TSC rate"), "{line}");
+    std::fs::remove_dir_all(&off).unwrap();
+    std::fs::remove_dir_all(&on).unwrap();
 }
