@@ -9,12 +9,21 @@
 //! Files inside are created with [`create_new`] (O_EXCL|O_NOFOLLOW: a planted symlink is
 //! an error, never followed) or through random temporary names renamed into place
 //! ([`write_atomic`]).
+//!
+//! A claimed directory is also held open (a directory descriptor, checked to be the one
+//! holding the locked marker), and every file or directory created under its path is
+//! created relative to that descriptor with `openat2(RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS)`: a user who owns the parent and renames the directory away, or
+//! swaps a subdirectory for a symlink between two writes, redirects nothing. Paths under
+//! no claimed directory (an `export -o FILE`) are created by path, O_EXCL|O_NOFOLLOW.
 
 use crate::{Error, Result};
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// The marker every output directory fwdscope makes carries (and its lock).
 pub const MARKER: &str = ".fwdscope-output";
@@ -23,11 +32,72 @@ pub const MARKER: &str = ".fwdscope-output";
 /// live comparison.
 const OLD_OUTPUTS: [&str; 4] = ["meta.json", "results.parquet", "live.json", "samples.parquet"];
 
-/// An output directory claimed for one run: its marker is locked until this is dropped.
+/// An output directory claimed for one run: its marker is locked until this is dropped,
+/// and files created under its path are created relative to its descriptor.
 #[derive(Debug)]
 pub struct OutputDir {
     path: PathBuf,
+    fd: Arc<OwnedFd>,
     _lock: File,
+}
+
+/// The directories this process has claimed, by the path they were claimed as, each with
+/// its directory descriptor ([`OutputDir`] adds and removes its own entry).
+static CLAIMED: Mutex<Vec<(PathBuf, Arc<OwnedFd>)>> = Mutex::new(Vec::new());
+
+impl Drop for OutputDir {
+    fn drop(&mut self) {
+        if let Ok(mut c) = CLAIMED.lock() {
+            c.retain(|(_, fd)| !Arc::ptr_eq(fd, &self.fd));
+        }
+    }
+}
+
+/// The claimed directory `path` lies under (the deepest), and the rest of the path below
+/// it; None for a path under no claimed directory.
+fn anchor(path: &Path) -> Option<(Arc<OwnedFd>, PathBuf)> {
+    let claimed = CLAIMED.lock().ok()?;
+    claimed
+        .iter()
+        .filter_map(|(root, fd)| {
+            let rest = path.strip_prefix(root).ok().filter(|r| !r.as_os_str().is_empty())?;
+            Some((root.components().count(), fd.clone(), rest.to_path_buf()))
+        })
+        .max_by_key(|x| x.0)
+        .map(|(_, fd, rest)| (fd, rest))
+}
+
+/// Resolution below a claimed directory: never above it, never through a symlink.
+fn beneath() -> rustix::fs::ResolveFlags {
+    rustix::fs::ResolveFlags::BENEATH | rustix::fs::ResolveFlags::NO_SYMLINKS
+}
+
+/// Open `rest` (a directory below `fd`, or `fd` itself when empty) to create in.
+fn open_dir_beneath(fd: &OwnedFd, rest: &Path, path: &Path) -> Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let rest = if rest.as_os_str().is_empty() { Path::new(".") } else { rest };
+    rustix::fs::openat2(fd, rest, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty(), beneath())
+        .map_err(|e| Error::io(path, symlink_said(e)))
+}
+
+/// ELOOP / EXDEV from RESOLVE_NO_SYMLINKS / RESOLVE_BENEATH, in words.
+fn symlink_said(e: rustix::io::Errno) -> std::io::Error {
+    match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => std::io::Error::other(format!(
+            "a symlink or a path leading out of the output directory where fwdscope creates a file ({e}); not \
+             followed"
+        )),
+        e => e.into(),
+    }
+}
+
+/// `path` split into (directory descriptor of its parent, file name) when it lies under
+/// a claimed directory.
+fn anchored_parent(path: &Path) -> Result<Option<(OwnedFd, std::ffi::OsString)>> {
+    let Some((fd, rest)) = anchor(path) else { return Ok(None) };
+    let Some(name) = rest.file_name().map(|n| n.to_os_string()) else { return Ok(None) };
+    let parent = rest.parent().unwrap_or(Path::new(""));
+    Ok(Some((open_dir_beneath(&fd, parent, path)?, name)))
 }
 
 /// How a directory is claimed.
@@ -77,13 +147,13 @@ impl OutputDir {
                     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
                     }
-                    match std::fs::DirBuilder::new().mode(dir_mode(how.shared)).create(path) {
+                    match mkdir(path, dir_mode(how.shared)) {
                         Ok(()) => {
                             set_mode(path, dir_mode(how.shared))?;
-                            return Self::mark(path);
+                            return Self::mark(path, how);
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                        Err(e) => return Err(Error::io(path, e)),
+                        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                        Err(e) => return Err(e),
                     }
                 }
                 Err(e) => return Err(Error::io(path, e)),
@@ -114,13 +184,13 @@ impl OutputDir {
                 }
                 clear(path)?;
                 set_mode(path, dir_mode(how.shared))?;
-                Ok(OutputDir { path: path.to_path_buf(), _lock: f })
+                Self::hold(path, f, how)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut entries = std::fs::read_dir(path).map_err(|e| Error::io(path, e))?;
                 if entries.next().is_none() {
                     set_mode(path, dir_mode(how.shared))?;
-                    return Self::mark(path);
+                    return Self::mark(path, how);
                 }
                 if OLD_OUTPUTS.iter().any(|f| std::fs::symlink_metadata(path.join(f)).is_ok()) {
                     return Err(refuse(
@@ -146,7 +216,7 @@ impl OutputDir {
 
     /// Write and lock the marker of a directory just made (or found empty): a temporary
     /// file, locked, then linked into place, so it is never seen unlocked.
-    fn mark(path: &Path) -> Result<OutputDir> {
+    fn mark(path: &Path, how: Claim) -> Result<OutputDir> {
         let mut tmp = tempfile::Builder::new()
             .prefix(".fwdscope-output.")
             .permissions(std::fs::Permissions::from_mode(0o644))
@@ -160,7 +230,35 @@ impl OutputDir {
             std::io::ErrorKind::AlreadyExists => refuse(path, "another fwdscope claimed it at the same moment"),
             _ => Error::io(&marker, e.error),
         })?;
-        Ok(OutputDir { path: path.to_path_buf(), _lock: f })
+        Self::hold(path, f, how)
+    }
+
+    /// Open the directory itself and keep it: it must be the directory that holds the
+    /// locked marker `lock` (not something swapped in by path since), and, as root and
+    /// unless shared, root's own.
+    fn hold(path: &Path, lock: File, how: Claim) -> Result<OutputDir> {
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match anchor(path) {
+            Some((parent, rest)) => {
+                rustix::fs::openat2(&parent, &rest, flags, Mode::empty(), beneath()).map_err(symlink_said)
+            }
+            None => rustix::fs::open(path, flags, Mode::empty()).map_err(std::io::Error::from),
+        }
+        .map_err(|e| Error::io(path, e))?;
+        let here = rustix::fs::statat(&fd, MARKER, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::io(path, e.into()))?;
+        let held = lock.metadata().map_err(|e| Error::io(path.join(MARKER), e))?;
+        if (here.st_dev, here.st_ino) != (held.dev(), held.ino()) {
+            return Err(refuse(path, "was replaced while fwdscope claimed it (its marker is not the one locked)"));
+        }
+        let md = std::fs::metadata(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)))
+            .map_err(|e| Error::io(path, e))?;
+        check_owner(path, &md, how.shared)?;
+        let fd = Arc::new(fd);
+        if let Ok(mut c) = CLAIMED.lock() {
+            c.push((path.to_path_buf(), fd.clone()));
+        }
+        Ok(OutputDir { path: path.to_path_buf(), fd, _lock: lock })
     }
 
     /// The directory.
@@ -221,24 +319,49 @@ fn set_mode(path: &Path, mode: u32) -> Result<()> {
 
 /// Create a new file `path` with `mode` (whatever the umask): O_EXCL|O_NOFOLLOW, so
 /// whatever is already there, a planted symlink included, is an error and never written
-/// through.
+/// through; under a claimed directory, relative to its descriptor and through no symlink.
 pub fn create_new(path: &Path, mode: u32) -> Result<File> {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
+    use rustix::fs::{Mode, OFlags};
+    let f = match anchor(path) {
+        Some((fd, rest)) => {
+            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            File::from(
+                rustix::fs::openat2(&fd, &rest, flags, Mode::from_raw_mode(mode), beneath())
+                    .map_err(|e| Error::io(path, symlink_said(e)))?,
+            )
+        }
+        None => std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?,
+    };
     f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))?;
     Ok(f)
+}
+
+/// mkdir `path` (under a claimed directory: relative to its descriptor).
+fn mkdir(path: &Path, mode: u32) -> Result<()> {
+    match anchored_parent(path)? {
+        Some((parent, name)) => rustix::fs::mkdirat(&parent, name.as_os_str(), rustix::fs::Mode::from_raw_mode(mode))
+            .map_err(|e| Error::io(path, e.into())),
+        None => std::fs::DirBuilder::new().mode(mode).create(path).map_err(|e| Error::io(path, e)),
+    }
 }
 
 /// Create directory `path` (its parent must exist) with `mode`: refused if anything is
 /// there already (a planted symlink to a directory is never written into).
 pub fn create_dir_new(path: &Path, mode: u32) -> Result<()> {
-    std::fs::DirBuilder::new().mode(mode).create(path).map_err(|e| Error::io(path, e))?;
-    set_mode(path, mode)
+    mkdir(path, mode)?;
+    match anchored_parent(path)? {
+        Some((parent, name)) => {
+            let d = open_dir_beneath(&parent, Path::new(&name), path)?;
+            rustix::fs::fchmod(&d, rustix::fs::Mode::from_raw_mode(mode)).map_err(|e| Error::io(path, e.into()))
+        }
+        None => set_mode(path, mode),
+    }
 }
 
 /// Write `bytes` as `path`: a temporary file of a random name beside it (created
@@ -261,6 +384,9 @@ pub fn write_parquet(path: &Path, mode: u32, df: &mut polars::prelude::DataFrame
 
 /// [`write_atomic`] through a writer: `fill` writes the content into the temporary file.
 pub fn write_atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> Result<()>) -> Result<()> {
+    if let Some((parent, name)) = anchored_parent(path)? {
+        return write_atomic_beneath(path, &parent, &name, mode, fill);
+    }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut tmp = tempfile::Builder::new()
@@ -273,6 +399,45 @@ pub fn write_atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) ->
     tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(tmp.path(), e))?;
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
+}
+
+/// [`write_atomic_with`] in the directory `parent` (a descriptor): a new file of a random
+/// name, filled, then renamed to `name` in the same directory.
+fn write_atomic_beneath(
+    path: &Path,
+    parent: &OwnedFd,
+    name: &std::ffi::OsStr,
+    mode: u32,
+    fill: impl FnOnce(&mut File) -> Result<()>,
+) -> Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use std::hash::{BuildHasher, Hasher};
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut created = None;
+    for _ in 0..16 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        let tmp = format!(".{}.{:016x}.tmp", name.to_string_lossy(), h.finish());
+        match rustix::fs::openat(parent, tmp.as_str(), flags, Mode::from_raw_mode(mode)) {
+            Ok(fd) => {
+                created = Some((File::from(fd), tmp));
+                break;
+            }
+            Err(rustix::io::Errno::EXIST) => continue,
+            Err(e) => return Err(Error::io(path, e.into())),
+        }
+    }
+    let Some((mut f, tmp)) = created else {
+        return Err(Error::io(path, std::io::Error::other("no free temporary name after 16 tries")));
+    };
+    let filled = fill(&mut f).and_then(|()| {
+        f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))?;
+        rustix::fs::renameat(parent, tmp.as_str(), parent, name).map_err(|e| Error::io(path, e.into()))
+    });
+    if filled.is_err() {
+        let _ = rustix::fs::unlinkat(parent, tmp.as_str(), AtFlags::empty());
+    }
+    filled
 }
 
 #[cfg(test)]
@@ -316,6 +481,40 @@ mod tests {
         let _again = OutputDir::claim(&out, Claim { force: true, shared: false }).expect("ours, unlocked");
         assert!(!out.join("results.txt").exists());
         assert!(out.join(MARKER).is_file());
+    }
+
+    /// The user who owns the parent renames the claimed directory away and puts a
+    /// symlink to a victim directory in its place: files go on into the claimed
+    /// directory where it now is, none into the victim. A subdirectory swapped for a
+    /// symlink is refused, for new files and atomic writes alike.
+    #[test]
+    fn files_are_created_in_the_directory_claimed_not_what_its_path_now_names() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let victim = d.path().join("victim");
+        std::fs::create_dir(&victim).expect("victim");
+        let out = d.path().join("out");
+        let held = OutputDir::claim(&out, Claim::default()).expect("claim");
+        create_dir_new(&out.join("run1"), 0o700).expect("run1");
+        create_new(&out.join("run1/a"), 0o600).expect("a");
+        let moved = d.path().join("moved");
+        std::fs::rename(&out, &moved).expect("rename away");
+        std::os::unix::fs::symlink(&victim, &out).expect("symlink in its place");
+        create_new(&out.join("meta.json"), 0o600).expect("created beneath the claimed directory");
+        write_atomic(&out.join("table.txt"), b"t", 0o600).expect("atomic beneath it");
+        create_dir_new(&out.join("run2"), 0o700).expect("run2");
+        assert!(moved.join("meta.json").is_file() && moved.join("table.txt").is_file() && moved.join("run2").is_dir());
+        assert_eq!(std::fs::read_dir(&victim).expect("victim").count(), 0, "written through the symlink");
+        // A subdirectory swapped for a symlink to the victim.
+        std::fs::rename(moved.join("run1"), moved.join("run1-away")).expect("rename run1");
+        std::os::unix::fs::symlink(&victim, moved.join("run1")).expect("symlink run1");
+        let e = create_new(&out.join("run1/b"), 0o600).expect_err("through a symlink");
+        assert!(e.to_string().contains("not followed"), "{e}");
+        assert!(write_atomic(&out.join("run1/c"), b"c", 0o600).is_err());
+        assert!(create_dir_new(&out.join("run1/d"), 0o700).is_err());
+        assert_eq!(std::fs::read_dir(&victim).expect("victim").count(), 0, "written through the symlink");
+        drop(held);
+        // Released: the path is no longer anchored (and the symlink is refused as before).
+        assert!(anchor(&out.join("x")).is_none());
     }
 
     #[test]

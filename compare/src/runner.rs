@@ -501,7 +501,7 @@ fn finish(
     write_results(&o.output, results)?;
     let marker = o.output.join(INCOMPLETE);
     if let Some(why) = incomplete {
-        std::fs::write(&marker, format!("{why}\n")).map_err(|e| Error::io(&marker, e))?;
+        collector::outdir::write_atomic(&marker, format!("{why}\n").as_bytes(), 0o644)?;
     }
     let plan = &plan[..results.len()];
     let sums = summarize(results);
