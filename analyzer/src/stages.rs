@@ -363,7 +363,10 @@ pub(crate) fn forwarding_starts(tasks: &[collector::records::TaskEvent]) -> Hash
 
 /// The samples frame with a `window` column: 1 for a sample of a forwarder process taken
 /// before its first worker started ([`forwarding_starts`]), else 0.
-fn mark_startup(df: polars::prelude::DataFrame, starts: &HashMap<u32, u64>) -> Result<polars::prelude::DataFrame> {
+pub(crate) fn mark_startup(
+    df: polars::prelude::DataFrame,
+    starts: &HashMap<u32, u64>,
+) -> Result<polars::prelude::DataFrame> {
     use polars::prelude::*;
     let mut before = lit(false);
     for (&pid, &start) in starts {

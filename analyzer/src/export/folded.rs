@@ -167,6 +167,7 @@ fn stage_colour(stage: &str) -> &'static str {
         "nic" => "#9d755d",
         "shared" => "#72b7b2",
         "idle" => "#d8d8d8",
+        "startup" => "#9e9ac8",
         "kernel-unknown" | "unlisted" => "#bab0ac",
         _ => "#c7c7c7",
     }
@@ -184,6 +185,7 @@ fn stage_colour_name(stage: &str) -> &'static str {
         "#9d755d" => "brown",
         "#72b7b2" => "teal",
         "#d8d8d8" => "light grey",
+        "#9e9ac8" => "lavender",
         "#bab0ac" => "warm grey",
         _ => "grey",
     }

@@ -85,11 +85,12 @@ pub struct Profile {
 
 /// Symbolize grouped samples into stacks. The stage of each stack is the [`Attributor`]'s
 /// (the one `report` and `top` use: own symbol, inlined function, then callers), so every
-/// export labels a stack as the report counts it.
-pub fn stacks(groups: &[Group], at: &mut Attributor, names: &HashMap<u32, String>) -> Vec<Stack> {
+/// export labels a stack as the report counts it. Each group comes with its window: 1 for
+/// samples of the forwarder's start-up, charged to `startup` as the report does.
+pub fn stacks(groups: &[(u32, Group)], at: &mut Attributor, names: &HashMap<u32, String>) -> Vec<Stack> {
     let mut cache: HashMap<(u32, u64, bool), Vec<String>> = HashMap::new();
     let mut out = Vec::with_capacity(groups.len());
-    for g in groups {
+    for (window, g) in groups {
         let (a, thread) = at.attribute_group(g, names);
         let mut frames_of = |at: &mut Attributor, pid: u32, addr: u64, kernel: bool| -> Vec<String> {
             cache
@@ -108,7 +109,8 @@ pub fn stacks(groups: &[Group], at: &mut Attributor, names: &HashMap<u32, String
         frames_leaf_first.reverse();
         out.push(Stack {
             thread,
-            stage: a.stage,
+            // Window 1: sampled during the forwarder's start-up (see `stages`).
+            stage: if *window == 1 { crate::rules::STARTUP.to_string() } else { a.stage },
             by: a.by,
             symbol: a.symbol.name,
             dso: a.symbol.dso,
@@ -139,8 +141,10 @@ pub fn recording_profile(
     sym: &mut Symbolizer,
     rules: &Rules,
 ) -> Result<Profile> {
-    let groups = crate::aggregate::group(rec.samples_df()?)?;
-    let names = crate::stages::thread_names(&rec.tasks()?);
+    let tasks = rec.tasks()?;
+    let starts = crate::stages::forwarding_starts(&tasks);
+    let groups = crate::aggregate::group_by_window(crate::stages::mark_startup(rec.samples_df()?, &starts)?)?;
+    let names = crate::stages::thread_names(&tasks);
     let event = rec.meta.sampling.used.clone();
     let stacks = with_attributor(sym, rules, |at| stacks(&groups, at, &names));
     let m = &rec.meta;
@@ -175,7 +179,8 @@ pub use crate::stages::setting_of;
 /// the kallsyms that match it).
 pub fn perfdata_profile(pd: &crate::perfdata::PerfData, sym: &mut Symbolizer, rules: &Rules) -> Result<Profile> {
     let df = collector::recording::samples_frame(&pd.samples).map_err(|e| Error::Aggregate(e.to_string()))?;
-    let groups = crate::aggregate::group(df)?;
+    // perf.data samples: no start-up split (see `stages::perfdata_table_with`).
+    let groups: Vec<(u32, Group)> = crate::aggregate::group(df)?.into_iter().map(|g| (0, g)).collect();
     let names = crate::stages::thread_names(&pd.tasks);
     let stacks = with_attributor(sym, rules, |at| stacks(&groups, at, &names));
     Ok(Profile {
