@@ -465,3 +465,45 @@ fn counters_only_source_runs_and_stops_the_forwarder() {
     assert!(!alive(pid), "forwarder {pid} still running");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Live `top` at the size a terminal opens at (80x24) and at 160x48, as a person sees it
+/// in tmux: the header keeps the prefetch depth, the stage rows keep their figures, the
+/// rtstat header keeps whole column names, the symbols panel has rows, the workers panel
+/// shows where there is room. Each capture is written to CARGO_TARGET_TMPDIR
+/// (`top-80x24.txt`, `top-160x48.txt`): README's screens are copied from them.
+#[test]
+fn live_top_at_80x24_and_160x48() {
+    if !have_tmux() {
+        return;
+    }
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        let t = Tmux::start(&format!("size{w}"), &format!("{BIN} top -F 500 -- --routes 3000 --no-pin"), w, h);
+        t.wait_for(&["Mpps", "│lookup", "top symbols", "fwd_"], 60);
+        // A second frame, so the symbols panel has filled.
+        std::thread::sleep(Duration::from_secs(3));
+        let s = t.screen();
+        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("top-{w}x{h}.txt"));
+        std::fs::write(&path, &s).expect("capture");
+        println!("{w}x{h} capture in {}:\n{s}", path.display());
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines.iter().all(|l| l.chars().count() <= w as usize), "a line wider than {w}:\n{s}");
+        let head = lines.first().copied().unwrap_or_default();
+        let depth = head.split("prefetch ").nth(1).and_then(|r| r.chars().next());
+        assert!(depth.is_some_and(|c| c.is_ascii_digit()), "the header lost the prefetch depth:\n{s}");
+        let lookup = lines.iter().find(|l| l.starts_with("│lookup")).copied().unwrap_or_default();
+        assert!(lookup.contains('%') && lookup.contains('.'), "the lookup row lost its figures: {lookup}");
+        if let Some(rt) = lines.iter().find(|l| l.contains("│size ")) {
+            for col in ["hit/s", "tot/s", "gc/s"] {
+                assert!(rt.split_whitespace().any(|c| c.trim_matches('│') == col), "rtstat header cut: {rt}");
+            }
+        }
+        let sym_head = lines.iter().position(|l| l.contains("│samples ")).unwrap_or_else(|| panic!("{s}"));
+        let row = lines.get(sym_head + 1).copied().unwrap_or_default();
+        assert!(row.contains('%'), "the symbols panel has no rows:\n{s}");
+        if h >= 48 {
+            assert!(s.contains("┌ workers"), "no workers panel at {w}x{h}:\n{s}");
+        }
+        t.keys("q");
+        t.wait_for(&["TOP-EXITED 0"], 20);
+    }
+}
