@@ -247,6 +247,18 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
     let err = stderr_of(&o.expect("record"));
     assert!(err.contains(".staging") && err.contains("not followed"), "{err}");
     assert_eq!(std::fs::read_dir(&root_dir).expect("root dir").count(), 0, "nothing written into root's directory");
+
+    // A new -o inside a directory the user owns: the user could rename root's directory
+    // and put a symlink in its place, so it is refused without --share, nothing made.
+    let parent = base.join("user-parent");
+    std::fs::create_dir(&parent).expect("mkdir");
+    std::os::unix::fs::chown(&parent, Some(uid), None).expect("chown");
+    for verb in [&["record", "-o"][..], &["sweep", "--prefetch", "0,1", "--repeat", "1", "-o"][..]] {
+        let o = fwdscope().args(verb).arg(parent.join("out")).args(["--", "--duration", "0.3"]).output();
+        let err = stderr_of(&o.expect("run"));
+        assert!(err.contains(&format!("which user {uid} owns")) && err.contains("--share"), "{verb:?}: {err}");
+        assert!(!parent.join("out").exists(), "{verb:?} made its directory before refusing");
+    }
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
 

@@ -135,6 +135,33 @@ pub fn check_owner(path: &Path, md: &std::fs::Metadata, shared: bool) -> Result<
     Ok(())
 }
 
+/// Refuse, as root and unless `shared`, an output directory whose parent another user
+/// owns: that user could rename fwdscope's directory away and put a symlink in its place
+/// between two of root's writes.
+fn check_parent(path: &Path, shared: bool) -> Result<()> {
+    if !running_as_root() || shared {
+        return Ok(());
+    }
+    let parent = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => p.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    let md = std::fs::metadata(&parent).map_err(|e| Error::io(&parent, e))?;
+    if md.uid() != 0 {
+        return Err(refuse(
+            path,
+            format!(
+                "would be made in {}, which user {} owns, and fwdscope runs as root: that user could rename \
+                 the directory and put a symlink in its place between two of root's writes; pass --share to \
+                 write there anyway, or choose an -o in a directory root owns",
+                parent.display(),
+                md.uid()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl OutputDir {
     /// Claim `path` for writing: create it (with its marker), or take an empty directory,
     /// or (with `force`) empty a directory fwdscope made that no other fwdscope is
@@ -147,6 +174,7 @@ impl OutputDir {
                     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
                     }
+                    check_parent(path, how.shared)?;
                     match mkdir(path, dir_mode(how.shared)) {
                         Ok(()) => {
                             set_mode(path, dir_mode(how.shared))?;
@@ -166,6 +194,7 @@ impl OutputDir {
                 }
                 Ok(md) => {
                     check_owner(path, &md, how.shared)?;
+                    check_parent(path, how.shared)?;
                     return Self::existing(path, how);
                 }
             }

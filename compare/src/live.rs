@@ -58,6 +58,9 @@ pub struct LiveOptions {
     pub output: PathBuf,
     /// Replace an existing output directory (default false).
     pub force: bool,
+    /// Output readable by others (0755 directory) and, as root, allowed in another user's
+    /// directory (default false: private, refused).
+    pub share: bool,
     /// The settings; the first is the baseline every other is compared with.
     pub settings: Vec<LiveSetting>,
     /// Block length (default [`BLOCK`]).
@@ -101,6 +104,7 @@ impl LiveOptions {
         LiveOptions {
             output,
             force: false,
+            share: false,
             settings,
             block: BLOCK,
             discard: DISCARD,
@@ -428,7 +432,7 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     validate(o)?;
     // Claimed (and locked for the run) once every option is checked.
     let _out =
-        collector::outdir::OutputDir::claim(&o.output, collector::outdir::Claim { force: o.force, shared: false })?;
+        collector::outdir::OutputDir::claim(&o.output, collector::outdir::Claim { force: o.force, shared: o.share })?;
     let k = o.settings.len();
     let units = ((o.duration / (2.0 * k as f64 * o.block.as_secs_f64())).round() as usize).max(1);
     let order = paired::schedule(k, units, o.seed);

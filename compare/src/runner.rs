@@ -21,6 +21,9 @@ pub struct SweepOptions {
     /// Replace an output directory an earlier fwdscope made (default false; a directory
     /// without fwdscope's marker is never replaced, see `collector::outdir`).
     pub force: bool,
+    /// Output readable by others (0755 directories) and, as root, allowed in another
+    /// user's directory (default false: private, refused).
+    pub share: bool,
     /// The settings compared.
     pub settings: Vec<Setting>,
     /// The historic experiment these settings come from, if any (its then-and-now table
@@ -63,6 +66,7 @@ impl SweepOptions {
         SweepOptions {
             output,
             force: false,
+            share: false,
             settings,
             experiment: None,
             repeat: 5,
@@ -321,6 +325,7 @@ impl Runner<'_> {
         let out = staging.as_ref().map_or_else(|| dir.to_path_buf(), |st| st.recording_dir());
         let mut ro = RecordOptions::new(out, Target::Forwarder { program: o.program.clone(), args });
         ro.force = true;
+        ro.shared = o.share;
         ro.kallsyms_from = self.kallsyms.clone();
         ro.freq = Some(o.freq);
         ro.callchain = o.callchain;
@@ -429,9 +434,9 @@ pub fn run(o: &SweepOptions) -> Result<String> {
     // Claimed (and locked) only now, every option checked: a sweep refused for its
     // options leaves the previous results as they were.
     let _out =
-        collector::outdir::OutputDir::claim(&o.output, collector::outdir::Claim { force: o.force, shared: false })?;
+        collector::outdir::OutputDir::claim(&o.output, collector::outdir::Claim { force: o.force, shared: o.share })?;
     let runs_dir = o.output.join("runs");
-    collector::outdir::create_dir_new(&runs_dir, collector::outdir::dir_mode(false))?;
+    collector::outdir::create_dir_new(&runs_dir, collector::outdir::dir_mode(o.share))?;
     let sets = &o.settings;
     let plan = order(sets.len(), o.repeat);
     let bar = indicatif::ProgressBar::new(plan.len() as u64);

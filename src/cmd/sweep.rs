@@ -72,6 +72,10 @@ pub struct SweepArgs {
     /// Replace an existing output directory.
     #[arg(long)]
     pub force: bool,
+    /// Make the output readable by other users (0755 directories, 0644 files; private by
+    /// default) and, run as root, allow an -o in a directory another user owns.
+    #[arg(long)]
+    pub share: bool,
     /// Start a plan estimated to take more than an hour (it is refused without this,
     /// printing its estimate).
     #[arg(long)]
@@ -164,6 +168,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     let (program, program_args) = forwarder_command(&None)?;
     let mut o = SweepOptions::new(a.output.clone(), sets, program, program_args);
     o.force = a.force;
+    o.share = a.share;
     o.repeat = a.repeat.or(exp.as_ref().map(|e| e.repeat)).unwrap_or(o.repeat);
     o.duration = a.duration.or(exp.as_ref().map(|e| e.duration)).unwrap_or(o.duration);
     check_plan(o.repeat, o.duration, o.settings.len()).map_err(anyhow::Error::msg)?;
@@ -253,6 +258,7 @@ fn live(a: &SweepArgs) -> Result<()> {
     let (program, program_args) = forwarder_command(&None)?;
     let mut o = LiveOptions::new(a.output.clone(), live, program, program_args);
     o.force = a.force;
+    o.share = a.share;
     let timing = exp.as_ref().and_then(|e| e.live);
     o.block = a.block_ms.or(timing.map(|t| t.block_ms)).map_or(compare::live::BLOCK, std::time::Duration::from_millis);
     o.discard =
