@@ -28,7 +28,7 @@ const STAGE_COLORS: [RGBColor; 8] = [
     RGBColor(204, 204, 204),
 ];
 
-/// An axis label in SI form: 7000000 -> `7.0M`, 1500 -> `1.5k`, 0.25 -> `0.25`.
+/// An axis label in SI form: 7000000 -> `7.0M`, 1500 -> `1.5k`, 0.25 -> `0.25`, 10.2 -> `10.2`.
 pub fn si(v: f64) -> String {
     let a = v.abs();
     let (x, unit) = if a >= 1e9 {
@@ -38,7 +38,10 @@ pub fn si(v: f64) -> String {
     } else if a >= 1e3 {
         (v / 1e3, "k")
     } else {
-        return if a >= 10.0 || a == 0.0 { format!("{v:.0}") } else { format!("{v:.2}") };
+        // Two decimals at most, trailing zeros dropped: the ticks of 9.5..10.3 read 9.6, 9.8,
+        // 10, 10.2 (never 10 three times).
+        let t = format!("{v:.2}");
+        return t.trim_end_matches('0').trim_end_matches('.').to_string();
     };
     format!("{x:.1}{unit}")
 }
@@ -79,6 +82,8 @@ fn setting_chart<'a, 'b>(
         .build_cartesian_2d(x_range(n).into_segmented(), 0.0..hi)
         .map_err(chart_err)?;
     ch.configure_mesh()
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 14))
         .disable_x_mesh()
         .y_desc(y_desc)
         .y_label_formatter(&|v| si(*v))
@@ -226,7 +231,13 @@ pub(crate) fn rtstat_chart(title: &str, lines: &[(String, Vec<(f64, f64)>)]) -> 
             .y_label_area_size(70)
             .build_cartesian_2d(0.0..tmax, 0.0..vmax)
             .map_err(chart_err)?;
-        ch.configure_mesh().x_desc("seconds").y_label_formatter(&|v| si(*v)).draw().map_err(chart_err)?;
+        ch.configure_mesh()
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
+            .x_desc("seconds")
+            .y_label_formatter(&|v| si(*v))
+            .draw()
+            .map_err(chart_err)?;
         for (i, (label, pts)) in lines.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             ch.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2))).map_err(chart_err)?;
@@ -251,10 +262,10 @@ pre{background:#f6f6f6;padding:.8em;font-size:13px;white-space:pre-wrap;overflow
 .key{display:inline-flex;align-items:center;gap:.4em}.key i{display:inline-block;width:14px;height:14px;box-sizing:border-box}\
 .key i.line{height:3px}.key i.dot{border-radius:50%}.key i.hollow{border-radius:50%;border:2px solid;background:none!important}\
 table.data{border-collapse:collapse;font-size:14px;margin:.5em 0;max-width:100%}\
-table.data th,table.data td{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}\
-table.data th{background:#f0f0f0}table.data td.l,table.data th.l{text-align:left;overflow-wrap:anywhere}\
+table.data th,table.data td{padding:.2em .6em;white-space:nowrap;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}\
+table.data th{background:#f0f0f0}table.data td.l,table.data th.l{text-align:left;white-space:normal;overflow-wrap:anywhere}\
 tr.out td{color:#999}.missing{border:2px solid #b60;padding:.5em;background:#fff8ee}.src{color:#555;font-size:14px}\
-img.flame{width:100%;border:1px solid #ddd}summary.out{color:#999}";
+img.flame{width:100%;box-sizing:border-box;border:1px solid #ddd}summary.out{color:#999}";
 
 /// How a legend key is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -373,10 +384,7 @@ pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<Str
         }
     }
     let stages: Vec<&str> = STAGE_ORDER.iter().copied().filter(|s| *s != "other" && *s != "idle").collect();
-    html.push_str(&format!(
-        "<h2>Summary</h2>\n<pre class=\"table\">{}</pre>\n",
-        escape(&table_text(&sums, &stages, &unit))
-    ));
+    html.push_str(&summary_table(&sums, &stages, &unit));
     html.push_str(&runs_table(&runs, o.keep_contended));
     // rtstat series: the first run of each setting (a counted one when there is one).
     let mut size = Vec::new();
@@ -431,6 +439,77 @@ pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<Str
     }
     html.push_str("</body></html>\n");
     Ok(html)
+}
+
+/// The summary as an HTML table (the rows `table_text` prints): per setting its counted
+/// runs, median rate and interval, or that it has no counted run; the stage costs; the
+/// verdict against the best.
+fn summary_table(sums: &[Summary], stages: &[&str], unit: &str) -> String {
+    let shown: Vec<&str> =
+        stages.iter().copied().filter(|st| sums.iter().any(|s| s.stages.contains_key(*st))).collect();
+    let mut out = String::from(
+        "<h2>Summary</h2>\n<table class=\"data\" id=\"summary\"><tr><th class=\"l\">setting</th><th>runs</th><th>left out</th><th>Mpps (median)</th><th>95% CI of the mean</th>",
+    );
+    for st in &shown {
+        out.push_str(&format!("<th>{} {}/pkt</th>", escape(st), escape(unit)));
+    }
+    out.push_str("<th class=\"l\">vs best (Welch p)</th></tr>\n");
+    for s in sums {
+        let mark = if s.best {
+            "* "
+        } else if s.kept_contended > 0 {
+            "! "
+        } else {
+            ""
+        };
+        let (mpps, ci) = if s.runs == 0 {
+            ("no counted run".to_string(), "&mdash;".to_string())
+        } else {
+            (format!("{:.3}", s.median), format!("[{:.3}, {:.3}]", s.ci95.0, s.ci95.1))
+        };
+        out.push_str(&format!(
+            "<tr{}><td class=\"l\">{mark}{}</td><td>{}</td><td>{}</td><td>{mpps}</td><td>{ci}</td>",
+            if s.runs == 0 { " class=\"out\"" } else { "" },
+            escape(&s.setting),
+            s.runs,
+            s.left_out
+        ));
+        for st in &shown {
+            out.push_str(&s.stages.get(*st).map_or("<td>&mdash;</td>".to_string(), |v| format!("<td>{v:.1}</td>")));
+        }
+        let verdict = match &s.vs_best {
+            None if s.best => "best".to_string(),
+            None => format!("undecided: no run counts ({} left out for contention)", s.left_out),
+            Some(crate::results::Comparison { undecided: Some(why), .. }) => why.clone(),
+            Some(c) => format!(
+                "{:+.1}% (p={:.3}, {})",
+                (c.ratio - 1.0) * 100.0,
+                c.p,
+                if c.significant { "significant" } else { "not significant" }
+            ),
+        };
+        out.push_str(&format!("<td class=\"l\">{}</td></tr>\n", escape(&verdict)));
+    }
+    out.push_str("</table>\n");
+    let kept: usize = sums.iter().map(|s| s.kept_contended).sum();
+    let left: usize = sums.iter().map(|s| s.left_out).sum();
+    if kept > 0 {
+        out.push_str(&format!(
+            "<p class=\"src\">! {kept} run(s) flagged for contention are counted in these figures (--keep-contended).</p>\n"
+        ));
+    } else if left > 0 {
+        out.push_str(&format!(
+            "<p class=\"src\">{left} run(s) left out for contention (a worker waited to run over 5% of the run, or the host \
+             stole over 5%); <code>--keep-contended</code> counts them, marked.</p>\n"
+        ));
+    }
+    if sums.iter().any(|s| !s.clocks.is_empty()) {
+        out.push_str(&format!(
+            "<details><summary>The table as printed, with the stage clocks (ns/packet, TSC, medians)</summary><pre class=\"table\">{}</pre></details>\n",
+            escape(&table_text(sums, stages, unit))
+        ));
+    }
+    out
 }
 
 /// Every run: its setting and rate, or, greyed, why it was left out.
@@ -542,6 +621,8 @@ fn blocks_chart(labels: &[String], blocks: &[LiveBlock]) -> Result<(String, Keys
             .build_cartesian_2d(0.0..tmax, lo..hi)
             .map_err(chart_err)?;
         ch.configure_mesh()
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
             .x_desc("seconds")
             .y_desc("Mpps")
             .y_label_formatter(&|v| si(*v))
@@ -603,7 +684,13 @@ fn diffs_chart(diffs: &[(String, Vec<f64>)]) -> Result<(String, Keys)> {
             .y_label_area_size(50)
             .build_cartesian_2d((lo - width)..(hi + width), 0.0..top)
             .map_err(chart_err)?;
-        ch.configure_mesh().x_desc("% change of the rate").y_desc("units").draw().map_err(chart_err)?;
+        ch.configure_mesh()
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
+            .x_desc("% change of the rate")
+            .y_desc("units")
+            .draw()
+            .map_err(chart_err)?;
         let k = diffs.len().max(1) as f64;
         // Each bin holds every setting's bar side by side, a tenth of the bin kept as a gap.
         let sub = width * 0.9 / k;
@@ -747,6 +834,9 @@ mod tests {
         assert_eq!(super::si(0.25), "0.25");
         assert_eq!(super::si(0.0), "0");
         assert_eq!(super::si(2.5e9), "2.5G");
+        assert_eq!(super::si(10.2), "10.2");
+        assert_eq!(super::si(10.0), "10");
+        assert_eq!(super::si(9.55), "9.55");
     }
 
     /// Two units of ABBA blocks: A at 10 Mpps throughout, B at 9.8 then 9.9 (one B block of

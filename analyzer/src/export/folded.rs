@@ -156,7 +156,7 @@ fn startup(f: &str) -> bool {
 }
 
 /// The fill colour of a stage (hex), one hue per stage, greys for what is not forwarding.
-fn stage_colour(stage: &str) -> &'static str {
+pub fn stage_colour(stage: &str) -> &'static str {
     match stage {
         "lookup" => "#4c78a8",
         "gc" => "#e45756",
