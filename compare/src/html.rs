@@ -1,11 +1,14 @@
 //! `report --html`: one self-contained page for a sweep directory (`fwdscope sweep -o DIR`):
 //! Mpps against the swept setting with 95% confidence intervals, stacked stage bars per
-//! setting, rtstat time series (route-cache size, hits and GC per second) of each setting's
-//! first run, the summary table, and a flame graph per run. For a live comparison's
-//! directory (`sweep --live -o DIR`): every block's rate over time coloured by setting
-//! (blocks left out drawn hollow), the distribution of the paired per-unit differences
-//! against the baseline, and the table with its verdicts. Charts are SVG drawn with
-//! plotters; flame graphs are inferno's SVG as data URIs (each keeps its own script).
+//! setting, the summary table, every run (left-out runs greyed with their reason), rtstat
+//! time series (route-cache size, hits and GC per second) of each setting's first counted
+//! run, and a flame graph per run; a setting without a counted run is said to have none,
+//! never drawn at zero. For a live comparison's directory (`sweep --live -o DIR`): the
+//! results table, every block's rate over time coloured by setting (blocks left out drawn
+//! hollow), the distribution of the paired per-unit differences against the baseline (bars
+//! side by side), and the printed table's notes. Charts are SVG drawn with plotters, their
+//! legends HTML under them; flame graphs are inferno's SVG as data URIs (each keeps its own
+//! script). The style ([`STYLE`]) and legend helpers are shared with `recording_page`.
 
 use crate::results::{read_results, summarize_with, table_text, RunResult, Summary};
 use crate::{Error, Result};

@@ -88,10 +88,23 @@ pub fn recording_page(
     for w in &t.warnings {
         html.push_str(&format!("<p class=\"missing\">{}</p>\n", escape(w)));
     }
+    // Where the names came from, in full once; each figure names the sources briefly.
     let symbols_from = if t.symbol_sources.is_empty() {
         "symbols: none named".to_string()
     } else {
-        format!("symbols: {}", t.symbol_sources.join("; "))
+        let short: Vec<&str> = t
+            .symbol_sources
+            .iter()
+            .map(|s| {
+                let head = s.split(':').next().unwrap_or(s);
+                head.rsplit('/').next().unwrap_or(head)
+            })
+            .collect();
+        html.push_str(&format!(
+            "<details id=\"sources\"><summary>Sources of the symbols</summary><ul>{}</ul></details>\n",
+            t.symbol_sources.iter().map(|s| format!("<li>{}</li>", escape(s))).collect::<String>()
+        ));
+        format!("symbols: {} (how each was read: Sources of the symbols, above)", short.join(", "))
     };
     let rules_from: Vec<String> = t.rule_sources.iter().map(|(f, n)| format!("{f} ({n})")).collect();
     html.push_str(&stage_section(&t, &symbols_from, &rules_from));
