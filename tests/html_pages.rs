@@ -53,6 +53,8 @@ fn the_golden_recording_and_perf_data_pages_and_flame_graphs_read_in_chromium() 
     let pd_page = page_of(&pd, &dir.join("pd.html"), &["--kallsyms", &ks]);
     assert!(pd_page.contains("fib_table_lookup") && pd_page.contains("id=\"flame\""), "perf.data page");
     assert!(pd_page.contains("No timeline"), "the perf.data page says why it has no timeline");
+    // The golden perf.data file was recorded with callchains (perf record -g).
+    assert!(pd_page.contains("(with callchains)"), "the flame graph's source misread");
     // --keep-contended is for sweep directories: a recording is refused, in words.
     let o = fwdscope()
         .args(["report", "-i"])

@@ -109,7 +109,13 @@ pub fn recording_page(
     let rules_from: Vec<String> = t.rule_sources.iter().map(|(f, n)| format!("{f} ({n})")).collect();
     html.push_str(&stage_section(&t, &symbols_from, &rules_from));
     html.push_str(&symbols_section(&mut t, o.top, &symbols_from));
-    // The flame graph: the same samples' stacks, as `export -f svg` writes them.
+    // The flame graph: the same samples' stacks, as `export -f svg` writes them. A perf.data
+    // file's table is read without its callchains (the stage table needs the leaves only),
+    // so whether it has them is seen in the stacks.
+    let callchains = match input {
+        Input::PerfData(_) => profile.stacks.iter().any(|s| s.frames.len() > 1),
+        _ => t.callchains,
+    };
     {
         use base64::Engine;
         let svg = profile.svg(&title)?;
@@ -118,7 +124,7 @@ pub fn recording_page(
              function's samples went to; {}.</p>\n<img class=\"flame\" id=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\">\n",
             t.samples,
             escape(&t.event),
-            if t.callchains { "with callchains" } else { "leaf frames only: recorded without -g" },
+            if callchains { "with callchains" } else { "leaf frames only: recorded without -g" },
             escape(&symbols_from),
             base64::engine::general_purpose::STANDARD.encode(svg)
         ));
