@@ -266,7 +266,7 @@ pre{background:#f6f6f6;padding:.8em;font-size:13px;white-space:pre-wrap;overflow
 .key i.line{height:3px}.key i.dot{border-radius:50%}.key i.hollow{border-radius:50%;border:2px solid;background:none!important}\
 table.data{border-collapse:collapse;font-size:14px;margin:.5em 0;max-width:100%}\
 table.data th,table.data td{padding:.2em .6em;white-space:nowrap;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}\
-table.data th{background:#f0f0f0}table.data td.l,table.data th.l{text-align:left;white-space:normal;overflow-wrap:anywhere}\
+table.data th{background:#f0f0f0}table.data td.l,table.data th.l{text-align:left;white-space:normal;overflow-wrap:anywhere}table.data td.s{white-space:nowrap}\
 tr.out td{color:#999}.missing{border:2px solid #b60;padding:.5em;background:#fff8ee}.src{color:#555;font-size:14px}\
 img.flame{width:100%;box-sizing:border-box;border:1px solid #ddd}summary.out{color:#999}";
 
@@ -342,13 +342,18 @@ pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<Str
     );
     let left_out = runs.iter().filter(|r| !r.contention.is_empty()).count();
     html.push_str(&format!(
-        "<h1>fwdscope sweep</h1>\n<p>{} runs of {} settings from <code>{}</code>; stages sampled with <b>{}</b>{}; {} run(s) left out for contention.</p>\n",
+        "<h1>fwdscope sweep</h1>\n<p>{} runs of {} settings from <code>{}</code>; stages sampled with <b>{}</b>{}; {} run(s) {}.</p>\n",
         runs.len(),
         sums.len(),
         escape(&dir.display().to_string()),
         escape(&event),
         first.meta.sampling.fallback.as_ref().map_or(String::new(), |f| format!(" ({})", escape(f))),
-        left_out
+        left_out,
+        if o.keep_contended {
+            "flagged for contention, counted anyway (--keep-contended)"
+        } else {
+            "left out for contention"
+        }
     ));
     // A sweep that ended early says so first (its reason, as the runner wrote it).
     if let Ok(why) = std::fs::read_to_string(dir.join(crate::runner::INCOMPLETE)) {
@@ -374,8 +379,9 @@ pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<Str
     } else if kept > 0 {
         html.push_str(&format!(
             "<p class=\"missing\" id=\"kept-contended\"><b>Contended runs counted:</b> {kept} run(s) flagged for \
-             contention are counted in these figures (<code>--keep-contended</code>); settings drawn in orange hold \
-             some. A busy machine slows runs unevenly: read them as rough.</p>\n"
+             contention are counted in these figures (<code>--keep-contended</code>): marked <code>!</code> in the \
+             summary, drawn in orange on the rate chart (the best setting stays red). A busy machine slows runs \
+             unevenly: read them as rough.</p>\n"
         ));
     }
     if counted {
@@ -458,12 +464,11 @@ fn summary_table(sums: &[Summary], stages: &[&str], unit: &str) -> String {
     }
     out.push_str("<th class=\"l\">vs best (Welch p)</th></tr>\n");
     for s in sums {
-        let mark = if s.best {
-            "* "
-        } else if s.kept_contended > 0 {
-            "! "
-        } else {
-            ""
+        let mark = match (s.best, s.kept_contended > 0) {
+            (true, true) => "*! ",
+            (true, false) => "* ",
+            (false, true) => "! ",
+            (false, false) => "",
         };
         let (mpps, ci) = if s.runs == 0 {
             ("no counted run".to_string(), "&mdash;".to_string())
@@ -471,7 +476,7 @@ fn summary_table(sums: &[Summary], stages: &[&str], unit: &str) -> String {
             (format!("{:.3}", s.median), format!("[{:.3}, {:.3}]", s.ci95.0, s.ci95.1))
         };
         out.push_str(&format!(
-            "<tr{}><td class=\"l\">{mark}{}</td><td>{}</td><td>{}</td><td>{mpps}</td><td>{ci}</td>",
+            "<tr{}><td class=\"l s\">{mark}{}</td><td>{}</td><td>{}</td><td>{mpps}</td><td>{ci}</td>",
             if s.runs == 0 { " class=\"out\"" } else { "" },
             escape(&s.setting),
             s.runs,
@@ -533,7 +538,7 @@ fn runs_table(runs: &[RunResult], keep_contended: bool) -> String {
             (" class=\"out\"", "&mdash;".to_string(), format!("left out: {}", r.contention.join("; ")))
         };
         out.push_str(&format!(
-            "<tr{class}><td>{:03}</td><td class=\"l\">{}</td><td>{}</td><td>{mpps}</td><td class=\"l\">{}</td></tr>\n",
+            "<tr{class}><td>{:03}</td><td class=\"l s\">{}</td><td>{}</td><td>{mpps}</td><td class=\"l\">{}</td></tr>\n",
             k + 1,
             escape(&r.setting),
             r.repeat + 1,
@@ -775,7 +780,7 @@ fn live_results_table(j: &serde_json::Value) -> String {
                 p(&e["p_holm"])
             )
         };
-        out.push_str(&format!("<tr><td class=\"l\">{label}</td><td>{mpps}</td><td>{blocks}</td>{row}</tr>\n"));
+        out.push_str(&format!("<tr><td class=\"l s\">{label}</td><td>{mpps}</td><td>{blocks}</td>{row}</tr>\n"));
     }
     out.push_str("</table>\n");
     out
