@@ -140,8 +140,11 @@ fn mpps_chart(sums: &[Summary]) -> Result<(String, Keys)> {
         }))
         .map_err(chart_err)?;
     }
-    let mut keys =
-        vec![("best setting".to_string(), css(&RED), Key::Box), ("other settings".to_string(), css(&BLUE), Key::Box)];
+    // A key for each colour drawn.
+    let mut keys = vec![("best setting".to_string(), css(&RED), Key::Box)];
+    if sums.iter().any(|s| s.runs > 0 && !s.best && s.kept_contended == 0) {
+        keys.push(("other settings".to_string(), css(&BLUE), Key::Box));
+    }
     if sums.iter().any(|s| s.kept_contended > 0 && !s.best) {
         keys.push(("counts runs flagged for contention".to_string(), css(&KEPT), Key::Box));
     }
@@ -457,7 +460,7 @@ fn summary_table(sums: &[Summary], stages: &[&str], unit: &str) -> String {
     let shown: Vec<&str> =
         stages.iter().copied().filter(|st| sums.iter().any(|s| s.stages.contains_key(*st))).collect();
     let mut out = String::from(
-        "<h2>Summary</h2>\n<table class=\"data\" id=\"summary\"><tr><th class=\"l\">setting</th><th>runs</th><th>left out</th><th>Mpps (median)</th><th>95% CI of the mean</th>",
+        "<h2>Summary</h2>\n<table class=\"data\" id=\"summary\"><tr><th class=\"l\">setting</th><th>runs</th><th>flagged for contention</th><th>Mpps (median)</th><th>95% CI of the mean</th>",
     );
     for st in &shown {
         out.push_str(&format!("<th>{} {}/pkt</th>", escape(st), escape(unit)));
