@@ -146,10 +146,43 @@ fn a_sweep_with_no_counted_run_says_so_and_draws_nothing_as_zero() {
     assert!(kept.contains("! prefetch 0"), "the table marks the kept setting");
     assert_eq!(page.matches("no counted run</td>").count(), 2, "the summary says it per setting");
 
+    // One setting with counted runs, one without: the chart has the one's point and says
+    // "no counted run" at the other's place, its axis from the counted figures.
+    let mut runs = compare::results::read_results(&dir).unwrap();
+    for r in runs.iter_mut().filter(|r| r.setting == "prefetch 2") {
+        r.contention.clear();
+    }
+    write_parquet(&dir.join("results.parquet"), &runs).unwrap();
+    let half = compare::html::sweep_page(&dir, &rules).expect("page");
+    let mpps = &half[half.find("id=\"mpps\"").expect("the rate chart")..];
+    let mpps = &mpps[..mpps.find("</svg>").unwrap()];
+    assert!(
+        mpps.lines().any(|l| l.trim() == "no counted run"),
+        "{}",
+        mpps.lines().filter(|l| !l.starts_with('<')).collect::<Vec<_>>().join(" | ")
+    );
+    assert!(!half.contains("NaN") && !half.contains("id=\"no-counted-run\""));
+    write_parquet(
+        &dir.join("results.parquet"),
+        &compare::results::read_results(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|mut r| {
+                r.contention = vec![format!(
+                    "a worker waited to run {}% of the time (over 5%: another process had its core)",
+                    20 + r.repeat * 2 + usize::from(r.setting == "prefetch 2")
+                )];
+                r
+            })
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
     let Some(chromium) = browser::chromium() else {
         println!("SKIP: no chromium installed: the pages are checked, their rendering is not");
         return;
     };
+    let c = browser::check_page(chromium, &half, &dir, "half", 1280);
+    browser::assert_readable("half-counted page", &c);
     let c = browser::check_page(chromium, &page, &dir, "contended", 1280);
     browser::assert_readable("no-counted-run page", &c);
     assert_eq!(c["greyRows"], 20, "four runs of five cells in grey");
