@@ -321,6 +321,8 @@ fn every_size_and_time_flag_is_bounded_before_anything_is_allocated() {
         (vec![s("sweep"), s("-o"), o.clone(), s("--repeat"), s("1000000000000")], "--repeat"),
         (vec![s("sweep"), s("-o"), o.clone(), s("--duration"), s("1e300")], "--duration"),
         (vec![s("sweep"), s("-o"), o.clone(), s("--live"), s("--block-ms"), s("18446744073709551615")], "--block-ms"),
+        (vec![s("sweep"), s("-o"), o.clone(), s("--live"), s("--keep-contended")], "--keep-contended"),
+        (vec![s("report"), s("-i"), o.clone(), s("--keep-contended")], "--html"),
         (vec![s("lab"), s("bench"), s("--repeat"), s("1000000000000")], "--repeat"),
         (vec![s("lab"), s("bench"), s("--seconds"), s("1e300")], "--seconds"),
         (vec![s("lab"), s("send"), s("--duration"), s("1e300")], "--duration"),

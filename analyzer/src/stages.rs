@@ -250,7 +250,7 @@ pub(crate) fn recorded_line(rec: &Recording, packets: Option<u64>) -> Option<Str
 }
 
 /// Thread names by tid from COMM records (the last name wins).
-pub(crate) fn thread_names(tasks: &[collector::records::TaskEvent]) -> HashMap<u32, String> {
+pub fn thread_names(tasks: &[collector::records::TaskEvent]) -> HashMap<u32, String> {
     let mut names = HashMap::new();
     for t in tasks {
         if let collector::records::TaskEvent::Comm { tid, comm, .. } = t {

@@ -1,13 +1,16 @@
 //! `report --html`: one self-contained page for a sweep directory (`fwdscope sweep -o DIR`):
 //! Mpps against the swept setting with 95% confidence intervals, stacked stage bars per
-//! setting, rtstat time series (route-cache size, hits and GC per second) of each setting's
-//! first run, the summary table, and a flame graph per run. For a live comparison's
-//! directory (`sweep --live -o DIR`): every block's rate over time coloured by setting
-//! (blocks left out drawn hollow), the distribution of the paired per-unit differences
-//! against the baseline, and the table with its verdicts. Charts are SVG drawn with
-//! plotters; flame graphs are inferno's SVG as data URIs (each keeps its own script).
+//! setting, the summary table, every run (left-out runs greyed with their reason), rtstat
+//! time series (route-cache size, hits and GC per second) of each setting's first counted
+//! run, and a flame graph per run; a setting without a counted run is said to have none,
+//! never drawn at zero. For a live comparison's directory (`sweep --live -o DIR`): the
+//! results table, every block's rate over time coloured by setting (blocks left out drawn
+//! hollow), the distribution of the paired per-unit differences against the baseline (bars
+//! side by side), and the printed table's notes. Charts are SVG drawn with plotters, their
+//! legends HTML under them; flame graphs are inferno's SVG as data URIs (each keeps its own
+//! script). The style ([`STYLE`]) and legend helpers are shared with `recording_page`.
 
-use crate::results::{read_results, summarize, table_text, Summary};
+use crate::results::{read_results, summarize_with, table_text, RunResult, Summary};
 use crate::{Error, Result};
 use analyzer::rules::{Rules, APART, STAGE_ORDER};
 use collector::recording::Recording;
@@ -28,7 +31,7 @@ const STAGE_COLORS: [RGBColor; 8] = [
     RGBColor(204, 204, 204),
 ];
 
-/// An axis label in SI form: 7000000 -> `7.0M`, 1500 -> `1.5k`, 0.25 -> `0.25`.
+/// An axis label in SI form: 7000000 -> `7.0M`, 1500 -> `1.5k`, 0.25 -> `0.25`, 10.2 -> `10.2`.
 pub fn si(v: f64) -> String {
     let a = v.abs();
     let (x, unit) = if a >= 1e9 {
@@ -38,7 +41,10 @@ pub fn si(v: f64) -> String {
     } else if a >= 1e3 {
         (v / 1e3, "k")
     } else {
-        return if a >= 10.0 || a == 0.0 { format!("{v:.0}") } else { format!("{v:.2}") };
+        // Two decimals at most, trailing zeros dropped: the ticks of 9.5..10.3 read 9.6, 9.8,
+        // 10, 10.2 (never 10 three times).
+        let t = format!("{v:.2}");
+        return t.trim_end_matches('0').trim_end_matches('.').to_string();
     };
     format!("{x:.1}{unit}")
 }
@@ -79,6 +85,8 @@ fn setting_chart<'a, 'b>(
         .build_cartesian_2d(x_range(n).into_segmented(), 0.0..hi)
         .map_err(chart_err)?;
     ch.configure_mesh()
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 14))
         .disable_x_mesh()
         .y_desc(y_desc)
         .y_label_formatter(&|v| si(*v))
@@ -92,33 +100,72 @@ fn setting_chart<'a, 'b>(
     Ok(ch)
 }
 
-fn mpps_chart(sums: &[Summary]) -> Result<String> {
+/// A legend's entries.
+pub(crate) type Keys = Vec<(String, String, Key)>;
+
+const KEPT: RGBColor = RGBColor(230, 120, 0);
+const NONE_GREY: RGBColor = RGBColor(120, 120, 120);
+
+fn mpps_chart(sums: &[Summary]) -> Result<(String, Keys)> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
-        let hi = sums.iter().map(|s| s.ci95.1.max(s.median)).fold(0.0f64, f64::max) * 1.15 + 1e-9;
+        // Settings without a counted run have no figure: no point, words instead.
+        let counted = |s: &&Summary| s.runs > 0;
+        let hi = sums.iter().filter(counted).map(|s| s.ci95.1.max(s.median)).fold(0.0f64, f64::max) * 1.15;
+        let hi = if hi > 0.0 && hi.is_finite() { hi } else { 1.0 };
         let caption = "Forwarded Mpps by setting (median, 95% CI of the mean)";
         let mut ch = setting_chart(&root, sums, caption, "Mpps", hi)?;
-        ch.draw_series(sums.iter().enumerate().map(|(i, s)| {
-            let style = if s.best { RED.filled() } else { BLUE.filled() };
+        ch.draw_series(sums.iter().enumerate().filter(|(_, s)| counted(s)).map(|(i, s)| {
+            let style = if s.best {
+                RED.filled()
+            } else if s.kept_contended > 0 {
+                KEPT.filled()
+            } else {
+                BLUE.filled()
+            };
             ErrorBar::new_vertical(SegmentValue::CenterOf(i), s.ci95.0, s.median, s.ci95.1, style, 12)
         }))
         .map_err(chart_err)?;
+        ch.draw_series(sums.iter().enumerate().filter(|(_, s)| s.runs == 0).map(|(i, _)| {
+            Text::new(
+                "no counted run",
+                (SegmentValue::CenterOf(i), hi / 2.0),
+                ("sans-serif", 14).into_font().color(&NONE_GREY).pos(plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Center,
+                    plotters::style::text_anchor::VPos::Center,
+                )),
+            )
+        }))
+        .map_err(chart_err)?;
     }
-    Ok(svg)
+    // A key for each colour drawn.
+    let mut keys = vec![("best setting".to_string(), css(&RED), Key::Box)];
+    if sums.iter().any(|s| s.runs > 0 && !s.best && s.kept_contended == 0) {
+        keys.push(("other settings".to_string(), css(&BLUE), Key::Box));
+    }
+    if sums.iter().any(|s| s.kept_contended > 0 && !s.best) {
+        keys.push(("counts runs flagged for contention".to_string(), css(&KEPT), Key::Box));
+    }
+    Ok((svg, keys))
 }
 
-fn stage_chart(sums: &[Summary], unit: &str) -> Result<String> {
+/// Stacked stage bars per setting, or none when no setting has a stage figure.
+fn stage_chart(sums: &[Summary], unit: &str) -> Result<Option<(String, Keys)>> {
+    // The forwarding stages only: the synthetic device and waiting are not the
+    // forwarder's cost, and are listed apart in the table.
+    let order: Vec<&str> = STAGE_ORDER.iter().copied().filter(|s| !APART.contains(s)).collect();
+    let total = |s: &Summary| order.iter().filter_map(|st| s.stages.get(*st)).sum::<f64>();
+    let hi = sums.iter().map(total).fold(0.0f64, f64::max) * 1.15;
+    if !(hi > 0.0 && hi.is_finite()) {
+        return Ok(None);
+    }
     let mut svg = String::new();
+    let mut keys = Vec::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
-        // The forwarding stages only: the synthetic device and waiting are not the
-        // forwarder's cost, and are listed apart in the table.
-        let order: Vec<&str> = STAGE_ORDER.iter().copied().filter(|s| !APART.contains(s)).collect();
-        let total = |s: &Summary| order.iter().filter_map(|st| s.stages.get(*st)).sum::<f64>();
-        let hi = sums.iter().map(total).fold(0.0f64, f64::max) * 1.15 + 1e-9;
         let caption = format!("Forwarding cost per packet by stage ({unit}/packet, medians; device apart)");
         let mut ch = setting_chart(&root, sums, &caption, &format!("{unit}/packet"), hi)?;
         for (k, st) in order.iter().enumerate() {
@@ -138,14 +185,22 @@ fn stage_chart(sums: &[Summary], unit: &str) -> Result<String> {
             if bars.is_empty() {
                 continue;
             }
-            ch.draw_series(bars)
-                .map_err(chart_err)?
-                .label(*st)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+            ch.draw_series(bars).map_err(chart_err)?;
+            keys.push((st.to_string(), css(&color), Key::Box));
         }
-        ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(chart_err)?;
+        ch.draw_series(sums.iter().enumerate().filter(|(_, s)| s.runs == 0).map(|(i, _)| {
+            Text::new(
+                "no counted run",
+                (SegmentValue::CenterOf(i), hi / 2.0),
+                ("sans-serif", 14).into_font().color(&NONE_GREY).pos(plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Center,
+                    plotters::style::text_anchor::VPos::Center,
+                )),
+            )
+        }))
+        .map_err(chart_err)?;
     }
-    Ok(svg)
+    Ok(Some((svg, keys)))
 }
 
 /// One rtstat series of a recording: (seconds since its first row, value) where value is
@@ -167,8 +222,9 @@ fn series(rec: &Recording, name: &str, rate: bool) -> Result<Vec<(f64, f64)>> {
         .collect())
 }
 
-fn rtstat_chart(title: &str, lines: &[(String, Vec<(f64, f64)>)]) -> Result<String> {
+pub(crate) fn rtstat_chart(title: &str, lines: &[(String, Vec<(f64, f64)>)]) -> Result<(String, Keys)> {
     let mut svg = String::new();
+    let mut keys = Vec::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, 300)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
@@ -181,45 +237,126 @@ fn rtstat_chart(title: &str, lines: &[(String, Vec<(f64, f64)>)]) -> Result<Stri
             .y_label_area_size(70)
             .build_cartesian_2d(0.0..tmax, 0.0..vmax)
             .map_err(chart_err)?;
-        ch.configure_mesh().x_desc("seconds").y_label_formatter(&|v| si(*v)).draw().map_err(chart_err)?;
+        ch.configure_mesh()
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
+            .x_desc("seconds")
+            .y_label_formatter(&|v| si(*v))
+            .draw()
+            .map_err(chart_err)?;
         for (i, (label, pts)) in lines.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
-            ch.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-                .map_err(chart_err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+            ch.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2))).map_err(chart_err)?;
+            keys.push((label.clone(), css(&color), Key::Line));
         }
-        ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(chart_err)?;
     }
-    Ok(svg)
+    Ok((svg, keys))
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+pub(crate) fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The style every page shares: body text at 16 px and tables at 14 px whatever the window
+/// (no viewport-scaled type), charts scaled down to the column, notes wrapped inside their
+/// box, legends in HTML under each chart (never on its data).
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;font-size:16px;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222}\
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em}\
+pre{background:#f6f6f6;padding:.8em;font-size:13px;white-space:pre-wrap;overflow-wrap:anywhere}\
+.chart{margin:1em 0}.chart svg{display:block;max-width:100%;height:auto}\
+.legend{display:flex;flex-wrap:wrap;gap:.3em 1.4em;font-size:14px;margin:.3em 0 0 60px}\
+.key{display:inline-flex;align-items:center;gap:.4em}.key i{display:inline-block;width:14px;height:14px;box-sizing:border-box}\
+.key i.line{height:3px}.key i.dot{border-radius:50%}.key i.hollow{border-radius:50%;border:2px solid;background:none!important}\
+table.data{border-collapse:collapse;font-size:14px;margin:.5em 0;max-width:100%}\
+table.data th,table.data td{padding:.2em .6em;white-space:nowrap;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}\
+table.data th{background:#f0f0f0}table.data td.l,table.data th.l{text-align:left;white-space:normal;overflow-wrap:anywhere}table.data td.s{white-space:nowrap}\
+tr.out td{color:#999}.missing{border:2px solid #b60;padding:.5em;background:#fff8ee}.src{color:#555;font-size:14px}\
+img.flame{width:100%;box-sizing:border-box;border:1px solid #ddd}summary.out{color:#999}";
+
+/// How a legend key is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Key {
+    Box,
+    Line,
+    Dot,
+    Hollow,
+}
+
+/// A CSS colour of a plotters colour.
+pub(crate) fn css(c: &impl Color) -> String {
+    let (r, g, b) = c.rgb();
+    format!("rgb({r},{g},{b})")
+}
+
+/// A chart's legend, in HTML under it: one key per (label, CSS colour, shape).
+pub(crate) fn legend(items: &[(String, String, Key)]) -> String {
+    let mut out = String::from("<div class=\"legend\">");
+    for (label, colour, key) in items {
+        let class = match key {
+            Key::Box => "",
+            Key::Line => "line",
+            Key::Dot => "dot",
+            Key::Hollow => "hollow",
+        };
+        out.push_str(&format!(
+            "<span class=\"key\"><i class=\"{class}\" style=\"background:{colour};border-color:{colour}\"></i>{}</span>",
+            escape(label)
+        ));
+    }
+    out.push_str("</div>");
+    out
+}
+
+/// A chart and its legend, in one `div.chart` with `id`.
+pub(crate) fn chart_div(id: &str, svg: &str, keys: &[(String, String, Key)]) -> String {
+    format!(
+        "<div class=\"chart\" id=\"{id}\">{svg}{}</div>\n",
+        if keys.is_empty() { String::new() } else { legend(keys) }
+    )
+}
+
+/// How the sweep page is made.
+#[derive(Debug, Clone, Default)]
+pub struct PageOptions {
+    /// Count the runs flagged for contention in the figures, marked (default false: they
+    /// are left out, listed greyed with their reason).
+    pub keep_contended: bool,
 }
 
 /// The page for sweep directory `dir` (its results.parquet and runs/NNN recordings).
 pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
+    sweep_page_with(dir, rules, &PageOptions::default())
+}
+
+/// [`sweep_page`] with options.
+pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<String> {
     use base64::Engine;
     let runs = read_results(dir)?;
     if runs.is_empty() {
         return Err(Error::Results { path: dir.join("results.parquet"), msg: "holds no runs".into() });
     }
-    let sums = summarize(&runs);
+    let sums = summarize_with(&runs, o.keep_contended);
     let run_dir = |k: usize| dir.join("runs").join(format!("{:03}", k + 1));
     let first = Recording::open(&run_dir(0))?;
     let event = first.meta.sampling.used.clone();
     let unit = collector::events::period_unit(&event);
-    let mut html = String::from(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope sweep</title>\n<style>body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}pre{background:#f6f6f6;padding:1em;overflow-x:auto}pre.table{font-size:min(12px,0.62vw);width:max-content;max-width:none;overflow-x:visible}.chart{margin:1em 0}img.flame{width:100%;border:1px solid #ddd}</style></head><body>\n",
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope sweep</title>\n<style>{STYLE}</style></head><body>\n"
     );
+    let left_out = runs.iter().filter(|r| !r.contention.is_empty()).count();
     html.push_str(&format!(
-        "<h1>fwdscope sweep</h1>\n<p>{} runs of {} settings from <code>{}</code>; stages sampled with <b>{}</b>{}.</p>\n",
+        "<h1>fwdscope sweep</h1>\n<p>{} runs of {} settings from <code>{}</code>; stages sampled with <b>{}</b>{}; {} run(s) {}.</p>\n",
         runs.len(),
         sums.len(),
         escape(&dir.display().to_string()),
         escape(&event),
-        first.meta.sampling.fallback.as_ref().map_or(String::new(), |f| format!(" ({})", escape(f)))
+        first.meta.sampling.fallback.as_ref().map_or(String::new(), |f| format!(" ({})", escape(f))),
+        left_out,
+        if o.keep_contended {
+            "flagged for contention, counted anyway (--keep-contended)"
+        } else {
+            "left out for contention"
+        }
     ));
     // A sweep that ended early says so first (its reason, as the runner wrote it).
     if let Ok(why) = std::fs::read_to_string(dir.join(crate::runner::INCOMPLETE)) {
@@ -231,27 +368,53 @@ pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
             runs.len()
         ));
     }
-    html.push_str(&format!(
-        "<h2>Forwarding rate</h2>\n<div class=\"chart\" id=\"mpps\">{}</div>\n",
-        mpps_chart(&sums)?
-    ));
-    html.push_str(&format!(
-        "<h2>Stages</h2>\n<div class=\"chart\" id=\"stages\">{}</div>\n",
-        stage_chart(&sums, &unit)?
-    ));
+    let counted = sums.iter().any(|s| s.runs > 0);
+    let kept: usize = sums.iter().map(|s| s.kept_contended).sum();
+    if !counted {
+        html.push_str(&format!(
+            "<p class=\"missing\" id=\"no-counted-run\"><b>No counted run:</b> every one of the {} runs was left out \
+             for contention (a worker waited to run, or the host stole time, over 5% of the run), so this sweep gives \
+             no rate, no stage cost and no verdict. The runs are listed below, greyed, with their reasons. \
+             <code>fwdscope report -i DIR --html OUT --keep-contended</code> shows their figures anyway, marked; \
+             a quieter machine gives figures to trust.</p>\n",
+            runs.len()
+        ));
+    } else if kept > 0 {
+        html.push_str(&format!(
+            "<p class=\"missing\" id=\"kept-contended\"><b>Contended runs counted:</b> {kept} run(s) flagged for \
+             contention are counted in these figures (<code>--keep-contended</code>): marked <code>!</code> in the \
+             summary, drawn in orange on the rate chart (the best setting stays red). A busy machine slows runs \
+             unevenly: read them as rough.</p>\n"
+        ));
+    }
+    if counted {
+        let (svg, keys) = mpps_chart(&sums)?;
+        html.push_str(&format!("<h2>Forwarding rate</h2>\n{}", chart_div("mpps", &svg, &keys)));
+        match stage_chart(&sums, &unit)? {
+            Some((svg, keys)) => html.push_str(&format!("<h2>Stages</h2>\n{}", chart_div("stages", &svg, &keys))),
+            None => html.push_str("<h2>Stages</h2>\n<p class=\"missing\">No stage figures: the counted runs have no samples in the forwarding stages.</p>\n"),
+        }
+    }
     let stages: Vec<&str> = STAGE_ORDER.iter().copied().filter(|s| *s != "other" && *s != "idle").collect();
-    // The whole table on screen (its verdict column last): sized to fit, not scrolled.
-    html.push_str(&format!("<pre class=\"table\">{}</pre>\n", escape(&table_text(&sums, &stages, &unit))));
-    // rtstat series: the first run of each setting.
+    html.push_str(&summary_table(&sums, &stages, &unit));
+    html.push_str(&runs_table(&runs, o.keep_contended));
+    // rtstat series: the first run of each setting (a counted one when there is one).
     let mut size = Vec::new();
     let mut hits = Vec::new();
     let mut gc = Vec::new();
     for s in &sums {
-        let Some(k) = runs.iter().position(|r| r.setting == s.setting) else { continue };
+        let of = |r: &&RunResult| r.setting == s.setting;
+        let Some(k) =
+            runs.iter().position(|r| of(&r) && r.contention.is_empty()).or_else(|| runs.iter().position(|r| of(&r)))
+        else {
+            continue;
+        };
         let rec = Recording::open(&run_dir(k))?;
-        size.push((s.setting.clone(), series(&rec, "rt_entries", false)?));
-        hits.push((s.setting.clone(), series(&rec, "rt_in_hit", true)?));
-        gc.push((s.setting.clone(), series(&rec, "rt_gc_total", true)?));
+        let label =
+            if runs[k].contention.is_empty() { s.setting.clone() } else { format!("{} (run left out)", s.setting) };
+        size.push((label.clone(), series(&rec, "rt_entries", false)?));
+        hits.push((label.clone(), series(&rec, "rt_in_hit", true)?));
+        gc.push((label, series(&rec, "rt_gc_total", true)?));
     }
     html.push_str("<h2>Route cache (rtstat), first run of each setting</h2>\n");
     for (id, title, lines) in [
@@ -259,7 +422,8 @@ pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
         ("rt-hits", "hits per second", &hits),
         ("rt-gc", "GC runs per second", &gc),
     ] {
-        html.push_str(&format!("<div class=\"chart\" id=\"{id}\">{}</div>\n", rtstat_chart(title, lines)?));
+        let (svg, keys) = rtstat_chart(title, lines)?;
+        html.push_str(&chart_div(id, &svg, &keys));
     }
     html.push_str("<h2>Flame graphs</h2>\n");
     for (k, r) in runs.iter().enumerate() {
@@ -268,16 +432,124 @@ pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
         let p = analyzer::export::recording_profile(&rec, &mut sym, rules)?;
         let title = format!("run {:03}: {} (repeat {})", k + 1, r.setting, r.repeat + 1);
         let svg = p.svg(&title)?;
+        // A left-out run's rate is no result: its header says why, greyed.
+        let head = if r.contention.is_empty() {
+            format!("<summary>{} &mdash; {:.3} Mpps</summary>", escape(&title), r.mpps)
+        } else {
+            format!(
+                "<summary class=\"out\">{} &mdash; left out: {}{}</summary>",
+                escape(&title),
+                escape(&r.contention.join("; ")),
+                if o.keep_contended { format!(" (counted anyway: {:.3} Mpps)", r.mpps) } else { String::new() }
+            )
+        };
         html.push_str(&format!(
-            "<details{}><summary>{} &mdash; {:.3} Mpps</summary><img class=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\"></details>\n",
+            "<details{}>{head}<img class=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\"></details>\n",
             if k == 0 { " open" } else { "" },
-            escape(&title),
-            r.mpps,
             base64::engine::general_purpose::STANDARD.encode(svg)
         ));
     }
     html.push_str("</body></html>\n");
     Ok(html)
+}
+
+/// The summary as an HTML table (the rows `table_text` prints): per setting its counted
+/// runs, median rate and interval, or that it has no counted run; the stage costs; the
+/// verdict against the best.
+fn summary_table(sums: &[Summary], stages: &[&str], unit: &str) -> String {
+    let shown: Vec<&str> =
+        stages.iter().copied().filter(|st| sums.iter().any(|s| s.stages.contains_key(*st))).collect();
+    let mut out = String::from(
+        "<h2>Summary</h2>\n<table class=\"data\" id=\"summary\"><tr><th class=\"l\">setting</th><th>runs</th><th>flagged for contention</th><th>Mpps (median)</th><th>95% CI of the mean</th>",
+    );
+    for st in &shown {
+        out.push_str(&format!("<th>{} {}/pkt</th>", escape(st), escape(unit)));
+    }
+    out.push_str("<th class=\"l\">vs best (Welch p)</th></tr>\n");
+    for s in sums {
+        let mark = match (s.best, s.kept_contended > 0) {
+            (true, true) => "*! ",
+            (true, false) => "* ",
+            (false, true) => "! ",
+            (false, false) => "",
+        };
+        let (mpps, ci) = if s.runs == 0 {
+            ("no counted run".to_string(), "&mdash;".to_string())
+        } else {
+            (format!("{:.3}", s.median), format!("[{:.3}, {:.3}]", s.ci95.0, s.ci95.1))
+        };
+        out.push_str(&format!(
+            "<tr{}><td class=\"l s\">{mark}{}</td><td>{}</td><td>{}</td><td>{mpps}</td><td>{ci}</td>",
+            if s.runs == 0 { " class=\"out\"" } else { "" },
+            escape(&s.setting),
+            s.runs,
+            s.left_out
+        ));
+        for st in &shown {
+            out.push_str(&s.stages.get(*st).map_or("<td>&mdash;</td>".to_string(), |v| format!("<td>{v:.1}</td>")));
+        }
+        let verdict = match &s.vs_best {
+            None if s.best => "best".to_string(),
+            None => format!("undecided: no run counts ({} left out for contention)", s.left_out),
+            Some(crate::results::Comparison { undecided: Some(why), .. }) => why.clone(),
+            Some(c) => format!(
+                "{:+.1}% (p={:.3}, {})",
+                (c.ratio - 1.0) * 100.0,
+                c.p,
+                if c.significant { "significant" } else { "not significant" }
+            ),
+        };
+        out.push_str(&format!("<td class=\"l\">{}</td></tr>\n", escape(&verdict)));
+    }
+    out.push_str("</table>\n");
+    let kept: usize = sums.iter().map(|s| s.kept_contended).sum();
+    let left: usize = sums.iter().map(|s| s.left_out).sum();
+    if kept > 0 {
+        out.push_str(&format!(
+            "<p class=\"src\">! {kept} run(s) flagged for contention are counted in these figures (--keep-contended).</p>\n"
+        ));
+    } else if left > 0 {
+        out.push_str(&format!(
+            "<p class=\"src\">{left} run(s) left out for contention (a worker waited to run over 5% of the run, or the host \
+             stole over 5%); <code>--keep-contended</code> counts them, marked.</p>\n"
+        ));
+    }
+    if sums.iter().any(|s| !s.clocks.is_empty()) {
+        out.push_str(&format!(
+            "<details><summary>The table as printed, with the stage clocks (ns/packet, TSC, medians)</summary><pre class=\"table\">{}</pre></details>\n",
+            escape(&table_text(sums, stages, unit))
+        ));
+    }
+    out
+}
+
+/// Every run: its setting and rate, or, greyed, why it was left out.
+fn runs_table(runs: &[RunResult], keep_contended: bool) -> String {
+    let mut out = String::from(
+        "<h2>Runs</h2>\n<table class=\"data\" id=\"runs\"><tr><th>run</th><th class=\"l\">setting</th><th>repeat</th><th>Mpps</th><th class=\"l\">counted</th></tr>\n",
+    );
+    for (k, r) in runs.iter().enumerate() {
+        let (class, mpps, note) = if r.contention.is_empty() {
+            ("", format!("{:.3}", r.mpps), "yes".to_string())
+        } else if keep_contended {
+            (
+                "",
+                format!("{:.3} !", r.mpps),
+                format!("counted anyway (--keep-contended); flagged: {}", r.contention.join("; ")),
+            )
+        } else {
+            (" class=\"out\"", "&mdash;".to_string(), format!("left out: {}", r.contention.join("; ")))
+        };
+        out.push_str(&format!(
+            "<tr{class}><td>{:03}</td><td class=\"l s\">{}</td><td>{}</td><td>{mpps}</td><td class=\"l\">{}</td></tr>\n",
+            k + 1,
+            escape(&r.setting),
+            r.repeat + 1,
+            escape(&note)
+        ));
+    }
+    out.push_str("</table>\n");
+    out
 }
 
 /// One block of a live comparison, as live.json holds it.
@@ -341,13 +613,14 @@ pub fn paired_percent(labels: &[String], blocks: &[LiveBlock]) -> Vec<(String, V
         .collect()
 }
 
-fn blocks_chart(labels: &[String], blocks: &[LiveBlock]) -> Result<String> {
+fn blocks_chart(labels: &[String], blocks: &[LiveBlock]) -> Result<(String, Keys)> {
     let mut svg = String::new();
+    let mut keys = Vec::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let tmax = blocks.iter().map(|b| b.t).fold(0.0f64, f64::max).max(1e-3) * 1.02;
-        let rates: Vec<f64> = blocks.iter().filter_map(|b| b.mpps).collect();
+        let rates: Vec<f64> = blocks.iter().filter_map(|b| b.mpps).filter(|m| m.is_finite()).collect();
         let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = rates.iter().copied().fold(0.0f64, f64::max);
         let (lo, hi) = if rates.is_empty() { (0.0, 1.0) } else { (lo * 0.97, hi * 1.03 + 1e-9) };
@@ -359,6 +632,8 @@ fn blocks_chart(labels: &[String], blocks: &[LiveBlock]) -> Result<String> {
             .build_cartesian_2d(0.0..tmax, lo..hi)
             .map_err(chart_err)?;
         ch.configure_mesh()
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
             .x_desc("seconds")
             .y_desc("Mpps")
             .y_label_formatter(&|v| si(*v))
@@ -366,23 +641,31 @@ fn blocks_chart(labels: &[String], blocks: &[LiveBlock]) -> Result<String> {
             .map_err(chart_err)?;
         for (s, label) in labels.iter().enumerate() {
             let color = Palette99::pick(s).to_rgba();
-            let pts: Vec<(f64, f64, bool)> =
-                blocks.iter().filter(|b| b.setting == s).filter_map(|b| Some((b.t, b.mpps?, b.flagged))).collect();
+            let pts: Vec<(f64, f64, bool)> = blocks
+                .iter()
+                .filter(|b| b.setting == s)
+                .filter_map(|b| Some((b.t, b.mpps.filter(|m| m.is_finite())?, b.flagged)))
+                .collect();
             ch.draw_series(pts.iter().map(|&(t, m, flagged)| {
                 let style = if flagged { color.stroke_width(1) } else { color.filled() };
                 Circle::new((t, m), 3, style)
             }))
-            .map_err(chart_err)?
-            .label(label.as_str())
-            .legend(move |(x, y)| Circle::new((x + 5, y), 4, color.filled()));
+            .map_err(chart_err)?;
+            keys.push((label.clone(), css(&color), Key::Dot));
         }
-        ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(chart_err)?;
+        if blocks.iter().any(|b| b.flagged) {
+            keys.push(("left out (any setting)".to_string(), "rgb(90,90,90)".to_string(), Key::Hollow));
+        }
     }
-    Ok(svg)
+    Ok((svg, keys))
 }
 
-fn diffs_chart(diffs: &[(String, Vec<f64>)]) -> Result<String> {
+/// The paired differences of each setting against the baseline as a histogram, the
+/// settings' bars side by side in each bin (opaque: no blended colours), the range padded
+/// by a bin each side so the outer bars are whole.
+fn diffs_chart(diffs: &[(String, Vec<f64>)]) -> Result<(String, Keys)> {
     let mut svg = String::new();
+    let mut keys = Vec::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, 320)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
@@ -410,28 +693,100 @@ fn diffs_chart(diffs: &[(String, Vec<f64>)]) -> Result<String> {
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(50)
-            .build_cartesian_2d(lo..hi, 0.0..top)
+            .build_cartesian_2d((lo - width)..(hi + width), 0.0..top)
             .map_err(chart_err)?;
-        ch.configure_mesh().x_desc("% change of the rate").y_desc("units").draw().map_err(chart_err)?;
-        for (k, ((label, _), c)) in diffs.iter().zip(&counts).enumerate() {
-            let color = Palette99::pick(k + 1).to_rgba();
+        ch.configure_mesh()
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
+            .x_desc("% change of the rate")
+            .y_desc("units")
+            .draw()
+            .map_err(chart_err)?;
+        let k = diffs.len().max(1) as f64;
+        // Each bin holds every setting's bar side by side, a tenth of the bin kept as a gap.
+        let sub = width * 0.9 / k;
+        for (j, ((label, _), c)) in diffs.iter().zip(&counts).enumerate() {
+            let color = Palette99::pick(j + 1).to_rgba();
             let bars: Vec<Rectangle<(f64, f64)>> = c
                 .iter()
                 .enumerate()
                 .filter(|(_, n)| **n > 0)
                 .map(|(i, n)| {
-                    let x0 = lo + i as f64 * width;
-                    Rectangle::new([(x0, 0.0), (x0 + width, *n as f64)], color.mix(0.5).filled())
+                    let x0 = lo + i as f64 * width + width * 0.05 + j as f64 * sub;
+                    Rectangle::new([(x0, 0.0), (x0 + sub, *n as f64)], color.filled())
                 })
                 .collect();
-            ch.draw_series(bars)
-                .map_err(chart_err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.mix(0.5).filled()));
+            ch.draw_series(bars).map_err(chart_err)?;
+            keys.push((label.clone(), css(&color), Key::Box));
         }
-        ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(chart_err)?;
     }
-    Ok(svg)
+    Ok((svg, keys))
+}
+
+/// A figure of live.json, or a dash where it is missing (never NaN, never zero).
+fn num(v: &serde_json::Value, prec: usize) -> String {
+    v.as_f64().filter(|x| x.is_finite()).map_or("&mdash;".to_string(), |x| format!("{x:.prec$}"))
+}
+
+/// The live comparison's results as an HTML table: each setting's median rate, blocks,
+/// ratio to the baseline with its interval, ns/packet against the baseline, p-values and
+/// verdict.
+fn live_results_table(j: &serde_json::Value) -> String {
+    let mut out = String::from(
+        "<table class=\"data\" id=\"results\"><tr><th class=\"l\">setting</th><th>Mpps</th><th>blocks</th><th>ratio</th>\
+         <th>95% interval</th><th>ns/packet vs baseline [95%]</th><th>p</th><th>p (Holm)</th><th class=\"l\">verdict</th></tr>\n",
+    );
+    let empty = Vec::new();
+    for (i, r) in j["results"].as_array().unwrap_or(&empty).iter().enumerate() {
+        let label = escape(r["setting"]["label"].as_str().unwrap_or("?"));
+        let mpps = if r["median_mpps"].as_f64().is_some_and(f64::is_finite) {
+            num(&r["median_mpps"], 3)
+        } else {
+            "no counted block".to_string()
+        };
+        let blocks = r["blocks"].as_u64().unwrap_or(0);
+        let e = &r["effect"];
+        let row = if i == 0 || e.is_null() {
+            format!("<td>1</td><td>&mdash;</td><td>&mdash;</td><td>&mdash;</td><td>&mdash;</td><td class=\"l\">baseline</td>")
+        } else {
+            let d = &r["delta_ns"];
+            let delta = if d[0].as_f64().is_some_and(f64::is_finite) {
+                format!("{} [{}, {}]", num(&d[0], 2), num(&d[1], 2), num(&d[2], 2))
+            } else {
+                "&mdash;".to_string()
+            };
+            let p = |v: &serde_json::Value| match v.as_f64() {
+                Some(p) if p < 1e-16 => "&lt;1e-16".to_string(),
+                Some(p) => format!("{p:.2e}"),
+                None => "&mdash;".to_string(),
+            };
+            let verdict = match r["verdict"]["kind"].as_str() {
+                Some("significant") => match e["ratio"].as_f64() {
+                    Some(x) => {
+                        format!("{} by {:.1}%", if x < 1.0 { "slower" } else { "faster" }, (x - 1.0).abs() * 100.0)
+                    }
+                    None => "significant".to_string(),
+                },
+                Some("no_difference") => {
+                    format!("no difference (within &plusmn;{:.0}%)", crate::paired::EQUIVALENCE * 100.0)
+                }
+                Some("undecided") => format!("undecided: {}", escape(r["verdict"]["reason"].as_str().unwrap_or(""))),
+                Some(other) => escape(other),
+                None => "&mdash;".to_string(),
+            };
+            format!(
+                "<td>{}</td><td>{}..{}</td><td>{delta}</td><td>{}</td><td>{}</td><td class=\"l\">{verdict}</td>",
+                num(&e["ratio"], 4),
+                num(&e["ci"][0], 4),
+                num(&e["ci"][1], 4),
+                p(&e["p"]),
+                p(&e["p_holm"])
+            )
+        };
+        out.push_str(&format!("<tr><td class=\"l s\">{label}</td><td>{mpps}</td><td>{blocks}</td>{row}</tr>\n"));
+    }
+    out.push_str("</table>\n");
+    out
 }
 
 /// The page for a live comparison's directory (live.json, table.txt).
@@ -442,8 +797,8 @@ pub fn live_page(dir: &Path) -> Result<String> {
     let (labels, blocks) = live_blocks(dir, &j)?;
     let table =
         collector::files::read_to_string(&dir.join("table.txt"), collector::files::Kind::Text).unwrap_or_default();
-    let mut html = String::from(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope live comparison</title>\n<style>body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}pre.table{background:#f6f6f6;padding:1em;font-size:min(12px,0.62vw);width:max-content;max-width:none}.chart{margin:1em 0}</style></head><body>\n",
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope live comparison</title>\n<style>{STYLE}</style></head><body>\n"
     );
     let measured = blocks.iter().filter(|b| b.mpps.is_some()).count();
     let left_out = blocks.iter().filter(|b| b.flagged).count();
@@ -456,18 +811,27 @@ pub fn live_page(dir: &Path) -> Result<String> {
         escape(&dir.display().to_string()),
         j["incomplete"].as_str().map_or(String::new(), |w| format!("; <b>incomplete</b>: {}", escape(w)))
     ));
-    html.push_str(&format!(
-        "<h2>Blocks</h2>\n<div class=\"chart\" id=\"blocks\">{}</div>\n",
-        blocks_chart(&labels, &blocks)?
-    ));
+    html.push_str("<h2>Results</h2>\n");
+    html.push_str(&live_results_table(&j));
+    let (svg, keys) = blocks_chart(&labels, &blocks)?;
+    html.push_str(&format!("<h2>Blocks</h2>\n{}", chart_div("blocks", &svg, &keys)));
     let diffs = paired_percent(&labels, &blocks);
-    if !diffs.is_empty() {
-        html.push_str(&format!(
-            "<h2>Paired differences</h2>\n<div class=\"chart\" id=\"diffs\">{}</div>\n",
-            diffs_chart(&diffs)?
-        ));
+    if diffs.iter().any(|d| !d.1.is_empty()) {
+        let (svg, keys) = diffs_chart(&diffs)?;
+        html.push_str(&format!("<h2>Paired differences</h2>\n{}", chart_div("diffs", &svg, &keys)));
+    } else if !diffs.is_empty() {
+        html.push_str("<h2>Paired differences</h2>\n<p class=\"missing\">No paired difference: no unit has every block counted.</p>\n");
     }
-    html.push_str(&format!("<pre class=\"table\">{}</pre>\n</body></html>\n", escape(&table)));
+    // The printed table's notes (what the figures are, contention, stages per setting);
+    // its rows are the table above.
+    let notes: Vec<&str> = table
+        .lines()
+        .filter(|l| !l.starts_with("setting ") && !labels.iter().any(|s| l.starts_with(&format!("{s} "))))
+        .collect();
+    html.push_str(&format!(
+        "<h2>Notes</h2>\n<pre class=\"notes\">{}</pre>\n</body></html>\n",
+        escape(notes.join("\n").trim())
+    ));
     Ok(html)
 }
 
@@ -481,6 +845,9 @@ mod tests {
         assert_eq!(super::si(0.25), "0.25");
         assert_eq!(super::si(0.0), "0");
         assert_eq!(super::si(2.5e9), "2.5G");
+        assert_eq!(super::si(10.2), "10.2");
+        assert_eq!(super::si(10.0), "10");
+        assert_eq!(super::si(9.55), "9.55");
     }
 
     /// Two units of ABBA blocks: A at 10 Mpps throughout, B at 9.8 then 9.9 (one B block of
@@ -496,7 +863,10 @@ mod tests {
         };
         let j = serde_json::json!({
             "block_ms": 50.0, "discard_ms": 10.0,
-            "results": [{"setting": {"label": "prefetch 0"}}, {"setting": {"label": "prefetch 2"}}],
+            "results": [{"setting": {"label": "prefetch 0"}, "median_mpps": 10.0, "blocks": 4},
+                {"setting": {"label": "prefetch 2"}, "median_mpps": 9.85, "blocks": 3,
+                 "effect": {"ratio": 0.98, "ci": [0.97, 0.99], "p": 0.001, "p_holm": 0.001},
+                 "delta_ns": [2.0, 1.0, 3.0], "verdict": {"kind": "significant"}}],
             "blocks": [
                 block(0, 0, 1_000_000_000, 10.0, false), block(0, 1, 1_050_000_000, 9.8, false),
                 block(0, 1, 1_100_000_000, 9.8, false), block(0, 0, 1_150_000_000, 10.0, false),
@@ -505,7 +875,11 @@ mod tests {
             ]
         });
         std::fs::write(dir.join("live.json"), j.to_string()).unwrap();
-        std::fs::write(dir.join("table.txt"), "setting  ratio  verdict\nprefetch 2  0.980  significant\n").unwrap();
+        std::fs::write(
+            dir.join("table.txt"),
+            "setting  ratio  verdict\nprefetch 2  0.980  significant\nratio: rate against the baseline's\n",
+        )
+        .unwrap();
         let (labels, blocks) = super::live_blocks(&dir, &j).unwrap();
         assert_eq!(labels, ["prefetch 0", "prefetch 2"]);
         assert!((blocks[3].t - 0.15).abs() < 1e-9);
@@ -514,11 +888,15 @@ mod tests {
         assert_eq!(d[0].1.len(), 1, "the unit with a left-out block drops: {:?}", d);
         assert!((d[0].1[0] + 2.0).abs() < 1e-9, "{:?}", d);
         let page = super::live_page(&dir).unwrap();
-        for want in ["id=\"blocks\"", "id=\"diffs\"", "prefetch 2", "significant", "1 left out"] {
+        for want in ["id=\"blocks\"", "id=\"diffs\"", "prefetch 2", "slower by 2.0%", "1 left out", "id=\"results\""] {
             assert!(page.contains(want), "{want} missing");
         }
-        // Eight blocks: eight points (one hollow), plus the legend's two.
-        assert_eq!(page.matches("<circle").count(), 10);
+        // The printed rows are the HTML table; the notes keep the rest.
+        let notes = &page[page.find("class=\"notes\"").expect("notes")..];
+        assert!(notes.contains("ratio: rate against") && !notes.contains("0.980"), "{notes}");
+        // Eight blocks: eight points (one hollow); the legend is HTML under the chart.
+        assert_eq!(page.matches("<circle").count(), 8);
+        assert_eq!(page.matches("class=\"key\"").count(), 2 + 1 + 1, "two settings and left out; one histogram key");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

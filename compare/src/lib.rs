@@ -18,7 +18,9 @@
 //!   switches, steal) per block;
 //! - [`stats`]: median, confidence intervals, Welch's test;
 //! - [`results`]: runs summarized per setting, the table, results.parquet;
-//! - [`html`]: one self-contained page per sweep directory (`report --html`).
+//! - [`html`]: one self-contained page per sweep directory or live comparison
+//!   (`report --html`);
+//! - [`recording_page`]: the page for one recording or perf.data file (`report --html`).
 
 pub mod contention;
 mod error;
@@ -28,6 +30,7 @@ pub mod live;
 pub mod live_setting;
 pub mod paired;
 pub mod plan;
+pub mod recording_page;
 pub mod results;
 pub mod runner;
 pub mod stage_split;

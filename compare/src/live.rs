@@ -883,22 +883,40 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
         "\n{:<24} {:>8} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  verdict",
         "setting", "Mpps", "blocks", "ratio", "95% interval", "ns/packet vs baseline", "p", "p (Holm)"
     );
+    // A figure that could not be computed (no counted block) is `-`, never NaN.
+    let f = |v: f64, prec: usize| if v.is_finite() { format!("{v:.prec$}") } else { "-".to_string() };
+    let signed = |v: f64| if v.is_finite() { format!("{v:+.2}") } else { "-".to_string() };
     for res in &r.results {
         match (&res.effect, &res.verdict, res.delta_ns) {
             (Some(e), Some(v), Some((d, lo, hi))) => {
-                let p = |p: f64| if p < 1e-16 { "<1e-16".to_string() } else { format!("{p:.2e}") };
+                let p = |p: f64| {
+                    if !p.is_finite() {
+                        "-".to_string()
+                    } else if p < 1e-16 {
+                        "<1e-16".to_string()
+                    } else {
+                        format!("{p:.2e}")
+                    }
+                };
+                let interval = if e.ci.0.is_finite() {
+                    format!("{:>9}..{:<9}", f(e.ci.0, 4), f(e.ci.1, 4))
+                } else {
+                    "-".to_string()
+                };
+                let delta = if d.is_finite() {
+                    format!("{:>6} [{:>6}, {:>6}]", signed(d), signed(lo), signed(hi))
+                } else {
+                    "-".to_string()
+                };
                 let _ = writeln!(
                     s,
-                    "{:<24} {:>8.3} {:>7} {:>9.4} {:>9.4}..{:<9.4} {:>+6.2} [{:>+6.2}, {:>+6.2}] {:>9} {:>9}  {}",
+                    "{:<24} {:>8} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  {}",
                     res.setting.label,
-                    res.median_mpps,
+                    f(res.median_mpps, 3),
                     res.blocks,
-                    e.ratio,
-                    e.ci.0,
-                    e.ci.1,
-                    d,
-                    lo,
-                    hi,
+                    f(e.ratio, 4),
+                    interval,
+                    delta,
                     p(e.p),
                     p(e.p_holm),
                     v.text(e)
@@ -907,8 +925,16 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
             _ => {
                 let _ = writeln!(
                     s,
-                    "{:<24} {:>8.3} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  baseline",
-                    res.setting.label, res.median_mpps, res.blocks, "1", "-", "-", "-", "-"
+                    "{:<24} {:>8} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  baseline{}",
+                    res.setting.label,
+                    f(res.median_mpps, 3),
+                    res.blocks,
+                    "1",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    if res.blocks == 0 { " (no counted block)" } else { "" }
                 );
             }
         }
@@ -1044,6 +1070,55 @@ mod tests {
         o.discard = Duration::from_millis(50);
         let e = run(&o).unwrap_err().to_string();
         assert!(e.contains("too short for --discard-ms 50"), "{e}");
+    }
+
+    /// Every block left out: the table says so and prints no NaN.
+    #[test]
+    fn a_comparison_without_counted_blocks_prints_no_nan() {
+        let s = |l: &str| LiveSetting {
+            label: l.into(),
+            prefetch: Some(0),
+            cache: None,
+            spin_ns: None,
+            gc: GcSetting::default(),
+            reported: None,
+        };
+        let o = LiveOptions::new("/nonexistent".into(), vec![s("a"), s("b")], "/bin/false".into(), vec![]);
+        let e = Effect { units: 0, left_out: 10, ratio: f64::NAN, ci: (f64::NAN, f64::NAN), p: 1.0, p_holm: 1.0 };
+        let v =
+            Verdict::Undecided { reason: "the machine was busy (10 of 10 units had a block with contention)".into() };
+        let r = LiveResult {
+            pid: 1,
+            seed: 7,
+            block_ms: 150.0,
+            discard_ms: 30.0,
+            blocks: Vec::new(),
+            results: vec![
+                SettingResult {
+                    setting: s("a"),
+                    median_mpps: f64::NAN,
+                    blocks: 0,
+                    effect: None,
+                    delta_ns: None,
+                    verdict: None,
+                },
+                SettingResult {
+                    setting: s("b"),
+                    median_mpps: f64::NAN,
+                    blocks: 0,
+                    effect: Some(e),
+                    delta_ns: Some((f64::NAN, f64::NAN, f64::NAN)),
+                    verdict: Some(v),
+                },
+            ],
+            settle: Vec::new(),
+            incomplete: None,
+            stages: None,
+            stages_error: None,
+        };
+        let t = text(&o, &r);
+        assert!(!t.contains("NaN"), "{t}");
+        assert!(t.contains("baseline (no counted block)") && t.contains("undecided: the machine was busy"), "{t}");
     }
 
     #[test]

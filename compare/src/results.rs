@@ -64,6 +64,9 @@ pub struct Summary {
     pub runs: usize,
     /// Runs left out for contention.
     pub left_out: usize,
+    /// Of `runs`, those flagged for contention and counted anyway ([`summarize_with`]'s
+    /// `keep_contended`): the figures are marked as theirs.
+    pub kept_contended: usize,
     pub median: f64,
     pub mean: f64,
     /// 95% confidence interval of the mean (equal to the mean with one run).
@@ -81,8 +84,16 @@ pub struct Summary {
     pub vs_best: Option<Comparison>,
 }
 
-/// Summarize runs per setting, settings in their first-seen order.
+/// Summarize runs per setting, settings in their first-seen order; runs flagged for
+/// contention are left out of every figure.
 pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
+    summarize_with(runs, false)
+}
+
+/// [`summarize`], or with `keep_contended` the runs flagged for contention counted too
+/// (each summary says how many in `kept_contended`; no verdict is given where too many
+/// were busy, as without).
+pub fn summarize_with(runs: &[RunResult], keep_contended: bool) -> Vec<Summary> {
     let mut order: Vec<&str> = Vec::new();
     for r in runs {
         if !order.contains(&r.setting.as_str()) {
@@ -90,8 +101,9 @@ pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
         }
     }
     // Runs flagged for contention count for nothing but the left-out tally.
-    let of =
-        |s: &str| -> Vec<&RunResult> { runs.iter().filter(|r| r.setting == s && r.contention.is_empty()).collect() };
+    let of = |s: &str| -> Vec<&RunResult> {
+        runs.iter().filter(|r| r.setting == s && (keep_contended || r.contention.is_empty())).collect()
+    };
     let left_out = |s: &str| runs.iter().filter(|r| r.setting == s && !r.contention.is_empty()).count();
     let busy = |s: &str| {
         let (out, all) = (left_out(s), runs.iter().filter(|r| r.setting == s).count());
@@ -141,6 +153,7 @@ pub fn summarize(runs: &[RunResult]) -> Vec<Summary> {
                 setting: s.to_string(),
                 runs: xs.len(),
                 left_out: left_out(s),
+                kept_contended: if keep_contended { left_out(s) } else { 0 },
                 median: median(&xs),
                 mean,
                 ci95,
@@ -172,16 +185,23 @@ pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
     }
     let _ = writeln!(out, "  vs best (Welch p)   [stages: {unit}/packet, medians]");
     for s in sums {
-        let _ = write!(
-            out,
-            "{} {:<w$} {:>4} {:>8.3} [{:>7.3}, {:>7.3}]",
-            if s.best { "*" } else { " " },
-            s.setting,
-            s.runs,
-            s.median,
-            s.ci95.0,
-            s.ci95.1
-        );
+        let mark = if s.best {
+            "*"
+        } else if s.kept_contended > 0 {
+            "!"
+        } else {
+            " "
+        };
+        if s.runs == 0 {
+            // Missing is not a figure: no NaN, no zero.
+            let _ = write!(out, "{mark} {:<w$} {:>4} {:>28}", s.setting, 0, "no counted run");
+        } else {
+            let _ = write!(
+                out,
+                "{mark} {:<w$} {:>4} {:>8.3} [{:>7.3}, {:>7.3}]",
+                s.setting, s.runs, s.median, s.ci95.0, s.ci95.1
+            );
+        }
         for st in stages {
             match s.stages.get(*st) {
                 Some(v) => {
@@ -212,11 +232,18 @@ pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
         }
     }
     let left: usize = sums.iter().map(|s| s.left_out).sum();
-    if left > 0 {
+    let kept: usize = sums.iter().map(|s| s.kept_contended).sum();
+    if kept > 0 {
+        let _ = writeln!(
+            out,
+            "! {kept} run(s) flagged for contention are counted in these figures (--keep-contended): a busy machine \
+             slows runs unevenly, so read them as rough"
+        );
+    } else if left > 0 {
         let _ = writeln!(
             out,
             "  {left} run(s) left out for contention (a worker waited to run over 5% of the run, or the host stole over 5%): \
-             see results.parquet's `contention` column"
+             see results.parquet's `contention` column; --keep-contended counts them, marked"
         );
     }
     if sums.iter().any(|s| !s.clocks.is_empty()) {
@@ -394,10 +421,22 @@ mod tests {
         for r in a.iter_mut().chain(b.iter_mut()) {
             r.contention = vec!["busy".into()];
         }
-        let sums = summarize(&[a, b].concat());
+        let sums = summarize(&[a.clone(), b.clone()].concat());
         assert!(sums.iter().all(|s| !s.best && s.runs == 0 && s.vs_best.is_none()));
         let text = table_text(&sums, &[], "ns");
         assert_eq!(text.matches("undecided: no run counts (8 left out for contention)").count(), 2, "{text}");
+        assert_eq!(text.matches("no counted run").count(), 2, "{text}");
+        assert!(!text.contains("NaN"), "missing is no figure: {text}");
+        // Kept anyway: the figures are the runs', marked, and still no verdict.
+        let all = [a, b].concat();
+        let sums = summarize_with(&all, true);
+        assert_eq!((sums[0].runs, sums[0].kept_contended), (8, 8));
+        assert!((sums[0].median - median(&all[..8].iter().map(|r| r.mpps).collect::<Vec<_>>())).abs() < 1e-12);
+        assert!(sums[1].vs_best.as_ref().is_some_and(|c| !c.significant && c.undecided.is_some()));
+        let text = table_text(&sums, &[], "ns");
+        assert!(!text.contains("NaN") && !text.contains("no counted run"), "{text}");
+        assert!(text.lines().nth(2).is_some_and(|l| l.starts_with("! b")), "{text}");
+        assert!(text.contains("16 run(s) flagged for contention are counted"), "{text}");
     }
 
     /// Runs of a setting around `mean` Mpps with a relative noise `sd` (normal, seeded).

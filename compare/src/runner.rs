@@ -4,7 +4,7 @@
 
 use crate::experiments::{then_and_now, Experiment};
 use crate::plan::{order, Setting};
-use crate::results::{summarize, table_text, write_parquet, RunResult};
+use crate::results::{summarize_with, table_text, write_parquet, RunResult};
 use crate::{Error, Result};
 use analyzer::rules::Rules;
 use collector::recording::Recording;
@@ -48,6 +48,9 @@ pub struct SweepOptions {
     /// Set (by a signal handler) to stop the sweep (default none): the run in progress is
     /// stopped and left out, the finished ones are written and reported, marked incomplete.
     pub stop: Option<std::sync::Arc<AtomicBool>>,
+    /// Count the runs flagged for contention in the table's figures, marked (default false:
+    /// they are left out and the table says so; results.parquet keeps them either way).
+    pub keep_contended: bool,
 }
 
 /// Where a sweep's runs go in a dataset: `DIR/host=HOST/run=PREFIX-NNN` (NNN the run's
@@ -78,6 +81,7 @@ impl SweepOptions {
             shared_flags: Vec::new(),
             dataset: None,
             stop: None,
+            keep_contended: false,
         }
     }
 }
@@ -509,7 +513,7 @@ fn finish(
         collector::outdir::write_atomic(&marker, format!("{why}\n").as_bytes(), 0o644)?;
     }
     let plan = &plan[..results.len()];
-    let sums = summarize(results);
+    let sums = summarize_with(results, o.keep_contended);
     let wall = t0.elapsed();
     let stages = ["lookup", "gc", "slab", "driver", "ip"];
     let event = Recording::open(&runs_dir.join("001")).map(|r| r.meta.sampling.used).unwrap_or_default();

@@ -53,12 +53,18 @@ pub struct ReportArgs {
     /// naming it].
     #[arg(long)]
     pub strict: bool,
-    /// Write one self-contained HTML page for a sweep directory (-i from `fwdscope sweep -o`):
-    /// Mpps with confidence intervals, stage bars, rtstat series, a flame graph per run; for
-    /// a live comparison's directory (`sweep --live -o`): every block's rate over time by
+    /// Write one self-contained HTML page: for a recording (or a perf.data file), its stage
+    /// bars, top symbols, a flame graph coloured by stage, the clocks check and a timeline
+    /// of stage shares per thread; for a sweep directory (-i from `fwdscope sweep -o`): Mpps
+    /// with confidence intervals, stage bars, rtstat series, a flame graph per run; for a
+    /// live comparison's directory (`sweep --live -o`): every block's rate over time by
     /// setting and the distribution of the paired differences.
     #[arg(long, value_name = "OUT")]
     pub html: Option<PathBuf>,
+    /// With --html of a sweep directory: count the runs left out for contention in the
+    /// figures, marked [default: they are left out, listed greyed with their reason].
+    #[arg(long, requires = "html")]
+    pub keep_contended: bool,
     /// For a dataset (record --dataset): stage shares with a column per host, run or setting.
     #[arg(long, value_enum)]
     pub by: Option<analyzer::dataset::GroupBy>,
@@ -69,12 +75,21 @@ pub fn run(a: &ReportArgs) -> Result<()> {
         let page = if a.input.join("live.json").exists() {
             compare::html::live_page(&a.input)?
         } else if a.input.join("results.parquet").exists() {
-            compare::html::sweep_page(&a.input, &Rules::builtin_with(a.stages.as_deref())?)?
+            let o = compare::html::PageOptions { keep_contended: a.keep_contended };
+            compare::html::sweep_page_with(&a.input, &Rules::builtin_with(a.stages.as_deref())?, &o)?
         } else {
-            anyhow::bail!(
-                "--html: {} is not a sweep directory (no results.parquet, and no live.json of `sweep --live`)",
-                a.input.display()
-            );
+            if a.keep_contended {
+                anyhow::bail!("--keep-contended: {} is not a sweep directory (no results.parquet)", a.input.display());
+            }
+            let input = analyzer::input::open_with(&a.input, a.strict)?;
+            let o = compare::recording_page::RecordingPageOptions { top: a.top.max(1), ..Default::default() };
+            compare::recording_page::recording_page(
+                &a.input,
+                &input,
+                &Rules::builtin_with(a.stages.as_deref())?,
+                &a.symbols.paths(),
+                &o,
+            )?
         };
         std::fs::write(out, page).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
         println!("wrote {}", out.display());

@@ -76,6 +76,10 @@ pub struct SweepArgs {
     /// default) and, run as root, allow an -o in a directory another user owns.
     #[arg(long)]
     pub share: bool,
+    /// Count the runs flagged for contention in the table anyway, marked `!` [default: they
+    /// are left out; a setting with none left says `no counted run`].
+    #[arg(long, conflicts_with = "live")]
+    pub keep_contended: bool,
     /// Start a plan estimated to take more than an hour (it is refused without this,
     /// printing its estimate).
     #[arg(long)]
@@ -169,6 +173,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     let mut o = SweepOptions::new(a.output.clone(), sets, program, program_args);
     o.force = a.force;
     o.share = a.share;
+    o.keep_contended = a.keep_contended;
     o.repeat = a.repeat.or(exp.as_ref().map(|e| e.repeat)).unwrap_or(o.repeat);
     o.duration = a.duration.or(exp.as_ref().map(|e| e.duration)).unwrap_or(o.duration);
     check_plan(o.repeat, o.duration, o.settings.len()).map_err(anyhow::Error::msg)?;

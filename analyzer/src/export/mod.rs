@@ -17,7 +17,7 @@
 //!   period.
 
 mod folded;
-pub use folded::SvgOptions;
+pub use folded::{stage_colour, SvgOptions};
 pub mod pprof;
 mod speedscope;
 mod table;

@@ -1,0 +1,371 @@
+//! `report -i IN --html` for one recording (`fwdscope record -o DIR`) or a perf.data file:
+//! one self-contained page with the stage bars, the top symbols, a flame graph coloured by
+//! stage, the two-instrument clocks check, and, for a recording, a timeline over the
+//! recording: the forwarded rate (the forwarder's counters) above one track per busy thread
+//! with its stage shares per time window (as a profiler's thread tracks show them: when GC
+//! spiked, when the rate dropped). Every figure says where it came from: the event, the
+//! clock, where the symbols came from. The figures are the analyzer's (stage table,
+//! per-window attribution, export profile), not computed again here.
+
+use crate::html::{chart_div, css, escape, Key, Keys, STYLE};
+use crate::{Error, Result};
+use analyzer::input::Input;
+use analyzer::rules::{Rules, STAGE_ORDER};
+use analyzer::stages::StageTable;
+use analyzer::symbolize::SymbolPaths;
+use analyzer::windows::{stage_totals_by_window, Window};
+use collector::recording::Recording;
+use plotters::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// What the page shows.
+#[derive(Debug, Clone)]
+pub struct RecordingPageOptions {
+    /// Symbols listed (default 25).
+    pub top: usize,
+    /// Time windows of the timeline (default 40; fewer when the threads have few samples).
+    pub windows: usize,
+    /// Threads given a track, those with most samples (default 6; a thread needs 1% of the
+    /// samples).
+    pub threads: usize,
+}
+
+impl Default for RecordingPageOptions {
+    fn default() -> Self {
+        RecordingPageOptions { top: 25, windows: 40, threads: 6 }
+    }
+}
+
+fn chart_err(e: impl std::fmt::Display) -> Error {
+    Error::Chart(e.to_string())
+}
+
+/// A stage's colour as the flame graph draws it.
+fn stage_rgb(stage: &str) -> RGBColor {
+    let hex = analyzer::export::stage_colour(stage).trim_start_matches('#');
+    let c = |i: usize| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).unwrap_or(200);
+    RGBColor(c(0), c(2), c(4))
+}
+
+/// Stages in the table's order, the ones it does not know after.
+fn stage_rank(stage: &str) -> usize {
+    STAGE_ORDER.iter().position(|s| *s == stage).unwrap_or(STAGE_ORDER.len())
+}
+
+/// The page for `path`, already opened as `input` (a recording or a perf.data file).
+pub fn recording_page(
+    path: &Path,
+    input: &Input,
+    rules: &Rules,
+    paths: &SymbolPaths,
+    o: &RecordingPageOptions,
+) -> Result<String> {
+    if !matches!(input, Input::Recording(_) | Input::PerfData(_)) {
+        return Err(Error::Config(format!(
+            "--html: {} is a {}; the page is made for a recording directory (fwdscope record -o), a perf.data \
+             file, a sweep directory (sweep -o) or a live comparison's (sweep --live -o)",
+            path.display(),
+            input.kind()
+        )));
+    }
+    let mut t = input.stage_table(rules, paths)?;
+    let (profile, _) = input.profile(rules, paths)?;
+    let title = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope report: {}</title>\n<style>{STYLE}</style></head><body>\n",
+        escape(&title)
+    );
+    html.push_str(&format!(
+        "<h1>fwdscope report</h1>\n<p>{} <code>{}</code>: {} samples of <b>{}</b>{}{}.</p>\n",
+        input.kind(),
+        escape(&path.display().to_string()),
+        t.samples,
+        escape(&t.event),
+        t.fallback.as_ref().map_or(String::new(), |f| format!(" ({})", escape(f))),
+        t.recorded.as_ref().map_or(String::new(), |r| format!("; {}", escape(r)))
+    ));
+    for w in &t.warnings {
+        html.push_str(&format!("<p class=\"missing\">{}</p>\n", escape(w)));
+    }
+    // Where the names came from, in full once; each figure names the sources briefly.
+    let symbols_from = if t.symbol_sources.is_empty() {
+        "symbols: none named".to_string()
+    } else {
+        let short: Vec<&str> = t
+            .symbol_sources
+            .iter()
+            .map(|s| {
+                let head = s.split(':').next().unwrap_or(s);
+                head.rsplit('/').next().unwrap_or(head)
+            })
+            .collect();
+        html.push_str(&format!(
+            "<details id=\"sources\"><summary>Sources of the symbols</summary><ul>{}</ul></details>\n",
+            t.symbol_sources.iter().map(|s| format!("<li>{}</li>", escape(s))).collect::<String>()
+        ));
+        format!("symbols: {} (how each was read: Sources of the symbols, above)", short.join(", "))
+    };
+    let rules_from: Vec<String> = t.rule_sources.iter().map(|(f, n)| format!("{f} ({n})")).collect();
+    html.push_str(&stage_section(&t, &symbols_from, &rules_from));
+    html.push_str(&symbols_section(&mut t, o.top, &symbols_from));
+    // The flame graph: the same samples' stacks, as `export -f svg` writes them. A perf.data
+    // file's table is read without its callchains (the stage table needs the leaves only),
+    // so whether it has them is seen in the stacks.
+    let callchains = match input {
+        Input::PerfData(_) => profile.stacks.iter().any(|s| s.frames.len() > 1),
+        _ => t.callchains,
+    };
+    {
+        use base64::Engine;
+        let svg = profile.svg(&title)?;
+        html.push_str(&format!(
+            "<h2>Flame graph</h2>\n<p class=\"src\">Stacks of the {} samples of {} ({}), coloured by the stage each \
+             function's samples went to; {}.</p>\n<img class=\"flame\" id=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\">\n",
+            t.samples,
+            escape(&t.event),
+            if callchains { "with callchains" } else { "leaf frames only: recorded without -g" },
+            escape(&symbols_from),
+            base64::engine::general_purpose::STANDARD.encode(svg)
+        ));
+    }
+    html.push_str("<h2>Two instruments: samples against the stage clocks</h2>\n");
+    match (&t.clock_check, &t.clocks_absent) {
+        (Some(c), _) => html.push_str(&format!("<pre class=\"notes\" id=\"clocks\">{}</pre>\n", escape(&c.text()))),
+        (None, Some(why)) => html.push_str(&format!("<p class=\"missing\" id=\"clocks\">No clocks check: {}.</p>\n", escape(why))),
+        (None, None) => html.push_str(
+            "<p class=\"missing\" id=\"clocks\">No clocks check: the input is not a recording of the forwarder with its stage clocks.</p>\n",
+        ),
+    }
+    html.push_str("<h2>Timeline</h2>\n");
+    match input {
+        Input::Recording(rec) => html.push_str(&timeline(rec, rules, o, &symbols_from)?),
+        _ => html.push_str(
+            "<p class=\"missing\" id=\"timeline\">No timeline: a perf.data file is read as one table here; record with \
+             <code>fwdscope record</code> for the stage shares over time.</p>\n",
+        ),
+    }
+    html.push_str("</body></html>\n");
+    Ok(html)
+}
+
+/// One bar per stage (share of the samples), with its samples and cost per packet.
+fn stage_section(t: &StageTable, symbols_from: &str, rules_from: &[String]) -> String {
+    let mut out = format!(
+        "<h2>Stages</h2>\n<p class=\"src\">Samples of {} by stage (rules: {}); cost per packet in {} from the \
+         forwarder's packet counters{}; {}.</p>\n<table class=\"data\" id=\"stage-table\"><tr><th class=\"l\">stage</th><th>samples</th><th>share</th><th>{}/packet</th><th class=\"l\" style=\"width:50%\"></th></tr>\n",
+        escape(&t.event),
+        escape(&rules_from.join(", ")),
+        escape(&t.unit),
+        t.packets.map_or(" (none recorded: no per-packet figures)".to_string(), |p| format!(", {p} packets")),
+        escape(symbols_from),
+        escape(&t.unit)
+    );
+    let max = t.stages.iter().map(|r| r.percent).fold(0.0f64, f64::max).max(1e-9);
+    for r in &t.stages {
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{:.1}%</td><td>{}</td><td class=\"l\"><div class=\"bar\" style=\"width:{:.1}%;height:14px;background:{}\"></div></td></tr>\n",
+            escape(&r.stage),
+            r.samples,
+            r.percent,
+            r.per_packet.map_or("&mdash;".to_string(), |v| format!("{v:.1}")),
+            100.0 * r.percent / max,
+            css(&stage_rgb(&r.stage))
+        ));
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+/// The symbols with most samples.
+fn symbols_section(t: &mut StageTable, top: usize, symbols_from: &str) -> String {
+    t.sort_symbols(analyzer::stages::SortKey::Samples);
+    let mut out = format!(
+        "<h2>Top symbols</h2>\n<p class=\"src\">The {} symbols with most samples of {}; {}.</p>\n<table class=\"data\" id=\"symbols\" style=\"table-layout:fixed;width:100%\"><colgroup><col style=\"width:5.5em\"><col style=\"width:4.5em\"><col><col style=\"width:6em\"><col style=\"width:22%\"></colgroup><tr><th>samples</th><th>share</th><th class=\"l\">symbol</th><th class=\"l\">stage</th><th class=\"l\">binary</th></tr>\n",
+        top.min(t.symbols.len()),
+        escape(&t.event),
+        escape(symbols_from)
+    );
+    for r in t.symbols.iter().take(top) {
+        out.push_str(&format!(
+            "<tr><td>{}</td><td>{:.1}%</td><td class=\"l\">{}</td><td class=\"l\"><span class=\"key\"><i style=\"background:{}\"></i>{}</span></td><td class=\"l\">{}</td></tr>\n",
+            r.samples,
+            r.percent,
+            escape(&r.symbol),
+            css(&stage_rgb(&r.stage)),
+            escape(&r.stage),
+            escape(&r.dso)
+        ));
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+/// Thread names by tid from the recording's COMM events (the last name wins).
+fn thread_names(rec: &Recording) -> Result<HashMap<u32, String>> {
+    Ok(analyzer::stages::thread_names(&rec.tasks()?))
+}
+
+/// The forwarded rate over the recording: (seconds since `t0`, Mpps) between successive
+/// rows of the forwarder's `tx_packets` counter (all workers).
+fn rate_series(rec: &Recording, t0: u64) -> Result<Vec<(f64, f64)>> {
+    let mut by_time: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in rec.forwarder_counter("tx_packets")? {
+        *by_time.entry(r.time).or_default() += r.value;
+    }
+    let pts: Vec<(u64, u64)> = by_time.into_iter().collect();
+    Ok(pts
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0)
+        .map(|w| {
+            let dt = (w[1].0 - w[0].0) as f64 / 1e9;
+            (w[1].0.saturating_sub(t0) as f64 / 1e9, w[1].1.saturating_sub(w[0].1) as f64 / dt / 1e6)
+        })
+        .collect())
+}
+
+/// The forwarded rate chart and one stage-share track per busy thread, on one time axis.
+fn timeline(rec: &Recording, rules: &Rules, o: &RecordingPageOptions, symbols_from: &str) -> Result<String> {
+    let df = rec.samples_df()?;
+    let bad = |e: polars::prelude::PolarsError| Error::Chart(format!("reading the samples' time and thread: {e}"));
+    let times: Vec<u64> = df.column("time").map_err(bad)?.u64().map_err(bad)?.into_no_null_iter().collect();
+    let tids: Vec<u32> = df.column("tid").map_err(bad)?.u32().map_err(bad)?.into_no_null_iter().collect();
+    let (Some(&t0), Some(&t1)) = (times.iter().min(), times.iter().max()) else {
+        return Ok("<p class=\"missing\" id=\"timeline\">No timeline: the recording holds no samples.</p>\n".into());
+    };
+    if t1 <= t0 {
+        return Ok(
+            "<p class=\"missing\" id=\"timeline\">No timeline: every sample has the same time stamp.</p>\n".into()
+        );
+    }
+    let mut per_tid: HashMap<u32, usize> = HashMap::new();
+    for t in &tids {
+        *per_tid.entry(*t).or_default() += 1;
+    }
+    let mut busy: Vec<(u32, usize)> = per_tid.into_iter().filter(|(_, n)| *n * 100 >= times.len()).collect();
+    busy.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    busy.truncate(o.threads.max(1));
+    // About 20 samples per window of the busiest thread at least, 5 windows at least.
+    let n = (busy.first().map_or(0, |b| b.1) / 20).clamp(5, o.windows.max(5));
+    let span = t1 - t0 + 1;
+    let edge = |i: usize| t0 + (span as u128 * i as u128 / n as u128) as u64;
+    let windows: Vec<Window> = busy
+        .iter()
+        .flat_map(|&(tid, _)| (0..n).map(move |i| Window { tid, start_ns: edge(i), end_ns: edge(i + 1) }))
+        .collect();
+    let totals = stage_totals_by_window(rec, rules, &windows)?;
+    let names = thread_names(rec)?;
+    let secs = span as f64 / 1e9;
+    let mut out = format!(
+        "<p class=\"src\">Samples of {} by their time stamps (CLOCK_MONOTONIC), {n} windows of {:.0} ms over {:.2} s, \
+         each window's stages by the stage table's attribution, share of the window's sampled {}; the rate from the \
+         forwarder's <code>tx_packets</code> counter (its stats segment, read on the same clock); {}.</p>\n",
+        escape(&totals.event),
+        secs * 1000.0 / n as f64,
+        secs,
+        escape(&totals.unit),
+        escape(symbols_from)
+    );
+    let rate = rate_series(rec, t0)?;
+    if rate.is_empty() {
+        out.push_str("<p class=\"missing\">No rate: the recording has no forwarder counters.</p>\n");
+    } else {
+        let svg = rate_chart(&rate, secs)?;
+        out.push_str(&chart_div("rate", &svg, &[]));
+    }
+    let mut seen: Vec<String> = Vec::new();
+    for (k, &(tid, samples)) in busy.iter().enumerate() {
+        let per_window = &totals.windows[k * n..(k + 1) * n];
+        for w in per_window {
+            for st in w.keys() {
+                if !seen.contains(st) {
+                    seen.push(st.clone());
+                }
+            }
+        }
+        let name = names.get(&tid).map_or("?", String::as_str);
+        let caption = format!("thread {name} (tid {tid}): {samples} samples");
+        let svg = track_chart(&caption, per_window, n, span)?;
+        out.push_str(&chart_div(&format!("track-{tid}"), &svg, &[]));
+    }
+    seen.sort_by_key(|s| (stage_rank(s), s.clone()));
+    let keys: Keys = seen.iter().map(|s| (s.clone(), css(&stage_rgb(s)), Key::Box)).collect();
+    out.push_str(&format!("<div id=\"timeline\">{}</div>\n", crate::html::legend(&keys)));
+    Ok(out)
+}
+
+const TW: u32 = 900;
+
+fn rate_chart(rate: &[(f64, f64)], secs: f64) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (TW, 200)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let hi = rate.iter().map(|p| p.1).fold(0.0f64, f64::max) * 1.15;
+        let hi = if hi > 0.0 && hi.is_finite() { hi } else { 1.0 };
+        let mut ch = ChartBuilder::on(&root)
+            .caption("forwarded Mpps (all workers)", ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..secs, 0.0..hi)
+            .map_err(chart_err)?;
+        ch.configure_mesh()
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
+            .y_desc("Mpps")
+            .y_label_formatter(&|v| crate::html::si(*v))
+            .draw()
+            .map_err(chart_err)?;
+        ch.draw_series(LineSeries::new(rate.iter().copied(), BLACK.stroke_width(2))).map_err(chart_err)?;
+    }
+    Ok(svg)
+}
+
+/// One thread's stage shares per window, stacked to 100%; a window without samples stays
+/// empty (not a zero share).
+fn track_chart(caption: &str, windows: &[BTreeMap<String, (u64, u64)>], n: usize, span: u64) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (TW, 170)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let secs = span as f64 / 1e9;
+        let mut ch = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..secs, 0.0..100.0)
+            .map_err(chart_err)?;
+        ch.configure_mesh()
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
+            .disable_mesh()
+            .x_desc("seconds")
+            .y_desc("% of window")
+            .y_labels(3)
+            .draw()
+            .map_err(chart_err)?;
+        let w = secs / n as f64;
+        let mut bars = Vec::new();
+        for (i, win) in windows.iter().enumerate() {
+            let total: u64 = win.values().map(|v| v.1).sum();
+            if total == 0 {
+                continue;
+            }
+            let mut stages: Vec<(&String, u64)> = win.iter().map(|(s, v)| (s, v.1)).collect();
+            stages.sort_by_key(|(s, _)| (stage_rank(s), (*s).clone()));
+            let mut below = 0.0;
+            for (st, p) in stages {
+                let share = 100.0 * p as f64 / total as f64;
+                bars.push(Rectangle::new(
+                    [(i as f64 * w, below), ((i + 1) as f64 * w, below + share)],
+                    stage_rgb(st).filled(),
+                ));
+                below += share;
+            }
+        }
+        ch.draw_series(bars).map_err(chart_err)?;
+    }
+    Ok(svg)
+}
