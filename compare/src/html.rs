@@ -359,7 +359,9 @@ pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<Str
         }
     ));
     // A sweep that ended early says so first (its reason, as the runner wrote it).
-    if let Ok(why) = std::fs::read_to_string(dir.join(crate::runner::INCOMPLETE)) {
+    if let Ok(why) =
+        collector::files::read_to_string(&dir.join(crate::runner::INCOMPLETE), collector::files::Kind::Text)
+    {
         let why: String = why.chars().take(2000).collect();
         html.push_str(&format!(
             "<p id=\"incomplete\" style=\"border:2px solid #b00;padding:.5em\"><b>Incomplete sweep:</b> {}; \

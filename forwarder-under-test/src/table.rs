@@ -251,13 +251,85 @@ impl Loader {
     }
 }
 
+/// Largest route table accepted, as stored and (gzipped) as text: 256 MiB. The real table
+/// of 564,580 prefixes is about 11 MB, so this is twenty full Internet tables.
+pub const MAX_TABLE_BYTES: u64 = 256 << 20;
+
+/// Longest line of a route table: 4 KiB.
+pub const MAX_TABLE_LINE: usize = 4096;
+
+/// A reader that gives at most `left` bytes and then fails, naming the limit (a gzip
+/// member that expands without end, a file growing while read).
+struct Capped<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(std::io::Error::other(format!(
+                    "the table is longer than {} MiB (as text): not a route table this tool reads",
+                    MAX_TABLE_BYTES >> 20
+                ))),
+            };
+        }
+        let want = buf.len().min(self.left.min(usize::MAX as u64) as usize);
+        let n = self.inner.read(&mut buf[..want])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Open a table file: a regular file only (a FIFO or a device is refused by name, never
+/// waited on or read to the end; the open itself does not block), at most
+/// [`MAX_TABLE_BYTES`] stored and as text; gzip recognized by its magic bytes.
 fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>> {
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    use std::io::Seek;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let refuse = |msg: String| Error::Parse { path: path.into(), line: 0, msg };
+    let kind = |t: std::fs::FileType| {
+        if t.is_fifo() {
+            Some("a FIFO")
+        } else if t.is_char_device() || t.is_block_device() {
+            Some("a device")
+        } else if t.is_dir() {
+            Some("a directory")
+        } else if t.is_socket() {
+            Some("a socket")
+        } else {
+            None
+        }
+    };
+    if let Some(what) = std::fs::metadata(path).ok().and_then(|m| kind(m.file_type())) {
+        return Err(refuse(format!("is {what}, expected a route table file (a regular file); not read")));
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    let md = f.metadata().map_err(|e| Error::io(path, e))?;
+    if let Some(what) = kind(md.file_type()) {
+        return Err(refuse(format!("is {what}, expected a route table file (a regular file); not read")));
+    }
+    if md.len() > MAX_TABLE_BYTES {
+        return Err(refuse(format!(
+            "is {} MiB, more than the {} MiB a route table may be (the full Internet table is about 11 MB)",
+            md.len() >> 20,
+            MAX_TABLE_BYTES >> 20
+        )));
+    }
     let mut magic = [0u8; 2];
     let n = f.read(&mut magic).map_err(|e| Error::io(path, e))?;
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    f.rewind().map_err(|e| Error::io(path, e))?;
+    let f = Capped { inner: f, left: MAX_TABLE_BYTES };
     if n == 2 && magic == [0x1f, 0x8b] {
-        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(f))))
+        let text = Capped { inner: flate2::read::MultiGzDecoder::new(f), left: MAX_TABLE_BYTES };
+        Ok(Box::new(BufReader::new(text)))
     } else {
         Ok(Box::new(BufReader::new(f)))
     }
@@ -274,9 +346,33 @@ impl RouteTable {
     pub fn parse(reader: impl BufRead, path: &Path, opts: &LoadOptions) -> Result<RouteTable> {
         let mut ld = Loader { opts: opts.clone(), nexthops: Vec::new(), index: HashMap::new(), asn_base: None };
         let mut routes = Vec::new();
-        for (i, line) in reader.lines().enumerate() {
-            let line =
-                line.map_err(|e| Error::Parse { path: path.into(), line: i + 1, msg: format!("unreadable: {e}") })?;
+        let mut reader = reader;
+        let mut buf = Vec::new();
+        for i in 0.. {
+            // Lines are read up to a cap: a file without newlines is never held whole.
+            buf.clear();
+            let n = (&mut reader)
+                .take(MAX_TABLE_LINE as u64 + 1)
+                .read_until(b'\n', &mut buf)
+                .map_err(|e| Error::Parse { path: path.into(), line: i + 1, msg: format!("unreadable: {e}") })?;
+            if n == 0 {
+                break;
+            }
+            if buf.len() > MAX_TABLE_LINE && buf.last() != Some(&b'\n') {
+                return Err(Error::Parse {
+                    path: path.into(),
+                    line: i + 1,
+                    msg: format!("longer than {MAX_TABLE_LINE} bytes: expected one route per line"),
+                });
+            }
+            while matches!(buf.last(), Some(b'\n' | b'\r')) {
+                buf.pop();
+            }
+            let line = std::str::from_utf8(&buf).map_err(|e| Error::Parse {
+                path: path.into(),
+                line: i + 1,
+                msg: format!("not UTF-8 text (byte {} of the line): expected text lines", e.valid_up_to() + 1),
+            })?;
             // A control character (a NUL of a binary file, an escape sequence) is named by
             // its code and column, never printed raw into the message.
             if let Some((col, c)) = line.chars().enumerate().find(|(_, c)| c.is_control() && *c != '\t' && *c != '\r') {
@@ -416,6 +512,42 @@ impl RouteTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A capped reader gives its bytes up to the cap and fails past it, naming the cap;
+    /// exactly the cap is fine.
+    #[test]
+    fn a_capped_reader_fails_past_its_cap_only() {
+        let mut out = Vec::new();
+        Capped { inner: &b"0123456789"[..], left: 10 }.read_to_end(&mut out).expect("exactly the cap");
+        assert_eq!(out, b"0123456789");
+        let e = Capped { inner: &b"0123456789"[..], left: 9 }.read_to_end(&mut Vec::new()).expect_err("past it");
+        assert!(e.to_string().contains("longer than 256 MiB"), "{e}");
+    }
+
+    /// Special files are refused by name before anything is read (a FIFO without a writer
+    /// would block an ordinary open); a gzip that expands to one endless line is refused at
+    /// the line cap, not read whole.
+    #[test]
+    fn special_files_and_endless_lines_are_refused() {
+        let d = std::env::temp_dir().join(format!("fwdscope-table-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let fifo = d.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let opts = LoadOptions::default();
+        for (p, want) in [(fifo.clone(), "is a FIFO"), (PathBuf::from("/dev/zero"), "is a device")] {
+            let e = RouteTable::load(&p, &opts).err().expect("refused").to_string();
+            assert!(e.contains(want) && e.contains("expected a route table file"), "{e}");
+        }
+        let gz = d.join("line.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, &vec![b'1'; 1 << 20]).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        let e = RouteTable::load(&gz, &opts).err().expect("refused").to_string();
+        assert!(e.contains("line.gz:1") && e.contains("longer than 4096 bytes"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 
     fn parse(text: &str) -> Result<RouteTable> {
         RouteTable::parse(text.as_bytes(), Path::new("t.txt"), &LoadOptions::default())

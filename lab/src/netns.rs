@@ -334,7 +334,8 @@ pub fn routes_text(routes: &[(u32, u8)]) -> String {
 /// Routes of a table file (`PREFIX/LEN` per line, `#` comments; host bits are cleared),
 /// each inside 198.19.0.0/16; a bad line is an error naming the file and line.
 pub fn load_routes(path: &std::path::Path) -> Result<Vec<(u32, u8)>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    // The checked opener: a FIFO or a device is refused by name, never waited on.
+    let text = collector::files::read_to_string(path, collector::files::Kind::Text)?;
     let mut v = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let t = line.split('#').next().unwrap_or("").trim();

@@ -91,7 +91,9 @@ pub fn run(a: &ReportArgs) -> Result<()> {
                 &o,
             )?
         };
-        std::fs::write(out, page).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+        // A new file renamed into place: a symlink planted at the name is replaced, never
+        // written through.
+        collector::outdir::write_atomic(out, page.as_bytes(), 0o644)?;
         println!("wrote {}", out.display());
         return Ok(());
     }
