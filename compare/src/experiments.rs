@@ -72,6 +72,9 @@ pub struct ExperimentSetting {
     pub flush_at: Option<f64>,
 }
 
+/// Largest experiment file read: 1 MiB.
+pub const MAX_EXPERIMENT_BYTES: usize = 1 << 20;
+
 /// An embedded experiment by name, or an experiment file; errors name the file and line.
 pub fn load_experiment(name: &str) -> Result<Experiment> {
     let (origin, text) = match EXPERIMENTS.iter().find(|(n, _)| *n == name) {
@@ -89,6 +92,19 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
         }
     };
     let bad = |line: Option<usize>, msg: String| Error::Experiment { origin: origin.clone(), line, msg };
+    // Checked before TOML builds its tables: 1000 settings of a few flags each fit in a
+    // few hundred kB.
+    if text.len() > MAX_EXPERIMENT_BYTES {
+        return Err(bad(
+            None,
+            format!(
+                "{} bytes: an experiment file is at most {} KiB (at most {} settings)",
+                text.len(),
+                MAX_EXPERIMENT_BYTES >> 10,
+                crate::plan::MAX_SETTINGS
+            ),
+        ));
+    }
     let e: Experiment = toml::from_str(&text).map_err(|e| {
         let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
         bad(line, e.message().to_string())
@@ -297,14 +313,20 @@ mod tests {
         assert_eq!(e, format!("{origin}:4: repeat 1000000000: expected 1 to 1000 runs per setting"));
         std::fs::write(&p, file("1", "1e308")).unwrap();
         let e = load_experiment(&origin).unwrap_err().to_string();
-        assert_eq!(
-            e,
-            format!("{origin}:5: duration 1e308: expected more than 0 and at most 31536000 seconds (one year)")
-        );
+        assert_eq!(e, format!("{origin}:5: duration 1e308: expected 0.1 to 31536000 seconds (one year)"));
         std::fs::write(&p, file("1", "-2")).unwrap();
         assert!(load_experiment(&origin).unwrap_err().to_string().contains(":5: duration -2: expected"));
         std::fs::write(&p, file("1000", "1.0")).unwrap();
         assert!(load_experiment(&origin).is_ok());
+        std::fs::write(&p, file("1", "1e-300")).unwrap();
+        let e = load_experiment(&origin).unwrap_err().to_string();
+        assert!(e.contains(":5: duration 1e-300: expected 0.1 to"), "{e}");
+        // Far too many settings: refused by size before TOML builds them.
+        let mut big = file("1", "1.0");
+        big.push_str(&"[[setting]]\nlabel = \"x\"\nflags = []\n".repeat(40_000));
+        std::fs::write(&p, big).unwrap();
+        let e = load_experiment(&origin).unwrap_err().to_string();
+        assert!(e.contains("an experiment file is at most 1024 KiB"), "{e}");
         std::fs::remove_file(&p).unwrap();
     }
 

@@ -13,6 +13,9 @@ pub const MAX_SETTINGS: usize = 1000;
 /// Seconds per run (or per live comparison), at most: one year, as the forwarder's
 /// `--duration`.
 pub const MAX_RUN_SECONDS: f64 = 31_536_000.0;
+/// The shortest run: 0.1 s (a shorter run forwards little beyond its start-up, and its
+/// figures are left out as contended or NaN).
+pub const MIN_RUN_SECONDS: f64 = 0.1;
 /// Start-up and finishing work per run besides its forwarding seconds (building the table
 /// and FIB, writing the recording), counted in [`estimate_seconds`]: about what a run of the
 /// generated table takes here; a run of the full real table takes longer.
@@ -22,7 +25,7 @@ pub const CONFIRM_SECONDS: f64 = 3600.0;
 
 /// A figure of seconds as a person reads it (`1e308`, not 309 digits).
 pub fn seconds_text(v: f64) -> String {
-    if v.is_finite() && v.abs() < 1e7 {
+    if v.is_finite() && v.abs() < 1e7 && (v == 0.0 || v.abs() >= 1e-3) {
         format!("{v}")
     } else {
         format!("{v:e}")
@@ -36,9 +39,9 @@ pub fn check_plan(repeat: usize, duration: f64, settings: usize) -> Result<(), S
     if !(1..=MAX_REPEAT).contains(&repeat) {
         return Err(format!("repeat {repeat}: expected 1 to {MAX_REPEAT} runs per setting"));
     }
-    if !duration.is_finite() || duration <= 0.0 || duration > MAX_RUN_SECONDS {
+    if !duration.is_finite() || duration < MIN_RUN_SECONDS || duration > MAX_RUN_SECONDS {
         return Err(format!(
-            "duration {}: expected more than 0 and at most {MAX_RUN_SECONDS} seconds (one year)",
+            "duration {}: expected {MIN_RUN_SECONDS} to {MAX_RUN_SECONDS} seconds (one year)",
             seconds_text(duration)
         ));
     }
@@ -179,7 +182,12 @@ mod tests {
         assert_eq!(check_plan(0, 3.0, 4).unwrap_err(), "repeat 0: expected 1 to 1000 runs per setting");
         assert!(check_plan(1_000_000_000, 3.0, 4).unwrap_err().starts_with("repeat 1000000000: expected"));
         let e = check_plan(5, 1e308, 4).unwrap_err();
-        assert_eq!(e, "duration 1e308: expected more than 0 and at most 31536000 seconds (one year)");
+        assert_eq!(e, "duration 1e308: expected 0.1 to 31536000 seconds (one year)");
+        assert_eq!(
+            check_plan(5, 1e-300, 4).unwrap_err(),
+            "duration 1e-300: expected 0.1 to 31536000 seconds (one year)"
+        );
+        assert!(check_plan(5, 0.05, 4).unwrap_err().starts_with("duration 0.05: expected 0.1"));
         assert!(check_plan(5, f64::NAN, 4).unwrap_err().starts_with("duration NaN"));
         assert!(check_plan(5, 0.0, 4).unwrap_err().starts_with("duration 0:"));
         assert!(check_plan(5, 3.0, 1_000_000).unwrap_err().starts_with("1000000 settings: expected 1 to 1000"));
