@@ -205,6 +205,17 @@ fn errors_a_user_can_act_on() {
             "forwarder flags after `--`",
         ),
         (vec!["stat".into(), "-p".into(), "999999999".into()], "process 999999999 does not exist"),
+        // A program that cannot be started: nothing recorded, nothing left behind.
+        (
+            vec![
+                "record".into(),
+                "-o".into(),
+                dir.join("noexec").display().to_string(),
+                "--exec".into(),
+                "/nonexistent/program".into(),
+            ],
+            "/nonexistent/program",
+        ),
         // A recording of nothing is refused before it starts.
         (
             vec!["record".into(), "-o".into(), dir.join("f0").display().to_string(), "-F".into(), "0".into()],
@@ -234,7 +245,7 @@ fn errors_a_user_can_act_on() {
         assert!(!err.contains("panicked"), "{err}");
     }
     // Refused before anything was written.
-    for d in ["f0", "fmax"] {
+    for d in ["f0", "fmax", "x", "y", "noexec"] {
         assert!(!dir.join(d).exists(), "{d} left behind");
     }
     std::fs::remove_dir_all(&dir).unwrap();

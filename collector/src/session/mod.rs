@@ -238,12 +238,7 @@ fn start_target(opts: &RecordOptions) -> Result<Started> {
             Started { child: Some(c), pid: Some(pid), all: false }
         }
         Target::Pid(p) => {
-            if !perf_abi::process_alive(*p) {
-                return Err(Error::NoSuchProcess(*p));
-            }
-            if let Some((owner, me)) = perf_abi::foreign_owner(*p) {
-                return Err(Error::ForeignProcess { pid: *p, owner, me });
-            }
+            check_pid_target(*p)?;
             Started { child: None, pid: Some(*p), all: false }
         }
         Target::All => Started { child: None, pid: None, all: true },
@@ -290,7 +285,48 @@ pub fn record(
     stream: Option<&StreamSender>,
     log: &mut dyn FnMut(&str),
 ) -> Result<Meta> {
+    // A process to attach to is checked before anything is written: a PID that does not
+    // exist, or another user's, leaves no directory behind (nor replaces one with --force).
+    if let Target::Pid(p) = &opts.target {
+        check_pid_target(*p)?;
+    }
     let writer = RecordingWriter::create_with(&opts.output, opts.force, opts.shared)?;
+    match start_recording(opts, writer, stop, stream, log) {
+        Err(Ended::NotBegun(e)) => {
+            // Nothing was recorded (the program could not be started, perf refused): the
+            // directory just made would be "a directory without meta.json"; remove it.
+            let _ = std::fs::remove_dir_all(&opts.output);
+            Err(e)
+        }
+        Err(Ended::Failed(e)) => Err(e),
+        Ok(meta) => Ok(meta),
+    }
+}
+
+/// Why a recording ended in error: before its meta.json was written (nothing to keep), or
+/// after (the recording says why it stopped).
+enum Ended {
+    NotBegun(Error),
+    Failed(Error),
+}
+
+fn check_pid_target(p: i32) -> Result<()> {
+    if !perf_abi::process_alive(p) {
+        return Err(Error::NoSuchProcess(p));
+    }
+    if let Some((owner, me)) = perf_abi::foreign_owner(p) {
+        return Err(Error::ForeignProcess { pid: p, owner, me });
+    }
+    Ok(())
+}
+
+fn start_recording(
+    opts: &RecordOptions,
+    writer: RecordingWriter,
+    stop: &AtomicBool,
+    stream: Option<&StreamSender>,
+    log: &mut dyn FnMut(&str),
+) -> std::result::Result<Meta, Ended> {
     let mut notes = Vec::new();
     let mut kernel_text = None;
     let shared_snapshot = opts.kallsyms_from.as_deref().and_then(|p| writer.link_kallsyms(p).ok());
@@ -301,10 +337,10 @@ pub fn record(
         }
         Err(e) => notes.push(format!("no kallsyms snapshot: {e}")),
     }
-    let mut target = start_target(opts)?;
-    let scopes = scopes(target.pid, target.all, target.child.is_some())?;
-    let (mut samplers, sampling) = open_sampling(opts, &scopes, log)?;
-    let (mut counting, counting_info) = open_counting(&opts.counting, &scopes)?;
+    let mut target = start_target(opts).map_err(Ended::NotBegun)?;
+    let scopes = scopes(target.pid, target.all, target.child.is_some()).map_err(Ended::NotBegun)?;
+    let (mut samplers, sampling) = open_sampling(opts, &scopes, log).map_err(Ended::NotBegun)?;
+    let (mut counting, counting_info) = open_counting(&opts.counting, &scopes).map_err(Ended::NotBegun)?;
     let meta = Meta {
         format: "fwdscope-recording".into(),
         version: FORMAT_VERSION,
@@ -321,7 +357,7 @@ pub fn record(
         notes,
         ..Meta::default()
     };
-    writer.write_meta(&meta)?;
+    writer.write_meta(&meta).map_err(Ended::NotBegun)?;
     let mut sink = Sink::new(writer, meta, stream);
     match drive(opts, stop, log, &mut sink, &mut target, &mut samplers, &mut counting) {
         Ok(()) => Ok(sink.meta),
@@ -337,7 +373,7 @@ pub fn record(
             if let Err(m) = sink.writer.write_meta(&sink.meta) {
                 log(&format!("could not mark the recording failed: {m}"));
             }
-            Err(e)
+            Err(Ended::Failed(e))
         }
     }
 }
