@@ -297,6 +297,15 @@ fn a_copied_run_is_refused_not_counted_twice() {
     info["host"] = "elsewhere".into();
     std::fs::write(&file, serde_json::to_string(&info).unwrap()).unwrap();
     let e = refused("run.json edited");
-    assert!(e.contains("the same run as") && e.contains("counted twice"), "{e}");
+    assert!(e.contains("the same recording as") && e.contains("counted twice"), "{e}");
+    // Renamed as another run too, in its directory's names and in run.json.
+    let renamed = dir.join("host=elsewhere").join("run=renamed");
+    std::fs::rename(&copy, &renamed).unwrap();
+    let file = renamed.join("run.json");
+    let mut info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    info["run"] = "renamed".into();
+    std::fs::write(&file, serde_json::to_string(&info).unwrap()).unwrap();
+    let e = refused("run renamed");
+    assert!(e.contains("the same recording as") && e.contains("counted twice"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

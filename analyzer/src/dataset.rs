@@ -463,18 +463,20 @@ impl Dataset {
                         ),
                     ));
                 }
+                // The same recording whatever its names: one start to the nanosecond, the
+                // same samples and stacks (a copy whose run.json was edited to a new run).
                 if let Some(first) = runs.iter().find(|r: &&Run| {
-                    r.info.run == info.run
-                        && r.info.start_unix_ns == info.start_unix_ns
+                    r.info.start_unix_ns == info.start_unix_ns
                         && r.info.samples == info.samples
+                        && r.info.stacks == info.stacks
                 }) {
                     return Err(err(
                         &file,
                         format!(
-                            "the same run as {} (run {}, started at {} ns, {} samples): a copy would be counted twice; \
-                             remove one",
+                            "the same recording as {} (run {} there, started at {} ns, {} samples): a copy would be \
+                             counted twice; remove one",
                             first.dir.display(),
-                            info.run,
+                            first.info.run,
                             info.start_unix_ns,
                             info.samples
                         ),
