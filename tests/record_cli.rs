@@ -585,7 +585,14 @@ fn a_report_without_clock_figures_says_why() {
     meta["forwarder"]["info"]["tsc_hz"] = serde_json::json!(0);
     std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
     let line = report(&on);
-    assert!(line.contains("the clocks ran, but the run recorded no TSC rate"), "{line}");
+    assert!(line.contains("the clocks ran, but the run recorded no TSC rate (tsc_hz 0 in"), "{line}");
+    // Damaged to a rate no TSC runs at, or not a count at all: the value is named.
+    for bad in [serde_json::json!(1), serde_json::json!(-5), serde_json::json!(1e300)] {
+        meta["forwarder"]["info"]["tsc_hz"] = bad.clone();
+        std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+        let line = report(&on);
+        assert!(line.contains(&format!("no TSC rate (tsc_hz {bad} in meta.json, expected 100 MHz")), "{line}");
+    }
     std::fs::remove_dir_all(&off).unwrap();
     std::fs::remove_dir_all(&on).unwrap();
 }

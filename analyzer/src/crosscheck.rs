@@ -186,11 +186,11 @@ pub fn clocks_absent(rec: &Recording) -> Result<Option<String>> {
     Ok(if clocked == 0 {
         Some("none in this recording (the forwarder ran with its stage clocks off: --no-stage-clock)".into())
     } else if tsc_hz == 0 {
-        Some(
-            "the clocks ran, but the run recorded no TSC rate (tsc_hz 0 in meta.json), so their cycles cannot be \
-             turned into time"
-                .into(),
-        )
+        let raw = rec.meta.forwarder.as_ref().map(|f| f["info"]["tsc_hz"].to_string()).unwrap_or_default();
+        Some(format!(
+            "the clocks ran, but the run recorded no TSC rate (tsc_hz {raw} in meta.json, expected 100 MHz to 100 \
+             GHz in Hz), so their cycles cannot be turned into time"
+        ))
     } else if forwarded == 0 {
         Some(
             "the clocks ran, but the counters read give no forwarded packets (tx_packets did not grow between the \
@@ -203,9 +203,19 @@ pub fn clocks_absent(rec: &Recording) -> Result<Option<String>> {
 }
 
 /// The TSC rate a forwarder recording's run info gives (0: not recorded).
+/// A rate outside 100 MHz to 100 GHz is no TSC rate (a damaged meta.json): 0.
 fn tsc_hz_of(rec: &Recording) -> u64 {
-    rec.meta.forwarder.as_ref().and_then(|f| f["info"]["tsc_hz"].as_u64()).unwrap_or(0)
+    rec.meta
+        .forwarder
+        .as_ref()
+        .and_then(|f| f["info"]["tsc_hz"].as_u64())
+        .filter(|hz| (TSC_HZ_MIN..=TSC_HZ_MAX).contains(hz))
+        .unwrap_or(0)
 }
+
+/// The plausible TSC rates, Hz.
+const TSC_HZ_MIN: u64 = 100_000_000;
+const TSC_HZ_MAX: u64 = 100_000_000_000;
 
 /// The comparison for a recording of the forwarder, given the sampled `event` and the
 /// worker threads' stage totals (stage -> samples, period); None when the recording has no
