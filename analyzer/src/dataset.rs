@@ -84,7 +84,10 @@ fn check_name(what: &str, v: &str) -> std::result::Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("{what} `{v}`: expected 1 to 200 of A-Z a-z 0-9 - _ . : + (not starting with a dot)"))
+        Err(format!(
+            "{what} `{}`: expected 1 to 200 of A-Z a-z 0-9 - _ . : + (not starting with a dot)",
+            crate::printable(v.to_string())
+        ))
     }
 }
 

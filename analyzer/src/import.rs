@@ -60,15 +60,7 @@ impl TextProfile {
     }
 }
 
-/// A name from a text profile as it may be printed: control characters (a terminal's escape
-/// sequences among them) escaped (`\u{1b}`), never passed to the terminal raw.
-fn printable(s: String) -> String {
-    if s.chars().any(char::is_control) {
-        s.chars().flat_map(|c| if c.is_control() { c.escape_unicode().collect::<Vec<_>>() } else { vec![c] }).collect()
-    } else {
-        s
-    }
-}
+use crate::printable;
 
 fn bad(origin: &str, line: usize, msg: impl Into<String>) -> Error {
     Error::Import { path: printable(origin.to_string()), line, msg: printable(msg.into()) }

@@ -205,8 +205,8 @@ pub fn looks_like_regex(p: &str) -> bool {
 impl Rules {
     /// Parse rules from TOML text; `origin` names the file in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Rules> {
-        let raw: RawFile =
-            toml::from_str(text).map_err(|e| Error::Rules { path: origin.into(), msg: e.to_string() })?;
+        let raw: RawFile = toml::from_str(text)
+            .map_err(|e| Error::Rules { path: origin.into(), msg: printable_lines(&e.to_string()) })?;
         let mut rules = Vec::new();
         let mut warnings = Vec::new();
         for (i, r) in raw.rule.into_iter().enumerate() {
@@ -401,9 +401,23 @@ impl Rules {
     }
 }
 
+/// A multi-line message (TOML's, which quotes the line it failed on) with each line made
+/// [`crate::printable`].
+fn printable_lines(msg: &str) -> String {
+    msg.lines().map(|l| crate::printable(l.to_string())).collect::<Vec<_>>().join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rules file that is no TOML: the error quotes its line with control characters
+    /// escaped.
+    #[test]
+    fn a_toml_error_is_printed_escaped() {
+        let e = Rules::parse("x\u{1b}[31m = = 1\n", "r.toml").err().expect("refused").to_string();
+        assert!(e.contains("\\u{1b}") && !e.contains('\u{1b}'), "{e}");
+    }
 
     #[test]
     fn clones_match_exact_names_and_shared_machinery_is_in_no_stage() {

@@ -249,12 +249,13 @@ pub(crate) fn recorded_line(rec: &Recording, packets: Option<u64>) -> Option<Str
     Some(line)
 }
 
-/// Thread names by tid from COMM records (the last name wins).
+/// Thread names by tid from COMM records (the last name wins), printable: a program may
+/// name its threads with a terminal's escape sequences, which are escaped.
 pub fn thread_names(tasks: &[collector::records::TaskEvent]) -> HashMap<u32, String> {
     let mut names = HashMap::new();
     for t in tasks {
         if let collector::records::TaskEvent::Comm { tid, comm, .. } = t {
-            names.insert(*tid, comm.clone());
+            names.insert(*tid, crate::printable(comm.clone()));
         }
     }
     names
@@ -1111,6 +1112,13 @@ mod tests {
         ];
         let got = forwarding_starts(&tasks);
         assert_eq!(got, HashMap::from([(10, 300)]));
+    }
+
+    /// A thread named with a terminal's escape sequence is printed escaped.
+    #[test]
+    fn thread_names_are_printable() {
+        let tasks = vec![TaskEvent::Comm { time: 0, pid: 1, tid: 2, comm: "b\u{1b}]0;pwn\u{7}".into(), exec: false }];
+        assert_eq!(thread_names(&tasks)[&2], "b\\u{1b}]0;pwn\\u{7}");
     }
 
     /// Samples of the forwarder's process before its start are marked, its later samples
