@@ -3,11 +3,14 @@
 //! mid-publish), never its last numbers.
 //!
 //! Bounded whatever the clients do: one accepting thread and [`WORKERS`] answering threads
-//! (a fixed pool, not a thread per connection); at most [`QUEUE`] accepted connections wait
-//! for a worker, and one more gets a 503 at once and is closed; a client has
-//! [`REQUEST_DEADLINE`] to send its request head (at most [`MAX_HEAD`] bytes, parsed with
-//! httparse) and each answer closes the connection, so an idle or slow connection holds a
-//! worker for at most that long. (An async server was the other way: tokio and hyper are
+//! (a fixed pool, not a thread per connection). The accepting thread reads every request
+//! head itself, non-blocking, polling all connections at once: a client has
+//! [`REQUEST_DEADLINE`] to send its head (at most [`MAX_HEAD`] bytes, parsed with
+//! httparse), at most [`PENDING`] connections wait for theirs (a new one closes the oldest),
+//! and only a complete request goes to a worker. So idle or slow connections never hold a
+//! worker, and a scraper's request is answered while they wait. At most [`QUEUE`] complete
+//! requests wait for a worker; past it a request gets a 503 at once. Each answer closes the
+//! connection. (An async server was the other way: tokio and hyper are
 //! in the build through polars, but their server features would rebuild polars.)
 
 use crate::families::{encode, ForwarderMeta, SnapshotCollector};
@@ -23,8 +26,11 @@ use std::time::{Duration, Instant};
 
 /// Threads answering requests.
 pub const WORKERS: usize = 2;
-/// Accepted connections waiting for a worker, at most; past it a connection gets 503.
+/// Complete requests waiting for a worker, at most; past it a request gets 503.
 pub const QUEUE: usize = 32;
+/// Connections whose request head has not arrived yet, at most; a new connection past it
+/// closes the oldest of them.
+pub const PENDING: usize = 256;
 /// How long a client has to send its whole request head.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 /// The longest request head read (bytes).
@@ -149,7 +155,7 @@ impl Exporter {
         let addr = listener.local_addr().map_err(|e| err(e.to_string()))?;
         let (stop, scrapes, refused) =
             (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let (tx, rx) = mpsc::sync_channel::<TcpStream>(QUEUE);
+        let (tx, rx) = mpsc::sync_channel::<Request>(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
         let source = Arc::new(source);
         let mut threads = Vec::new();
@@ -163,8 +169,8 @@ impl Exporter {
                         Ok(r) => r.recv(),
                         Err(_) => return,
                     };
-                    let Ok(stream) = next else { return };
-                    serve(stream, &source, &scrapes);
+                    let Ok(request) = next else { return };
+                    serve(request, &source, &scrapes);
                 })
                 .map_err(|e| err(format!("cannot start the exporter's threads: {e}")))?;
             threads.push(t);
@@ -190,7 +196,8 @@ impl Exporter {
     pub fn scrapes(&self) -> u64 {
         self.scrapes.load(Ordering::Relaxed)
     }
-    /// Connections turned away with 503 because [`QUEUE`] were already waiting.
+    /// Connections turned away: closed while waiting for their head because [`PENDING`]
+    /// newer ones came, or answered 503 because [`QUEUE`] requests were already waiting.
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
     }
@@ -205,48 +212,108 @@ impl Drop for Exporter {
     }
 }
 
-/// Accept until `stop`: each connection is queued for a worker, or answered 503 at once
-/// when the queue is full. Polls the listener so that `stop` is seen within 200 ms.
-fn accept(listener: &TcpListener, queue: &mpsc::SyncSender<TcpStream>, stop: &AtomicBool, refused: &AtomicU64) {
-    while !stop.load(Ordering::Relaxed) {
-        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: poll reads and writes the one pollfd it is given.
-        if unsafe { libc::poll(&mut pfd, 1, 200) } <= 0 {
-            continue;
-        }
-        let Ok((stream, _)) = listener.accept() else { continue };
-        let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
-        match queue.try_send(stream) {
-            Ok(()) => {}
-            Err(mpsc::TrySendError::Full(mut s)) => {
-                refused.fetch_add(1, Ordering::Relaxed);
-                let _ =
-                    respond(&mut s, 503, "text/plain; charset=utf-8", "busy: too many connections waiting\n", false);
-            }
-            Err(mpsc::TrySendError::Disconnected(_)) => return,
-        }
+/// A complete request head, for a worker to answer.
+struct Request {
+    stream: TcpStream,
+    method: String,
+    path: String,
+}
+
+/// A connection whose request head is still arriving.
+struct Pending {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    deadline: Instant,
+}
+
+/// What more bytes of a request head make of it.
+enum Head {
+    Complete(String, String),
+    Partial,
+    Bad,
+}
+
+fn parse_head(buf: &[u8]) -> Head {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(_)) => match (req.method, req.path) {
+            (Some(m), Some(p)) => Head::Complete(m.to_string(), p.to_string()),
+            _ => Head::Bad,
+        },
+        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => Head::Partial,
+        _ => Head::Bad,
     }
 }
 
-/// The request head of `stream`, read within [`REQUEST_DEADLINE`] and [`MAX_HEAD`] bytes:
-/// (method, path), or None (timed out, too long, closed, not HTTP).
-fn read_head(stream: &mut TcpStream) -> Option<(String, String)> {
-    let deadline = Instant::now() + REQUEST_DEADLINE;
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
-        stream.set_read_timeout(Some(left)).ok()?;
-        let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf) {
-            Ok(httparse::Status::Complete(_)) => {
-                return Some((req.method?.to_string(), req.path?.to_string()));
+/// Accept and read request heads until `stop`, polling the listener and every pending
+/// connection at once (so `stop` is seen within 100 ms): a complete request is queued for
+/// a worker (or answered 503 when [`QUEUE`] are waiting); a connection that closes, sends
+/// no HTTP, or misses [`REQUEST_DEADLINE`] is closed without an answer.
+fn accept(listener: &TcpListener, queue: &mpsc::SyncSender<Request>, stop: &AtomicBool, refused: &AtomicU64) {
+    let _ = listener.set_nonblocking(true);
+    let mut pending: Vec<Pending> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let mut fds: Vec<libc::pollfd> = std::iter::once(listener.as_raw_fd())
+            .chain(pending.iter().map(|p| p.stream.as_raw_fd()))
+            .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+            .collect();
+        // SAFETY: poll reads and writes the pollfds of the vector it is given, whose
+        // length it is told.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        let now = Instant::now();
+        let mut keep: Vec<Pending> = Vec::with_capacity(pending.len());
+        for (mut p, fd) in pending.drain(..).zip(fds.iter().skip(1)) {
+            if n > 0 && fd.revents != 0 {
+                let mut chunk = [0u8; 1024];
+                match p.stream.read(&mut chunk) {
+                    Ok(0) => continue,
+                    Ok(k) => p.buf.extend_from_slice(&chunk[..k]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => continue,
+                }
+                match parse_head(&p.buf) {
+                    Head::Complete(method, path) => {
+                        let _ = p.stream.set_nonblocking(false);
+                        let _ = p.stream.set_write_timeout(Some(REQUEST_DEADLINE));
+                        match queue.try_send(Request { stream: p.stream, method, path }) {
+                            Ok(()) => {}
+                            Err(mpsc::TrySendError::Full(mut r)) => {
+                                refused.fetch_add(1, Ordering::Relaxed);
+                                let _ = respond(
+                                    &mut r.stream,
+                                    503,
+                                    "text/plain; charset=utf-8",
+                                    "busy: too many requests waiting\n",
+                                    false,
+                                );
+                            }
+                            Err(mpsc::TrySendError::Disconnected(_)) => return,
+                        }
+                        continue;
+                    }
+                    Head::Bad => continue,
+                    Head::Partial => {}
+                }
             }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => continue,
-            _ => return None,
+            if now < p.deadline {
+                keep.push(p);
+            }
+        }
+        pending = keep;
+        if n > 0 && fds[0].revents != 0 {
+            while let Ok((stream, _)) = listener.accept() {
+                if stream.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                if pending.len() >= PENDING {
+                    // The oldest waiting connection makes room: a flood of idle
+                    // connections cannot keep a scraper out.
+                    pending.remove(0);
+                    refused.fetch_add(1, Ordering::Relaxed);
+                }
+                pending.push(Pending { stream, buf: Vec::new(), deadline: Instant::now() + REQUEST_DEADLINE });
+            }
         }
     }
 }
@@ -273,9 +340,8 @@ fn respond(stream: &mut TcpStream, status: u16, ctype: &str, body: &str, head_on
 }
 
 /// Answer one connection's request.
-fn serve(mut stream: TcpStream, source: &SegmentSource, scrapes: &AtomicU64) {
-    // A client that sends nothing whole in time is dropped without an answer.
-    let Some((method, url)) = read_head(&mut stream) else { return };
+fn serve(request: Request, source: &SegmentSource, scrapes: &AtomicU64) {
+    let Request { mut stream, method, path: url } = request;
     let path = url.split('?').next().unwrap_or("").to_string();
     let get = method == "GET" || method == "HEAD";
     let (status, ctype, body) = match (get, path.as_str()) {
