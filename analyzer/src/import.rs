@@ -304,6 +304,10 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
     let mut samples_line: Option<usize> = None;
     let mut pct_rows: Vec<(String, String, f64)> = Vec::new();
     let mut check = RowCheck::new(origin);
+    // perf report's default output: a Children column before Self (`--children`), and the
+    // call graph under each row (`-g`), indented lines of `|`, `---` and caller names.
+    let mut children = false;
+    let mut graph_lines = 0usize;
     for line in lines {
         let (n, line) = line?;
         let t = line.trim();
@@ -312,6 +316,10 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
         }
         if let Some(h) = t.strip_prefix('#') {
             let h = h.trim();
+            let cols: Vec<&str> = h.split_whitespace().collect();
+            if cols.first() == Some(&"Children") && cols.get(1) == Some(&"Self") {
+                children = true;
+            }
             if let Some(rest) = h.strip_prefix("Samples:") {
                 if let Some(first) = samples_line {
                     return Err(bad(
@@ -338,10 +346,28 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
         }
         let all: Vec<&str> = t.split_whitespace().collect();
         let toks = without_expand_marker(&all);
-        let pct: f64 = toks
-            .first()
-            .and_then(|p| percent_token(p))
-            .ok_or_else(|| bad(origin, n, format!("expected `OVERHEAD%  [DSO]  [k|.] SYMBOL`, found `{t}`")))?;
+        // A call-graph line: indented, and no percentage first (a row has one).
+        let indented = line.starts_with(' ') || line.starts_with('\t');
+        if indented && toks.first().is_some_and(|p| percent_token(p).is_none()) && !pct_rows.is_empty() {
+            graph_lines += 1;
+            continue;
+        }
+        let first: f64 = toks.first().and_then(|p| percent_token(p)).ok_or_else(|| {
+            bad(
+                origin,
+                n,
+                format!(
+                    "expected `OVERHEAD%  [DSO]  [k|.] SYMBOL` (or `CHILDREN%  SELF%  ...` with --children), found \
+                     `{t}`"
+                ),
+            )
+        })?;
+        // With --children the second percentage is the row's own (Self): the one that adds
+        // up to 100% over the rows.
+        let (pct, toks) = match toks.get(1).and_then(|x| percent_token(x)) {
+            Some(selfp) if children => (selfp, &toks[1..]),
+            _ => (first, toks),
+        };
         if !(0.0..=100.0).contains(&pct) {
             return Err(bad(origin, n, format!("overhead {pct}%: expected a percentage between 0 and 100")));
         }
@@ -371,6 +397,15 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
     if pct_rows.is_empty() {
         return Err(bad(origin, 0, "no `OVERHEAD%  ...  SYMBOL` rows: not a perf report --stdio text"));
     }
+    let mut notes = check.repeats.into_notes();
+    if children {
+        notes.push("read the Self column (perf report --children): each row's own share".to_string());
+    }
+    if graph_lines > 0 {
+        notes.push(format!(
+            "skipped {graph_lines} call-graph lines (perf report -g): the rows' own shares are read, the graphs are not"
+        ));
+    }
     // Without a sample total, weigh rows by their percentage of a notional 10000 samples.
     let total = total.unwrap_or(10_000.0);
     let rows = pct_rows
@@ -381,7 +416,7 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
             samples: (pct / 100.0 * total).round() as u64,
         })
         .collect();
-    Ok(TextProfile { format: "perf report".into(), event, rows, unlisted: None, notes: check.repeats.into_notes() })
+    Ok(TextProfile { format: "perf report".into(), event, rows, unlisted: None, notes })
 }
 
 /// Read a text profile, telling the format by its content: one pass to tell the format,
@@ -686,6 +721,36 @@ mod tests {
         let e = parse_opreport("vma samples % symbol name\nc0 many 2 f\n", "x.txt").unwrap_err().to_string();
         assert!(e.contains("x.txt:2") && e.contains("expected a sample count"), "{e}");
         assert!(parse_opreport("hello\n", "y").unwrap_err().to_string().contains("not an opreport table"));
+    }
+
+    /// perf report's default output: Children and Self columns and a call graph under
+    /// each row. The Self column is read (it adds up to 100%), the graph lines skipped and
+    /// both said; an unindented line that is no row is still an error.
+    #[test]
+    fn perf_report_default_output_with_children_and_call_graphs() {
+        let text = "# Samples: 1K of event 'cpu-clock'\n\
+                    #\n\
+                    # Children      Self  Command  Shared Object      Symbol\n\
+                    # ........  ........  .......  .................  ......\n\
+                    #\n\
+                    \x20   90.00%     0.00%  fwd      fwdscope           [.] main\n\
+                    \x20           |\n\
+                    \x20           ---main\n\
+                    \x20              |--60.00%--fwd_lookup_fib_dir24\n\
+                    \x20              |          fwd_lookup_burst\n\
+                    \n\
+                    \x20   60.00%    60.00%  fwd      fwdscope           [.] fwd_lookup_fib_dir24\n\
+                    \x20           |\n\
+                    \x20           ---fwd_lookup_fib_dir24\n\
+                    \x20   40.00%    40.00%  fwd      [kernel.kallsyms]  [k] fib_table_lookup\n";
+        let p = parse_perf_report(text, "pr.txt").expect("read");
+        let got: Vec<(&str, u64)> = p.rows.iter().map(|r| (r.symbol.as_str(), r.samples)).collect();
+        assert_eq!(got, vec![("main", 0), ("fwd_lookup_fib_dir24", 600), ("fib_table_lookup", 400)]);
+        assert!(p.notes.iter().any(|n| n.contains("Self column")), "{:?}", p.notes);
+        assert!(p.notes.iter().any(|n| n.starts_with("skipped 6 call-graph lines")), "{:?}", p.notes);
+        let bad = text.replace("\x20   40.00%", "garbage 40.00%");
+        let e = parse_perf_report(&bad, "pr.txt").err().expect("refused").to_string();
+        assert!(e.starts_with("pr.txt:15: expected `OVERHEAD%"), "{e}");
     }
 
     #[test]
