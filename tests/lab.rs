@@ -862,6 +862,37 @@ fn the_sender_ends_with_its_count_when_the_lab_goes_away() {
     let o = fwdscope(&["lab", "send", "--name", &name, "--count", "10"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("incomplete"), "{err}");
+    // The sender's interface set down mid-send, and a link of the forwarding namespace
+    // deleted mid-send: each ends non-zero with the count so far and the cause.
+    let mid_send = |name: &str, cmd: &[String], want: &[&str]| {
+        up(name);
+        let child = Command::new(bin)
+            .args(["lab", "send", "--name", name, "--duration", "4"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        let o = Command::new("ip").args(cmd).output().unwrap();
+        assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let pid = child.id();
+        assert!(common::wait_until(20, || !common::running(pid) || child_exited(pid)), "the sender spins on");
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("sending ended early after"), "{cmd:?}: {err}");
+        assert!(want.iter().any(|w| err.contains(w)), "{cmd:?}: {err}");
+    };
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    mid_send(
+        &name,
+        &s(&["-n", &format!("{name}-snd"), "link", "set", &format!("{name}-s0"), "down"]),
+        &["was set down", "still with the kernel"],
+    );
+    mid_send(
+        &name,
+        &s(&["-n", &format!("{name}-fwd"), "link", "del", &format!("{name}-f1")]),
+        &["the lab is incomplete after the send"],
+    );
     // Likewise with the sink's namespace deleted.
     up(&name);
     assert!(Command::new("ip").args(["netns", "del", &format!("{name}-sink")]).status().unwrap().success());

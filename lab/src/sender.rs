@@ -260,11 +260,20 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
     let mut done = expired(t0);
     let count = a.count.unwrap_or(if a.duration.is_some() { u64::MAX } else { DEFAULT_COUNT });
     let s0_c = std::ffi::CString::new(s0.clone()).context("interface name")?;
-    // The interface is gone when the lab is taken down (or changed) under the sender.
+    // The interface is gone when the lab is taken down (or changed) under the sender, or
+    // cannot send when it was set down or lost its peer (no carrier).
     let gone = || {
         // SAFETY: if_nametoindex reads the NUL-terminated name it is given.
-        (unsafe { libc::if_nametoindex(s0_c.as_ptr()) } == 0)
-            .then(|| format!("interface {s0} went away (the lab was taken down or changed)"))
+        if unsafe { libc::if_nametoindex(s0_c.as_ptr()) } == 0 {
+            return Some(format!("interface {s0} went away (the lab was taken down or changed)"));
+        }
+        match if_flags(&s0_c) {
+            Some(f) if f & libc::IFF_UP as i32 == 0 => Some(format!("interface {s0} was set down")),
+            Some(f) if f & libc::IFF_RUNNING as i32 == 0 => {
+                Some(format!("interface {s0} lost its carrier (its peer in the forwarding namespace is down or gone)"))
+            }
+            _ => None,
+        }
     };
     let stopped = || a.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
     while queued < count && !done {
@@ -329,9 +338,47 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
     out.seconds = t0.elapsed().as_secs_f64();
     out.pps = out.packets as f64 / out.seconds.max(1e-9);
     if tx.in_flight() > 0 && out.ended.is_none() {
-        bail!("{} frames were still with the kernel after 2 s", tx.in_flight());
+        out.ended = Some(format!(
+            "{} frames were still with the kernel after 2 s (interface {s0} stopped sending)",
+            tx.in_flight()
+        ));
+    }
+    // A lab changed under the send (a link of the forwarding namespace or the sink deleted
+    // or set down): what was sent after that went nowhere.
+    if out.ended.is_none() && !lab.complete().unwrap_or(false) {
+        out.ended = Some(
+            "the lab is incomplete after the send (a namespace, a link or its forwarding setting went away during \
+             it): the packets sent after that were not forwarded"
+                .into(),
+        );
     }
     Ok(out)
+}
+
+/// The flags of interface `name` in this network namespace (SIOCGIFFLAGS), or None.
+fn if_flags(name: &std::ffi::CStr) -> Option<i32> {
+    // SAFETY: a datagram socket only to ask the kernel; closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: ifreq is plain data; all zeros is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.to_bytes();
+    if bytes.len() >= ifr.ifr_name.len() {
+        // SAFETY: fd is the socket made above.
+        unsafe { libc::close(fd) };
+        return None;
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of the ifreq it is given.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr) };
+    // SAFETY: fd is the socket made above.
+    unsafe { libc::close(fd) };
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    (r == 0).then(|| i32::from(unsafe { ifr.ifr_ifru.ifru_flags }))
 }
 
 #[cfg(test)]
