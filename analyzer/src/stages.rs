@@ -194,7 +194,9 @@ pub(crate) fn scaled_to_parts_read(
         let share = read as f64 / total as f64;
         let scaled = per_worker.into_iter().map(|(w, p)| (w, (p as f64 * share).round() as u64)).collect();
         let note = format!(
-            "per-packet figures use {:.1}% of the forwarded packets: the share of the recording's samples in the              parts read ({read} of {total}), as sampling at a fixed rate spreads both evenly over the run",
+            "per-packet figures use {:.1}% of the forwarded packets: the share of the recording's samples in the \
+             parts read ({read} of {total}), as sampling at a fixed rate spreads both evenly over the run; the packet \
+             count and rate printed are scaled the same way (estimated, not counted)",
             100.0 * share
         );
         (scaled, Some(note))

@@ -333,7 +333,17 @@ pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<Str
     use base64::Engine;
     let runs = read_results(dir)?;
     if runs.is_empty() {
-        return Err(Error::Results { path: dir.join("results.parquet"), msg: "holds no runs".into() });
+        // A sweep stopped before its first run finished: a page that says so, not an error.
+        let why = collector::files::read_to_string(&dir.join(crate::runner::INCOMPLETE), collector::files::Kind::Text);
+        return match why {
+            Ok(why) => Ok(format!(
+                "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope sweep</title>\n<style>{STYLE}</style>\
+                 </head><body>\n<h1>fwdscope sweep</h1>\n<p id=\"incomplete\" style=\"border:2px solid #b00;padding:.5em\">\
+                 <b>Incomplete sweep:</b> {}; no run finished, so there is nothing to draw.</p>\n</body></html>\n",
+                escape(why.chars().take(2000).collect::<String>().trim())
+            )),
+            Err(_) => Err(Error::Results { path: dir.join("results.parquet"), msg: "holds no runs".into() }),
+        };
     }
     let sums = summarize_with(&runs, o.keep_contended);
     let run_dir = |k: usize| dir.join("runs").join(format!("{:03}", k + 1));
@@ -839,6 +849,22 @@ pub fn live_page(dir: &Path) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
+    /// A sweep stopped before its first run finished: a page saying so, not an error; a
+    /// directory with no runs and no such mark is still refused.
+    #[test]
+    fn a_sweep_stopped_before_its_first_run_gets_a_page_saying_so() {
+        let d = std::env::temp_dir().join(format!("fwdscope-empty-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        crate::results::write_parquet(&d.join("results.parquet"), &[]).expect("empty results");
+        let rules = analyzer::rules::Rules::builtin();
+        let e = super::sweep_page(&d, &rules).err().expect("refused").to_string();
+        assert!(e.contains("holds no runs"), "{e}");
+        std::fs::write(d.join(crate::runner::INCOMPLETE), "stopped by SIGINT during run 1 of 4\n").unwrap();
+        let page = super::sweep_page(&d, &rules).expect("a page");
+        assert!(page.contains("Incomplete sweep:</b> stopped by SIGINT during run 1 of 4; no run finished"), "{page}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn axis_labels_in_si() {
         assert_eq!(super::si(7_000_000.0), "7.0M");
