@@ -100,6 +100,23 @@ fn setting_chart<'a, 'b>(
     Ok(ch)
 }
 
+/// "no counted run" at the place of each setting without one, halfway up the axis.
+fn no_run_texts(
+    sums: &[Summary],
+    hi: f64,
+) -> impl Iterator<Item = Text<'static, (SegmentValue<usize>, f64), &'static str>> + '_ {
+    sums.iter().enumerate().filter(|(_, s)| s.runs == 0).map(move |(i, _)| {
+        Text::new(
+            "no counted run",
+            (SegmentValue::CenterOf(i), hi / 2.0),
+            ("sans-serif", 14).into_font().color(&NONE_GREY).pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Center,
+            )),
+        )
+    })
+}
+
 /// A legend's entries.
 pub(crate) type Keys = Vec<(String, String, Key)>;
 
@@ -128,17 +145,7 @@ fn mpps_chart(sums: &[Summary]) -> Result<(String, Keys)> {
             ErrorBar::new_vertical(SegmentValue::CenterOf(i), s.ci95.0, s.median, s.ci95.1, style, 12)
         }))
         .map_err(chart_err)?;
-        ch.draw_series(sums.iter().enumerate().filter(|(_, s)| s.runs == 0).map(|(i, _)| {
-            Text::new(
-                "no counted run",
-                (SegmentValue::CenterOf(i), hi / 2.0),
-                ("sans-serif", 14).into_font().color(&NONE_GREY).pos(plotters::style::text_anchor::Pos::new(
-                    plotters::style::text_anchor::HPos::Center,
-                    plotters::style::text_anchor::VPos::Center,
-                )),
-            )
-        }))
-        .map_err(chart_err)?;
+        ch.draw_series(no_run_texts(sums, hi)).map_err(chart_err)?;
     }
     // A key for each colour drawn.
     let mut keys = vec![("best setting".to_string(), css(&RED), Key::Box)];
@@ -188,17 +195,7 @@ fn stage_chart(sums: &[Summary], unit: &str) -> Result<Option<(String, Keys)>> {
             ch.draw_series(bars).map_err(chart_err)?;
             keys.push((st.to_string(), css(&color), Key::Box));
         }
-        ch.draw_series(sums.iter().enumerate().filter(|(_, s)| s.runs == 0).map(|(i, _)| {
-            Text::new(
-                "no counted run",
-                (SegmentValue::CenterOf(i), hi / 2.0),
-                ("sans-serif", 14).into_font().color(&NONE_GREY).pos(plotters::style::text_anchor::Pos::new(
-                    plotters::style::text_anchor::HPos::Center,
-                    plotters::style::text_anchor::VPos::Center,
-                )),
-            )
-        }))
-        .map_err(chart_err)?;
+        ch.draw_series(no_run_texts(sums, hi)).map_err(chart_err)?;
     }
     Ok(Some((svg, keys)))
 }

@@ -1055,16 +1055,21 @@ mod tests {
         assert!(e.contains("--gc-timeout 100000: expected a whole number 0..=86400"), "{e}");
     }
 
-    #[test]
-    fn a_block_shorter_than_its_warm_up_is_refused() {
-        let s = |l: &str| LiveSetting {
+    /// A setting of prefetch 0 labelled `l`.
+    fn prefetch_0(l: &str) -> LiveSetting {
+        LiveSetting {
             label: l.into(),
             prefetch: Some(0),
             cache: None,
             spin_ns: None,
             gc: GcSetting::default(),
             reported: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_block_shorter_than_its_warm_up_is_refused() {
+        let s = prefetch_0;
         let mut o = LiveOptions::new("/nonexistent".into(), vec![s("a"), s("b")], "/bin/false".into(), vec![]);
         o.block = Duration::from_millis(60);
         o.discard = Duration::from_millis(50);
@@ -1075,14 +1080,7 @@ mod tests {
     /// Every block left out: the table says so and prints no NaN.
     #[test]
     fn a_comparison_without_counted_blocks_prints_no_nan() {
-        let s = |l: &str| LiveSetting {
-            label: l.into(),
-            prefetch: Some(0),
-            cache: None,
-            spin_ns: None,
-            gc: GcSetting::default(),
-            reported: None,
-        };
+        let s = prefetch_0;
         let o = LiveOptions::new("/nonexistent".into(), vec![s("a"), s("b")], "/bin/false".into(), vec![]);
         let e = Effect { units: 0, left_out: 10, ratio: f64::NAN, ci: (f64::NAN, f64::NAN), p: 1.0, p_holm: 1.0 };
         let v =
