@@ -159,3 +159,24 @@ fn a_fifo_named_as_a_binary_is_not_opened_for_symbols() {
     assert!(ok, "report failed:\n{out}");
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
+
+/// A recording that could not keep its kernel snapshot (a full disk) says so in its
+/// report, instead of naming the kernel from elsewhere without a word.
+#[test]
+fn a_recording_without_its_kallsyms_snapshot_says_why() {
+    let dir = common::tmpdir("no-kallsyms");
+    recording(&dir);
+    std::fs::remove_file(dir.join("kallsyms")).expect("rm kallsyms");
+    let meta_path = dir.join("meta.json");
+    let mut meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta_path).expect("meta")).expect("json");
+    meta["notes"] = serde_json::json!(["no kallsyms snapshot: kallsyms.tmp: No space left on device (os error 28)"]);
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).expect("json")).expect("meta");
+    let (ok, out) = run_guarded(&["report", "-i", &dir.display().to_string()]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("# WARNING: no kallsyms snapshot: kallsyms.tmp: No space left on device")
+            && out.contains("kernel symbols come from elsewhere"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+}

@@ -191,6 +191,11 @@ impl Recording {
         if !self.dir.join("tasks.json").exists() {
             out.push("no tasks.json: threads are unnamed, so there are no per-worker tables".into());
         }
+        // Why the recording has no kernel snapshot (a full disk, no /proc/kallsyms): kernel
+        // names then come from elsewhere or stay unnamed, and the reader should know why.
+        for n in self.meta.notes.iter().filter(|n| n.starts_with("no kallsyms snapshot")) {
+            out.push(format!("{n}: kernel symbols come from elsewhere (see `# symbols: kernel`) or stay unnamed"));
+        }
         out.extend(self.skipped());
         out
     }
