@@ -341,7 +341,7 @@ fn recording_table(rec: &Recording, rules: &Rules, sym: Symbolizer) -> Result<(S
 /// no time of their own here). The forwarder spawns its workers once the route table is
 /// loaded and the FIB built, so everything its process did before is start-up. A process
 /// attached to while running has no FORK records of its workers, so it has no start-up.
-pub(crate) fn forwarding_starts(tasks: &[collector::records::TaskEvent]) -> HashMap<u32, u64> {
+pub fn forwarding_starts(tasks: &[collector::records::TaskEvent]) -> HashMap<u32, u64> {
     use collector::records::TaskEvent;
     let workers: std::collections::HashSet<(u32, u32)> = tasks
         .iter()

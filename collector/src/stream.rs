@@ -17,6 +17,9 @@ pub enum Batch {
     Started { sampling: SamplingInfo, counting: Vec<CountingInfo>, target_pid: Option<i32> },
     /// File mappings seen for the first time (needed to symbolize the samples that follow).
     Maps(Vec<Mapping>),
+    /// Thread events (COMM, FORK, EXIT) drained in one pass, sent before that pass's
+    /// samples: a forwarder's start-up ends at its first worker's FORK.
+    Tasks(Vec<crate::records::TaskEvent>),
     /// Samples drained in one pass over the ring buffers.
     Samples(Vec<Sample>),
     /// Cumulative counters at one instant (PMU and forwarder).

@@ -296,6 +296,7 @@ fn the_live_stream_delivers_samples_counters_and_the_end() {
                     }
                 }
                 collector::stream::Batch::Samples(v) => samples += v.len(),
+                collector::stream::Batch::Tasks(_) => {}
                 collector::stream::Batch::Counters { rows, .. } => {
                     counter_batches += 1;
                     for r in rows {

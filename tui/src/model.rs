@@ -178,6 +178,13 @@ pub struct Model {
     name_ids: HashMap<(String, String), u32>,
     stage_names: Vec<String>,
     /// (pid, ip, kernel) -> (symbol id, own stage id, whether the own stage is `other`).
+    /// Start-up as the stage table decides it (`analyzer::stages::forwarding_starts`):
+    /// the thread events seen, each process's first worker FORK, the processes seen to
+    /// exec (started by this `top`) and those with a worker named.
+    tasks: Vec<collector::records::TaskEvent>,
+    starts: HashMap<u32, u64>,
+    launched: std::collections::HashSet<u32>,
+    named_workers: std::collections::HashSet<u32>,
     by_ip: HashMap<(u32, u64, bool), (u32, u16, bool)>,
     /// Samples and period per stage id since the last tick.
     pending: Vec<(u64, u64)>,
@@ -219,6 +226,10 @@ impl Model {
             name_ids: HashMap::new(),
             stage_names: Vec::new(),
             by_ip: HashMap::new(),
+            tasks: Vec::new(),
+            starts: HashMap::new(),
+            launched: Default::default(),
+            named_workers: Default::default(),
             pending: Vec::new(),
             weights: HashMap::new(),
             latest: None,
@@ -294,6 +305,20 @@ impl Model {
                 self.attributor.add_maps(m);
                 self.by_ip.clear();
             }
+            Batch::Tasks(t) => {
+                for e in &t {
+                    if let collector::records::TaskEvent::Comm { pid, comm, exec, .. } = e {
+                        if *exec {
+                            self.launched.insert(*pid);
+                        }
+                        if fwd_abi::threads::worker_index(comm).is_some() {
+                            self.named_workers.insert(*pid);
+                        }
+                    }
+                }
+                self.tasks.extend(t);
+                self.starts = analyzer::stages::forwarding_starts(&self.tasks);
+            }
             Batch::Samples(v) => {
                 self.fresh = true;
                 for s in v {
@@ -348,11 +373,24 @@ impl Model {
             let a = self.attributor.attribute(s.pid, s.ip, s.kernel, &s.callchain);
             stage = self.stage_id(&a.stage);
         }
+        if self.is_startup(s) {
+            stage = self.stage_id(analyzer::rules::STARTUP);
+        }
         let e = &mut self.pending[stage as usize];
         e.0 += 1;
         e.1 = e.1.saturating_add(s.period);
         *self.weights.entry((sym, stage)).or_default() += 1.0;
         self.samples_total += 1;
+    }
+
+    /// Whether `s` is the forwarder's start-up: before its process's first worker FORK;
+    /// or, live, a process this `top` started (seen to exec) whose workers have not been
+    /// named yet. A process attached to (`-p`) has no start-up.
+    fn is_startup(&self, s: &collector::records::Sample) -> bool {
+        match self.starts.get(&s.pid) {
+            Some(&t) => s.time < t,
+            None => self.launched.contains(&s.pid) && !self.named_workers.contains(&s.pid),
+        }
     }
 
     fn counters(&mut self, time: u64, rows: &[CounterRow]) {
@@ -492,7 +530,9 @@ impl Model {
                 let cs = clock_share.get(&stage).copied();
                 StageLine {
                     percent: if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 },
-                    per_packet: packets.filter(|&p| p > 0 && total > 0).map(|p| period as f64 / p as f64),
+                    per_packet: packets
+                        .filter(|&p| p > 0 && total > 0 && stage != analyzer::rules::STARTUP)
+                        .map(|p| period as f64 / p as f64),
                     clock_ns: clock_ns.get(&stage).copied(),
                     disagrees: matches!((share, cs), (Some(a), Some(b)) if (a - b).abs() > MAX_POINTS_APART),
                     share,

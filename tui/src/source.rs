@@ -189,6 +189,7 @@ pub fn replay(dir: PathBuf, speed: f64) -> crate::Result<Source> {
     let mut counters = rec.counters()?;
     counters.sort_by_key(|r| r.time);
     let maps = rec.maps()?;
+    let tasks = rec.tasks()?;
     let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_CAPACITY);
     let (ntx, nrx) = std::sync::mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
@@ -208,6 +209,8 @@ pub fn replay(dir: PathBuf, speed: f64) -> crate::Result<Source> {
         .spawn(move || {
             let send = |b: Batch| tx.send(b).is_ok();
             send(Batch::Maps(maps));
+            // Thread events up front: the start-up split needs the workers' FORKs.
+            send(Batch::Tasks(tasks));
             send(Batch::Started {
                 sampling: meta.sampling.clone(),
                 counting: meta.counting.clone(),

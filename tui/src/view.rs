@@ -360,6 +360,18 @@ fn block(title: String, focused: bool) -> Block<'static> {
     Block::default().borders(Borders::ALL).border_style(style).title(title)
 }
 
+/// A stage's name in the stage panel's first column ([`STAGE_COLUMNS`]\[0\] wide): the
+/// longer names written shorter rather than cut (`startup` is `start`, `binary-unknown`
+/// `bin?`, `kernel-unknown` `kern?`; README lists them).
+pub fn stage_label(stage: &str) -> String {
+    match stage {
+        analyzer::rules::STARTUP => "start".into(),
+        analyzer::rules::BINARY_UNKNOWN => "bin?".into(),
+        analyzer::rules::KERNEL_UNKNOWN => "kern?".into(),
+        s => s.to_string(),
+    }
+}
+
 fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     let unit = m.unit();
     let clocks = m.stages.iter().any(|s| s.clock_ns.is_some());
@@ -393,7 +405,7 @@ fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
         };
         let shown = s.share.unwrap_or(s.percent);
         rows.push(Row::new(vec![
-            Cell::from(s.stage.clone()).style(Style::new().fg(stage_color(&s.stage))),
+            Cell::from(stage_label(&s.stage)).style(Style::new().fg(stage_color(&s.stage))),
             Cell::from(bar).style(Style::new().fg(stage_color(&s.stage))),
             Cell::from(format!("{shown:5.1}%")),
             Cell::from(pp),

@@ -19,11 +19,20 @@ pub struct Sink<'a> {
     /// What the current pass gathered for the stream.
     samples: Vec<Sample>,
     new_maps: Vec<Mapping>,
+    new_tasks: Vec<TaskEvent>,
 }
 
 impl<'a> Sink<'a> {
     pub fn new(writer: RecordingWriter, meta: Meta, stream: Option<&'a StreamSender>) -> Sink<'a> {
-        Sink { writer, meta, stream, seen_maps: HashSet::new(), samples: Vec::new(), new_maps: Vec::new() }
+        Sink {
+            writer,
+            meta,
+            stream,
+            seen_maps: HashSet::new(),
+            samples: Vec::new(),
+            new_maps: Vec::new(),
+            new_tasks: Vec::new(),
+        }
     }
 
     /// One record from a ring buffer.
@@ -56,6 +65,9 @@ impl<'a> Sink<'a> {
     }
 
     pub fn task(&mut self, t: TaskEvent) {
+        if self.stream.is_some() {
+            self.new_tasks.push(t.clone());
+        }
         self.writer.tasks.push(t);
     }
 
@@ -80,6 +92,9 @@ impl<'a> Sink<'a> {
         let Some(st) = self.stream else { return };
         if !self.new_maps.is_empty() {
             st.send_reliably(Batch::Maps(std::mem::take(&mut self.new_maps)));
+        }
+        if !self.new_tasks.is_empty() {
+            st.send_reliably(Batch::Tasks(std::mem::take(&mut self.new_tasks)));
         }
         if !self.samples.is_empty() {
             st.send(Batch::Samples(std::mem::take(&mut self.samples)));
