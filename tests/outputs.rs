@@ -256,9 +256,60 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
     for verb in [&["record", "-o"][..], &["sweep", "--prefetch", "0,1", "--repeat", "1", "-o"][..]] {
         let o = fwdscope().args(verb).arg(parent.join("out")).args(["--", "--duration", "0.3"]).output();
         let err = stderr_of(&o.expect("run"));
-        assert!(err.contains(&format!("which user {uid} owns")) && err.contains("--share"), "{verb:?}: {err}");
+        assert!(err.contains(&format!("is owned by user {uid}")) && err.contains("--share"), "{verb:?}: {err}");
         assert!(!parent.join("out").exists(), "{verb:?} made its directory before refusing");
     }
+    // Higher up the path: the user's symlink to root's directory, and a root-owned
+    // directory inside the user's. Refused for an output directory and for single files
+    // (a page, an export) alike; nothing lands in root's directory.
+    let rd = root_dir.display().to_string();
+    as_user(user, &parent, &format!("ln -s {rd} lnk"));
+    let rootsub = parent.join("rootsub");
+    std::fs::create_dir(&rootsub).expect("mkdir");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("analyzer/tests/data/forwarder-recording");
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec!["record".into(), "-o".into(), parent.join("lnk/recx").display().to_string()],
+            format!("{} is a symlink user {uid} owns", parent.join("lnk").display()),
+        ),
+        (
+            vec!["record".into(), "-o".into(), rootsub.join("out").display().to_string()],
+            format!("{} is owned by user {uid}", parent.display()),
+        ),
+        (
+            vec![
+                "export".into(),
+                "-i".into(),
+                golden.display().to_string(),
+                "-f".into(),
+                "folded".into(),
+                "-o".into(),
+                parent.join("lnk/y").display().to_string(),
+            ],
+            format!("is a symlink user {uid} owns"),
+        ),
+        (
+            vec![
+                "report".into(),
+                "-i".into(),
+                golden.display().to_string(),
+                "--html".into(),
+                parent.join("lnk/y.html").display().to_string(),
+            ],
+            format!("is a symlink user {uid} owns"),
+        ),
+    ];
+    for (args, want) in cases {
+        let mut a = args.clone();
+        if a[0] == "record" {
+            a.extend(["--".into(), "--duration".into(), "0.3".into()]);
+        }
+        let o = fwdscope().args(&a).output().expect("run");
+        let err = stderr_of(&o);
+        assert!(!o.status.success() && err.contains(&want), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read_dir(&root_dir).expect("root dir").count(), 0, "written into root's directory");
+    assert!(!rootsub.join("out").exists());
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
 

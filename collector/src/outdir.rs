@@ -137,27 +137,65 @@ pub fn check_owner(path: &Path, md: &std::fs::Metadata, shared: bool) -> Result<
 
 /// Refuse, as root and unless `shared`, an output directory whose parent another user
 /// owns: that user could rename fwdscope's directory away and put a symlink in its place
-/// between two of root's writes.
+/// between two of root's writes. See [`check_path`].
 fn check_parent(path: &Path, shared: bool) -> Result<()> {
-    if !running_as_root() || shared {
-        return Ok(());
-    }
     let parent = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(p) => p.to_path_buf(),
         None => PathBuf::from("."),
     };
-    let md = std::fs::metadata(&parent).map_err(|e| Error::io(&parent, e))?;
-    if md.uid() != 0 {
-        return Err(refuse(
+    check_path(&parent, shared).map_err(|why| {
+        refuse(
             path,
             format!(
-                "would be made in {}, which user {} owns, and fwdscope runs as root: that user could rename \
-                 the directory and put a symlink in its place between two of root's writes; pass --share to \
-                 write there anyway, or choose an -o in a directory root owns",
-                parent.display(),
-                md.uid()
+                "would be made in {}: {why}, and fwdscope runs as root: that user could rename the directory \
+                 and put a symlink in its place between two of root's writes; pass --share to write there \
+                 anyway, or choose an -o in a directory root owns",
+                parent.display()
             ),
-        ));
+        )
+    })
+}
+
+/// As root and unless `shared`: `dir` (the directory a file or directory is made in) must
+/// be root's all the way, or the user who owns a piece of it could redirect root's writes.
+/// No component of the path as given may be a symlink another user owns (their own link
+/// to root's directory), and the directory it resolves to and every directory above it
+/// must be root's. Err: what is another user's, in words.
+pub fn check_path(dir: &Path, shared: bool) -> std::result::Result<(), String> {
+    if !running_as_root() || shared {
+        return Ok(());
+    }
+    let abs = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?.join(dir)
+    };
+    let mut p = PathBuf::new();
+    for c in abs.components() {
+        p.push(c);
+        match std::fs::symlink_metadata(&p) {
+            Ok(md) if md.file_type().is_symlink() && md.uid() != 0 => {
+                return Err(format!("{} is a symlink user {} owns", p.display(), md.uid()));
+            }
+            Ok(_) => {}
+            // What does not exist yet is made by root.
+            Err(_) => break,
+        }
+    }
+    let mut existing = abs.as_path();
+    while std::fs::symlink_metadata(existing).is_err() {
+        match existing.parent() {
+            Some(p) => existing = p,
+            None => return Ok(()),
+        }
+    }
+    let real = std::fs::canonicalize(existing).map_err(|e| format!("{}: {e}", existing.display()))?;
+    for a in real.ancestors() {
+        if let Ok(md) = std::fs::metadata(a) {
+            if md.uid() != 0 {
+                return Err(format!("{} is owned by user {}", a.display(), md.uid()));
+            }
+        }
     }
     Ok(())
 }

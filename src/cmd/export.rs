@@ -39,12 +39,22 @@ pub struct ExportArgs {
 /// Write the export: a regular file is replaced through a random temporary name (mode
 /// `mode` whatever the umask, never written through a symlink planted at its name); an
 /// existing pipe or device (`/dev/stdout`, a FIFO) is written as it is.
-fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32) -> Result<()> {
+fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32, share: bool) -> Result<()> {
     if std::fs::metadata(p).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
         let mut f =
             std::fs::OpenOptions::new().write(true).open(p).with_context(|| format!("opening {}", p.display()))?;
         return std::io::Write::write_all(&mut f, bytes).with_context(|| format!("writing {}", p.display()));
     }
+    // Run as root, into a directory (or through a symlink) another user owns: refused
+    // unless --share, as for output directories.
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    collector::outdir::check_path(dir, share).map_err(|why| {
+        anyhow::anyhow!(
+            "{}: {why}, and fwdscope runs as root: that user could redirect the file; pass --share to write there \
+             anyway, or choose a path in directories root owns",
+            p.display()
+        )
+    })?;
     collector::outdir::write_atomic(p, bytes, mode).with_context(|| format!("writing {}", p.display()))
 }
 
@@ -60,7 +70,7 @@ pub fn run(a: &ExportArgs) -> Result<()> {
     let title = format!("fwdscope: {} ({})", a.input.display(), profile.event);
     let bytes = profile.encode(a.format, &title, &mut sym)?;
     match &a.output {
-        Some(p) => write_output(p, &bytes, if a.share { 0o644 } else { 0o600 })?,
+        Some(p) => write_output(p, &bytes, if a.share { 0o644 } else { 0o600 }, a.share)?,
         None => {
             if a.format.is_binary() {
                 // The format as the user typed it (`pprof`), not the Rust name.

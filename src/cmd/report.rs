@@ -91,8 +91,17 @@ pub fn run(a: &ReportArgs) -> Result<()> {
                 &o,
             )?
         };
-        // A new file renamed into place: a symlink planted at the name is replaced, never
+        // Run as root, not into a directory (or through a symlink) another user owns; a new
+        // file renamed into place: a symlink planted at the name is replaced, never
         // written through.
+        let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        collector::outdir::check_path(dir, false).map_err(|why| {
+            anyhow::anyhow!(
+                "{}: {why}, and fwdscope runs as root: that user could redirect the page; choose a path in \
+                 directories root owns",
+                out.display()
+            )
+        })?;
         collector::outdir::write_atomic(out, page.as_bytes(), 0o644)?;
         println!("wrote {}", out.display());
         return Ok(());
