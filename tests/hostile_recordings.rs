@@ -180,3 +180,21 @@ fn a_recording_without_its_kallsyms_snapshot_says_why() {
     );
     std::fs::remove_dir_all(&dir).expect("cleanup");
 }
+
+/// A file in a recording named with a terminal escape sequence is named escaped in the
+/// warnings (it is skipped as no part), never printed raw.
+#[test]
+fn file_names_in_a_recording_are_printed_escaped() {
+    let dir = common::tmpdir("escaped-name");
+    recording(&dir);
+    std::fs::write(dir.join("samples.parquet/part-000099\u{1b}]0;pwn\u{7}.parquet"), b"junk").expect("planted");
+    for args in [vec!["report", "-i"], vec!["export", "-f", "folded", "-i"]] {
+        let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        a.push(dir.display().to_string());
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let (_, out) = run_guarded(&a);
+        assert!(!out.contains('\u{1b}'), "{args:?}: a raw escape: {out:?}");
+        assert!(out.contains("part-000099\\u{1b}]0;pwn\\u{7}.parquet"), "{args:?}: {out}");
+    }
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+}

@@ -216,6 +216,18 @@ fn errors_a_user_can_act_on() {
             ],
             "/nonexistent/program",
         ),
+        // A file without the execute bit: refused before anything runs, not an empty
+        // recording of a child that exited 127.
+        (
+            vec![
+                "record".into(),
+                "-o".into(),
+                dir.join("noexec2").display().to_string(),
+                "--exec".into(),
+                "/etc/passwd".into(),
+            ],
+            "/etc/passwd: not executable by this user",
+        ),
         // A recording of nothing is refused before it starts.
         (
             vec!["record".into(), "-o".into(), dir.join("f0").display().to_string(), "-F".into(), "0".into()],
@@ -245,7 +257,7 @@ fn errors_a_user_can_act_on() {
         assert!(!err.contains("panicked"), "{err}");
     }
     // Refused before anything was written.
-    for d in ["f0", "fmax", "x", "y", "noexec"] {
+    for d in ["f0", "fmax", "x", "y", "noexec", "noexec2"] {
         assert!(!dir.join(d).exists(), "{d} left behind");
     }
     std::fs::remove_dir_all(&dir).unwrap();

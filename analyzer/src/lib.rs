@@ -37,12 +37,5 @@ pub(crate) fn csv_field(v: &str) -> String {
 }
 
 /// A name read from input (a text profile's symbol, a thread's name, a file's line) as it
-/// may be printed: control characters (a terminal's escape sequences among them) escaped
-/// (`\u{1b}`), never passed to the terminal raw.
-pub fn printable(s: String) -> String {
-    if s.chars().any(char::is_control) {
-        s.chars().flat_map(|c| if c.is_control() { c.escape_unicode().collect::<Vec<_>>() } else { vec![c] }).collect()
-    } else {
-        s
-    }
-}
+/// may be printed: see [`collector::printable`].
+pub use collector::printable;

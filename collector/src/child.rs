@@ -34,6 +34,16 @@ impl GatedChild {
         }
         let prog = CString::new(program.as_os_str().as_bytes())
             .map_err(|_| Error::Config(format!("{}: path contains a NUL byte", program.display())))?;
+        // A file this user may not execute would fail only in the child, after the fork:
+        // an exit status 127 and an empty recording. Said here instead.
+        // SAFETY: access reads the NUL-terminated path it is given.
+        if unsafe { libc::access(prog.as_ptr(), libc::X_OK) } != 0 {
+            return Err(Error::Config(format!(
+                "{}: not executable by this user ({}); give a program, or chmod +x it",
+                program.display(),
+                std::io::Error::last_os_error()
+            )));
+        }
         let mut argv: Vec<CString> = vec![prog.clone()];
         for a in args {
             argv.push(

@@ -27,3 +27,14 @@ pub mod stat;
 pub mod stream;
 
 pub use error::{Error, Result};
+
+/// Text read from input (a file name in a recording, a thread's name) as it may be
+/// printed: control characters (a terminal's escape sequences among them) escaped
+/// (`\u{1b}`), never passed to the terminal raw.
+pub fn printable(s: String) -> String {
+    if s.chars().any(char::is_control) {
+        s.chars().flat_map(|c| if c.is_control() { c.escape_unicode().collect::<Vec<_>>() } else { vec![c] }).collect()
+    } else {
+        s
+    }
+}

@@ -342,8 +342,18 @@ pub fn load_routes(path: &std::path::Path) -> Result<Vec<(u32, u8)>> {
         if t.is_empty() {
             continue;
         }
-        let bad =
-            || Error::Config(format!("{}:{}: `{t}`: expected PREFIX/LEN inside 198.19.0.0/16", path.display(), i + 1));
+        // The line as it may be printed: at most 80 characters, control characters escaped.
+        let mut shown: String = t
+            .chars()
+            .take(80)
+            .flat_map(|c| if c.is_control() { c.escape_unicode().collect::<Vec<_>>() } else { vec![c] })
+            .collect();
+        if t.chars().count() > 80 {
+            shown.push_str("...");
+        }
+        let bad = || {
+            Error::Config(format!("{}:{}: `{shown}`: expected PREFIX/LEN inside 198.19.0.0/16", path.display(), i + 1))
+        };
         let (a, len) = forwarder::table::parse_address_and_length(t).map_err(|_| bad())?;
         if !t.contains('/') || !inside_dest(a, len) {
             return Err(bad());
@@ -1050,6 +1060,10 @@ mod tests {
         assert!(e.ends_with(":4: `10.0.0.0/8`: expected PREFIX/LEN inside 198.19.0.0/16"), "{e}");
         std::fs::write(&p, "198.19.4.9/24\n198.19.5.7/32\n").unwrap();
         assert_eq!(load_routes(&p).unwrap(), vec![(0xC613_0400, 24), (0xC613_0507, 32)]);
+        // A bad line is printed escaped and cut: never a terminal escape, never megabytes.
+        std::fs::write(&p, format!("198.19.1.0/24 \u{1b}]0;pwn\u{7}{}\n", "a".repeat(100_000))).unwrap();
+        let e = load_routes(&p).unwrap_err().to_string();
+        assert!(!e.contains('\u{1b}') && e.contains("\\u{1b}]0;pwn") && e.len() < 300, "{e}");
         std::fs::remove_file(&p).unwrap();
         assert!(Lab::new("Bad_Name").is_err() && Lab::new("toolongname").is_err() && Lab::new("lab1").is_ok());
     }

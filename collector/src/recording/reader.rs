@@ -162,7 +162,8 @@ impl Recording {
 
     /// The parts skipped so far because they could not be read, each with why.
     pub fn skipped(&self) -> Vec<String> {
-        self.skipped.lock().map(|s| s.clone()).unwrap_or_default()
+        // File names come from the directory: printed escaped.
+        self.skipped.lock().map(|s| s.iter().cloned().map(crate::printable).collect()).unwrap_or_default()
     }
 
     /// What this recording lacks and what that costs the analysis: a writer that did not
