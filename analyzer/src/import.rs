@@ -308,6 +308,10 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
     // call graph under each row (`-g`), indented lines of `|`, `---` and caller names.
     let mut children = false;
     let mut graph_lines = 0usize;
+    // The header's sample count as perf rounds it (`7K`), and the rows' exact counts when
+    // perf printed them (`perf report -n`: a Samples column after the overhead).
+    let mut rounded: Option<String> = None;
+    let mut counts: Vec<Option<u64>> = Vec::new();
     for line in lines {
         let (n, line) = line?;
         let t = line.trim();
@@ -334,7 +338,11 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
                 samples_line = Some(n);
                 // "10K of event 'cpu-clock:pppH'"
                 let mut it = rest.split_whitespace();
-                total = it.next().and_then(parse_count);
+                let raw = it.next();
+                rounded = raw
+                    .filter(|r| r.ends_with(['K', 'M', 'G', 'k', 'm', 'g']))
+                    .map(|r| printable(r.chars().take(20).collect()));
+                total = raw.and_then(parse_count);
                 if total.is_some_and(|t| !(0.0..=1e15).contains(&t)) {
                     return Err(bad(origin, n, "`# Samples:` count out of range: expected at most 10^15"));
                 }
@@ -371,6 +379,12 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
         if !(0.0..=100.0).contains(&pct) {
             return Err(bad(origin, n, format!("overhead {pct}%: expected a percentage between 0 and 100")));
         }
+        let (count, toks) = match toks.get(1) {
+            Some(c) if toks.len() > 2 && !c.is_empty() && c.chars().all(|x| x.is_ascii_digit()) => {
+                (c.parse::<u64>().ok(), &toks[1..])
+            }
+            _ => (None, toks),
+        };
         let marker = toks.iter().position(|x| *x == "[k]" || *x == "[.]" || *x == "[g]" || *x == "[u]");
         let (dso, symbol) = match marker {
             Some(m) => {
@@ -392,6 +406,7 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
         // object, symbol).
         if check.admit(n, &toks[1..].join(" "), pct)? {
             pct_rows.push((symbol, dso, pct));
+            counts.push(count);
         }
     }
     if pct_rows.is_empty() {
@@ -406,14 +421,26 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
             "skipped {graph_lines} call-graph lines (perf report -g): the rows' own shares are read, the graphs are not"
         ));
     }
-    // Without a sample total, weigh rows by their percentage of a notional 10000 samples.
+    // Exact counts when every row has one; else each row's percentage of the header's
+    // total (or of a notional 10000 samples without one).
+    let exact = counts.iter().all(Option::is_some);
+    if let Some(r) = rounded.filter(|_| !exact) {
+        notes.push(format!(
+            "sample counts estimated: each row's percentage of the header's rounded total (`# Samples: {r}`); \
+             perf report -n prints the exact counts, which are read when present"
+        ));
+    }
     let total = total.unwrap_or(10_000.0);
     let rows = pct_rows
         .into_iter()
-        .map(|(symbol, dso, pct)| ProfileRow {
+        .zip(counts)
+        .map(|((symbol, dso, pct), count)| ProfileRow {
             symbol: printable(symbol),
             dso: printable(dso),
-            samples: (pct / 100.0 * total).round() as u64,
+            samples: match count.filter(|_| exact) {
+                Some(c) => c,
+                None => (pct / 100.0 * total).round() as u64,
+            },
         })
         .collect();
     Ok(TextProfile { format: "perf report".into(), event, rows, unlisted: None, notes })
@@ -753,6 +780,25 @@ mod tests {
         assert!(e.starts_with("pr.txt:15: expected `OVERHEAD%"), "{e}");
     }
 
+    /// With `perf report -n` the exact Samples column is read; without it the counts are
+    /// estimated from the rounded header, and the report says so.
+    #[test]
+    fn exact_sample_counts_when_perf_printed_them() {
+        let with_n = "# Samples: 7K of event 'cpu-clock'\n\
+                      # Overhead  Samples  Command  Shared Object  Symbol\n\
+                      \x20    8.23%      587  bash     libc.so.6      [.] _int_free\n\
+                      \x20    4.00%      285  bash     libc.so.6      [.] malloc\n";
+        let p = parse_perf_report(with_n, "n.txt").expect("read");
+        let got: Vec<(&str, &str, u64)> =
+            p.rows.iter().map(|r| (r.symbol.as_str(), r.dso.as_str(), r.samples)).collect();
+        assert_eq!(got, vec![("_int_free", "libc.so.6", 587), ("malloc", "libc.so.6", 285)]);
+        assert!(!p.notes.iter().any(|n| n.starts_with("sample counts estimated")), "{:?}", p.notes);
+        let without = "# Samples: 7K of event 'cpu-clock'\n\x20    8.23%  bash  libc.so.6  [.] _int_free\n";
+        let p = parse_perf_report(without, "e.txt").expect("read");
+        assert_eq!(p.rows[0].samples, 576);
+        assert!(p.notes.iter().any(|n| n.starts_with("sample counts estimated")), "{:?}", p.notes);
+    }
+
     #[test]
     fn perf_report_rows_with_and_without_dso() {
         let p = parse_perf_report(
@@ -912,7 +958,9 @@ mod tests {
         }
         let p = parse_text(&text, "rep.txt").unwrap();
         assert_eq!(p.rows.iter().map(|r| r.samples).collect::<Vec<_>>(), [3000, 6000]);
-        assert_eq!(p.notes.len(), NOTED_REPEATS + 1, "{:?}", p.notes);
+        // The repeats, then the note that counts come from the rounded header (10K).
+        assert_eq!(p.notes.len(), NOTED_REPEATS + 2, "{:?}", p.notes);
+        assert!(p.notes[NOTED_REPEATS + 1].contains("`# Samples: 10K`"), "{:?}", p.notes);
         assert_eq!(p.notes[0], "rep.txt:4 repeats the row of line 3 (`[k] x_a` 60%): counted once");
         assert_eq!(p.notes[NOTED_REPEATS], format!("{} more repeated rows, each counted once", 99_999 - NOTED_REPEATS));
         // The same in an excerpt, read from a file line by line.
