@@ -307,5 +307,16 @@ fn a_copied_run_is_refused_not_counted_twice() {
     std::fs::write(&file, serde_json::to_string(&info).unwrap()).unwrap();
     let e = refused("run renamed");
     assert!(e.contains("the same recording as") && e.contains("counted twice"), "{e}");
+    // Its start moved by a nanosecond too: run.json no longer matches the recording the
+    // run keeps (as `record --dataset` runs do; the fixture's runs keep none, so the copy
+    // is given the meta.json its recording would have).
+    let mut info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let start = info["start_unix_ns"].as_u64().unwrap();
+    std::fs::create_dir_all(renamed.join("recording")).unwrap();
+    std::fs::write(renamed.join("recording/meta.json"), format!("{{\"start_unix_ns\": {start}}}")).unwrap();
+    info["start_unix_ns"] = (start + 1).into();
+    std::fs::write(&file, serde_json::to_string(&info).unwrap()).unwrap();
+    let e = refused("start edited");
+    assert!(e.contains("run.json was edited"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

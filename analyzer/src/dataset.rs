@@ -449,6 +449,24 @@ impl Dataset {
                 if !run.join(STACKS_FILE).is_file() {
                     return Err(err(&run, format!("has no {STACKS_FILE}")));
                 }
+                // run.json's start must be its recording's: an edited copy is not a new run.
+                let meta = run.join(RECORDING_DIR).join("meta.json");
+                if std::fs::symlink_metadata(&meta).is_ok() {
+                    let text = collector::files::read_to_string(&meta, collector::files::Kind::Meta)?;
+                    let start =
+                        serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|m| m["start_unix_ns"].as_u64());
+                    if start.is_some_and(|s| s != info.start_unix_ns) {
+                        return Err(err(
+                            &file,
+                            format!(
+                                "says the run started at {} ns, its recording at {} ns: run.json was edited (a copy \
+                                 made to look like another run?); remove the copy",
+                                info.start_unix_ns,
+                                start.unwrap_or_default()
+                            ),
+                        ));
+                    }
+                }
                 // The partition a run sits in is what its run.json says: a run copied under
                 // another host= or run= would be counted twice.
                 let named = |d: &Path, key: &str| {
