@@ -127,7 +127,7 @@ pub fn check_owner(path: &Path, md: &std::fs::Metadata, shared: bool) -> Result<
             format!(
                 "is owned by user {}, and fwdscope runs as root: root writes only into directories root owns \
                  (their owner could plant symlinks root would write through); pass --share to write there \
-                 anyway, or choose another -o",
+                 anyway, or choose another output (-o, --dataset)",
                 md.uid()
             ),
         ));
