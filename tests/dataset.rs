@@ -318,5 +318,10 @@ fn a_copied_run_is_refused_not_counted_twice() {
     std::fs::write(&file, serde_json::to_string(&info).unwrap()).unwrap();
     let e = refused("start edited");
     assert!(e.contains("run.json was edited"), "{e}");
+    // And its recording's start edited to match: the byte-identical stack table is still
+    // the same recording.
+    std::fs::write(renamed.join("recording/meta.json"), format!("{{\"start_unix_ns\": {}}}", start + 1)).unwrap();
+    let e = refused("both starts edited");
+    assert!(e.contains("the same recording as"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

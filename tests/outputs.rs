@@ -264,13 +264,31 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
     // (a page, an export) alike; nothing lands in root's directory.
     let rd = root_dir.display().to_string();
     as_user(user, &parent, &format!("ln -s {rd} lnk"));
+    // The user's symlink in a directory root owns (made by root, handed over with lchown).
+    let lnk2 = base.join("lnk2");
+    std::os::unix::fs::symlink(&root_dir, &lnk2).expect("symlink");
+    std::os::unix::fs::lchown(&lnk2, Some(uid), None).expect("lchown");
     let rootsub = parent.join("rootsub");
     std::fs::create_dir(&rootsub).expect("mkdir");
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("analyzer/tests/data/forwarder-recording");
     let cases: Vec<(Vec<String>, String)> = vec![
         (
             vec!["record".into(), "-o".into(), parent.join("lnk/recx").display().to_string()],
-            format!("{} is a symlink user {uid} owns", parent.join("lnk").display()),
+            format!("{} is owned by user {uid}", parent.display()),
+        ),
+        (
+            vec!["record".into(), "-o".into(), lnk2.join("recx").display().to_string()],
+            format!("{} is a symlink user {uid} owns", lnk2.display()),
+        ),
+        // `..` through the user's directory: the path as written passes through it.
+        (
+            vec!["record".into(), "-o".into(), rootsub.join("../../root-dir/recdd").display().to_string()],
+            format!("{} is owned by user {uid}", parent.display()),
+        ),
+        // Refused before anything is made where the path leads.
+        (
+            vec!["record".into(), "-o".into(), lnk2.join("newsub/deeper/rec").display().to_string()],
+            format!("{} is a symlink user {uid} owns", lnk2.display()),
         ),
         (
             vec!["record".into(), "-o".into(), rootsub.join("out").display().to_string()],
@@ -284,7 +302,7 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
                 "-f".into(),
                 "folded".into(),
                 "-o".into(),
-                parent.join("lnk/y").display().to_string(),
+                lnk2.join("y").display().to_string(),
             ],
             format!("is a symlink user {uid} owns"),
         ),
@@ -294,7 +312,7 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
                 "-i".into(),
                 golden.display().to_string(),
                 "--html".into(),
-                parent.join("lnk/y.html").display().to_string(),
+                lnk2.join("y.html").display().to_string(),
             ],
             format!("is a symlink user {uid} owns"),
         ),
@@ -310,6 +328,19 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
     }
     assert_eq!(std::fs::read_dir(&root_dir).expect("root dir").count(), 0, "written into root's directory");
     assert!(!rootsub.join("out").exists());
+    // The user's symlink at the name itself, to a FIFO of root's: not written through.
+    let pipes = base.join("pipes");
+    std::fs::create_dir(&pipes).expect("mkdir");
+    let fifo = pipes.join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("path");
+    // SAFETY: a valid C string path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let pp = base.join("pp");
+    std::os::unix::fs::symlink(&fifo, &pp).expect("symlink");
+    std::os::unix::fs::lchown(&pp, Some(uid), None).expect("lchown");
+    let o = fwdscope().args(["export", "-f", "folded", "-i"]).arg(&golden).arg("-o").arg(&pp).output().expect("export");
+    let err = stderr_of(&o);
+    assert!(!o.status.success() && err.contains("is a symlink user") && err.contains("pipe or device"), "{err}");
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
 

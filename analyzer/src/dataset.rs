@@ -95,6 +95,16 @@ fn check_name(what: &str, v: &str) -> std::result::Result<(), String> {
 /// schema version, and the directory writable. Run as root, a dataset owned by another
 /// user is refused unless `shared` (see [`collector::outdir::check_owner`]).
 pub fn prepare(dir: &Path, shared: bool) -> Result<()> {
+    // As root: the whole path root's (unless shared), checked before anything is made.
+    collector::outdir::check_path(dir, shared).map_err(|why| {
+        err(
+            dir,
+            format!(
+                "{why}, and fwdscope runs as root: that user could redirect root's writes; pass --share to write \
+                 there anyway, or choose another --dataset"
+            ),
+        )
+    })?;
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let md = std::fs::metadata(dir).map_err(|e| io(dir, e))?;
     collector::outdir::check_owner(dir, &md, shared)?;
@@ -486,10 +496,17 @@ impl Dataset {
                 }
                 // The same recording whatever its names: one start to the nanosecond, the
                 // same samples and stacks (a copy whose run.json was edited to a new run).
+                // Failing that (every date edited), the same samples and stacks with a
+                // byte-identical stack table is the same recording too.
+                let same_table = |r: &Run| -> bool {
+                    let read =
+                        |d: &Path| collector::files::read(&d.join(STACKS_FILE), collector::files::Kind::Part).ok();
+                    matches!((read(&r.dir), read(&run)), (Some(a), Some(b)) if a == b)
+                };
                 if let Some(first) = runs.iter().find(|r: &&Run| {
-                    r.info.start_unix_ns == info.start_unix_ns
-                        && r.info.samples == info.samples
+                    r.info.samples == info.samples
                         && r.info.stacks == info.stacks
+                        && (r.info.start_unix_ns == info.start_unix_ns || same_table(r))
                 }) {
                     return Err(err(
                         &file,

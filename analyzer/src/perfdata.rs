@@ -72,7 +72,7 @@ fn absorb_kernel_map(out: &mut PerfData, path: &[u8], start: u64, len: u64, pgof
 
 /// perf's callchain context markers (PERF_CONTEXT_KERNEL, _USER, ...) are the top 4095
 /// values of u64.
-const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;
+use collector::perf_abi::PERF_CONTEXT_MAX;
 
 fn bad(path: &std::path::Path, msg: impl std::fmt::Display) -> Error {
     Error::PerfData { path: path.display().to_string(), msg: msg.to_string() }
@@ -447,8 +447,7 @@ fn decode_sample(body: &[u8], st: u64, misc: u16, default_period: u64) -> Option
             }
         }
     }
-    // cpumode: PERF_RECORD_MISC_KERNEL (1) or GUEST_KERNEL (4).
-    let kernel = matches!(misc & 7, 1 | 4);
+    let kernel = collector::perf_abi::is_kernel_cpumode(misc);
     Some(Sample { time, pid, tid, cpu, ip, period, kernel, callchain })
 }
 
@@ -1050,6 +1049,18 @@ impl<'a> Decoder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The three decoders of samples agree on what is kernel: the live one and the fast
+    /// path here through `collector::perf_abi::is_kernel_cpumode`, linux-perf-data's
+    /// through its CpuMode (host and guest kernel), for every cpumode value.
+    #[test]
+    fn every_decoder_calls_the_same_samples_kernel() {
+        for misc in 0u16..8 {
+            let by_crate = matches!(CpuMode::from_misc(misc), CpuMode::Kernel | CpuMode::GuestKernel);
+            assert_eq!(collector::perf_abi::is_kernel_cpumode(misc), by_crate, "cpumode {misc}");
+        }
+        assert!(collector::perf_abi::is_kernel_cpumode(4) && !collector::perf_abi::is_kernel_cpumode(2));
+    }
 
     /// The direct decoder and linux-perf-data's sorted iterator read the same samples,
     /// mappings and thread names from the golden kernel-forwarding file.

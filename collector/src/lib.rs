@@ -32,8 +32,12 @@ pub use error::{Error, Result};
 /// printed: control characters (a terminal's escape sequences among them) escaped
 /// (`\u{1b}`), never passed to the terminal raw.
 pub fn printable(s: String) -> String {
-    if s.chars().any(char::is_control) {
-        s.chars().flat_map(|c| if c.is_control() { c.escape_unicode().collect::<Vec<_>>() } else { vec![c] }).collect()
+    // Bidirectional-formatting characters (U+202E and its kin) reorder what follows.
+    let hidden = |c: char| {
+        c.is_control() || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    };
+    if s.chars().any(hidden) {
+        s.chars().flat_map(|c| if hidden(c) { c.escape_unicode().collect::<Vec<_>>() } else { vec![c] }).collect()
     } else {
         s
     }

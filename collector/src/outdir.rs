@@ -170,6 +170,8 @@ pub fn check_path(dir: &Path, shared: bool) -> std::result::Result<(), String> {
     } else {
         std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?.join(dir)
     };
+    // The path as written, component by component (`..` included, as the kernel walks
+    // it): every existing piece must be root's, a symlink or a directory alike.
     let mut p = PathBuf::new();
     for c in abs.components() {
         p.push(c);
@@ -177,6 +179,7 @@ pub fn check_path(dir: &Path, shared: bool) -> std::result::Result<(), String> {
             Ok(md) if md.file_type().is_symlink() && md.uid() != 0 => {
                 return Err(format!("{} is a symlink user {} owns", p.display(), md.uid()));
             }
+            Ok(md) if md.uid() != 0 => return Err(format!("{} is owned by user {}", p.display(), md.uid())),
             Ok(_) => {}
             // What does not exist yet is made by root.
             Err(_) => break,
@@ -209,10 +212,12 @@ impl OutputDir {
         for _ in 0..2 {
             match std::fs::symlink_metadata(path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    // Checked before anything is made: the parents created below are
+                    // made where the path leads.
+                    check_parent(path, how.shared)?;
                     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
                     }
-                    check_parent(path, how.shared)?;
                     match mkdir(path, dir_mode(how.shared)) {
                         Ok(()) => {
                             set_mode(path, dir_mode(how.shared))?;

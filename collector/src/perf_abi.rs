@@ -9,13 +9,21 @@ use perf_event::data::Record as PerfRecord;
 use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Hardware, Software};
 use perf_event::{Builder, Clock, Counter, Group, ReadFormat, SampleFlag, Sampler};
 
-/// PERF_RECORD_MISC_CPUMODE_MASK and PERF_RECORD_MISC_KERNEL.
+/// PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_KERNEL and _GUEST_KERNEL.
 const MISC_CPUMODE_MASK: u16 = 0x7;
 const MISC_KERNEL: u16 = 1;
+const MISC_GUEST_KERNEL: u16 = 4;
 /// PERF_RECORD_MISC_COMM_EXEC.
 const MISC_COMM_EXEC: u16 = 1 << 13;
-/// Callchain entries at or above PERF_CONTEXT_MAX (-4095) are context markers.
-const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+/// Callchain entries at or above PERF_CONTEXT_MAX (-4095) are context markers. Every
+/// decoder of samples (live here, perf.data in the analyzer) filters with this one.
+pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+/// Whether a record's `misc` says the sample was taken in a kernel (the host's or a
+/// guest's): the one rule every decoder of samples uses.
+pub fn is_kernel_cpumode(misc: u16) -> bool {
+    matches!(misc & MISC_CPUMODE_MASK, MISC_KERNEL | MISC_GUEST_KERNEL)
+}
 
 /// Which task(s) and CPU an event observes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,7 +371,7 @@ fn convert(r: PerfRecord<'_>, misc: u16) -> Option<Record> {
             cpu: s.cpu().unwrap_or(0),
             ip: s.ip().unwrap_or(0),
             period: s.period().unwrap_or(1),
-            kernel: misc & MISC_CPUMODE_MASK == MISC_KERNEL,
+            kernel: is_kernel_cpumode(misc),
             callchain: s
                 .callchain()
                 .map(|c| c.iter().copied().filter(|&a| a < PERF_CONTEXT_MAX).collect())

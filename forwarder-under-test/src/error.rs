@@ -1,19 +1,37 @@
 //! The crate's one error type and its `Result` alias.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// A path as it may be printed: control and bidirectional-formatting characters escaped
+/// (`\u{1b}`), never passed to the terminal raw.
+pub fn shown(p: &Path) -> String {
+    p.display()
+        .to_string()
+        .chars()
+        .flat_map(|c| {
+            let hidden = c.is_control()
+                || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+            if hidden {
+                c.escape_unicode().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
 
 /// Everything that can go wrong in the forwarder library.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown(path))]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
     /// A line of a route table or traffic file did not parse.
-    #[error("{path}:{line}: {msg}")]
+    #[error("{}:{line}: {msg}", shown(path))]
     Parse { path: PathBuf, line: usize, msg: String },
     /// An option or combination of options is invalid.
     #[error("{0}")]

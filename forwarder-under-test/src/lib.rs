@@ -25,7 +25,7 @@ pub mod burst;
 pub mod cli;
 pub mod config;
 pub mod cpu;
-mod error;
+pub mod error;
 pub mod fib;
 pub mod nic;
 pub mod packet;

@@ -343,16 +343,16 @@ pub fn load_routes(path: &std::path::Path) -> Result<Vec<(u32, u8)>> {
             continue;
         }
         // The line as it may be printed: at most 80 characters, control characters escaped.
-        let mut shown: String = t
-            .chars()
-            .take(80)
-            .flat_map(|c| if c.is_control() { c.escape_unicode().collect::<Vec<_>>() } else { vec![c] })
-            .collect();
+        let mut shown: String = collector::printable(t.chars().take(80).collect());
         if t.chars().count() > 80 {
             shown.push_str("...");
         }
         let bad = || {
-            Error::Config(format!("{}:{}: `{shown}`: expected PREFIX/LEN inside 198.19.0.0/16", path.display(), i + 1))
+            Error::Config(format!(
+                "{}:{}: `{shown}`: expected PREFIX/LEN inside 198.19.0.0/16",
+                forwarder::error::shown(path),
+                i + 1
+            ))
         };
         let (a, len) = forwarder::table::parse_address_and_length(t).map_err(|_| bad())?;
         if !t.contains('/') || !inside_dest(a, len) {

@@ -34,11 +34,11 @@ pub fn run(a: &DiffArgs) -> Result<()> {
         let t = analyzer::input::open_with(p, a.strict)?.stage_table(&rules, &a.symbols.paths())?;
         // What an input lacks changes what its column means: said for each input.
         for w in &t.warnings {
-            eprintln!("warning: {}: {w}", p.display());
+            eprintln!("warning: {}: {w}", collector::printable(p.display().to_string()));
         }
         tables.push(t);
     }
-    let names = a.inputs.iter().map(|p| p.display().to_string()).collect();
+    let names = a.inputs.iter().map(|p| collector::printable(p.display().to_string())).collect();
     let d = analyzer::diff::diff(names, &tables, a.top);
     match a.format {
         report::Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),

@@ -40,11 +40,6 @@ pub struct ExportArgs {
 /// `mode` whatever the umask, never written through a symlink planted at its name); an
 /// existing pipe or device (`/dev/stdout`, a FIFO) is written as it is.
 fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32, share: bool) -> Result<()> {
-    if std::fs::metadata(p).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        let mut f =
-            std::fs::OpenOptions::new().write(true).open(p).with_context(|| format!("opening {}", p.display()))?;
-        return std::io::Write::write_all(&mut f, bytes).with_context(|| format!("writing {}", p.display()));
-    }
     // Run as root, into a directory (or through a symlink) another user owns: refused
     // unless --share, as for output directories.
     let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
@@ -55,6 +50,26 @@ fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32, share: bool) -> Re
             p.display()
         )
     })?;
+    if std::fs::metadata(p).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        // Written as it is, through a symlink at the name: as root, only root's symlink
+        // (another user's could point at any FIFO or device).
+        if let Ok(md) = std::fs::symlink_metadata(p) {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid cannot fail.
+            let root = unsafe { libc::geteuid() } == 0;
+            if root && !share && md.file_type().is_symlink() && md.uid() != 0 {
+                anyhow::bail!(
+                    "{} is a symlink user {} owns to a pipe or device, and fwdscope runs as root: it would be \
+                     written through; pass --share to write there anyway",
+                    p.display(),
+                    md.uid()
+                );
+            }
+        }
+        let mut f =
+            std::fs::OpenOptions::new().write(true).open(p).with_context(|| format!("opening {}", p.display()))?;
+        return std::io::Write::write_all(&mut f, bytes).with_context(|| format!("writing {}", p.display()));
+    }
     collector::outdir::write_atomic(p, bytes, mode).with_context(|| format!("writing {}", p.display()))
 }
 
@@ -65,7 +80,7 @@ pub fn run(a: &ExportArgs) -> Result<()> {
         analyzer::input::open_with(&a.input, a.strict)?.profile(&rules, &a.symbols.paths())?;
     profile.svg_options.keep_startup = a.keep_startup_frames;
     for w in &profile.warnings {
-        eprintln!("warning: {}: {w}", a.input.display());
+        eprintln!("warning: {}: {w}", collector::printable(a.input.display().to_string()));
     }
     let title = format!("fwdscope: {} ({})", a.input.display(), profile.event);
     let bytes = profile.encode(a.format, &title, &mut sym)?;
