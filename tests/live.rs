@@ -29,7 +29,7 @@ fn live(args: &[&str], out: &std::path::Path) -> (String, serde_json::Value) {
 const SMALL: [&str; 5] = ["--", "--routes", "5000", "--cache", "nocache"];
 
 /// `fwdscope forward --duration 0 --device inline FLAGS`, once its segment says running.
-fn running_forwarder(flags: &[&str]) -> (std::process::Child, fwd_abi::Segment) {
+fn running_forwarder(flags: &[&str]) -> (common::KillOnDrop, fwd_abi::Segment) {
     let mut fwd = fwdscope()
         .args(["forward", "--duration", "0", "--device", "inline"])
         .args(flags)
@@ -39,7 +39,7 @@ fn running_forwarder(flags: &[&str]) -> (std::process::Child, fwd_abi::Segment) 
     let t0 = std::time::Instant::now();
     loop {
         if let Some(s) = fwd_abi::Segment::find_for(fwd.id()).filter(|s| s.state() == fwd_abi::State::Running) {
-            return (fwd, s);
+            return (common::KillOnDrop(fwd), s);
         }
         if t0.elapsed().as_secs() >= 60 || matches!(fwd.try_wait(), Ok(Some(_))) {
             // It runs until stopped (--duration 0): never leave it loading the machine.

@@ -291,11 +291,13 @@ fn pid_observes_without_control() {
     if !have_tmux() {
         return;
     }
-    let mut fwd = Command::new(BIN)
-        .args(["forward", "--duration", "0", "--routes", "3000", "--no-pin"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("forwarder");
+    let mut fwd = common::KillOnDrop(
+        Command::new(BIN)
+            .args(["forward", "--duration", "0", "--routes", "3000", "--no-pin"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("forwarder"),
+    );
     let pid = fwd.id();
     assert!(wait_until(20, || Segment::find_for(pid).is_some()), "no stats segment");
     let t = Tmux::start("pid", &format!("{BIN} top -p {pid}"), 100, 32);

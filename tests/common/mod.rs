@@ -82,3 +82,26 @@ pub fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+/// A child killed (and reaped) when dropped if it still runs: a test that fails never
+/// leaves a `--duration 0` forwarder loading the machine (a leaked one flagged every block
+/// of the next test run for contention).
+pub struct KillOnDrop(pub std::process::Child);
+
+impl KillOnDrop {
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+    pub fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.0.wait()
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
