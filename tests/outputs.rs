@@ -341,6 +341,51 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
     let o = fwdscope().args(["export", "-f", "folded", "-i"]).arg(&golden).arg("-o").arg(&pp).output().expect("export");
     let err = stderr_of(&o);
     assert!(!o.status.success() && err.contains("is a symlink user") && err.contains("pipe or device"), "{err}");
+    // The user's own FIFO in a world-writable sticky directory of root's (as /tmp): not
+    // written (it is opened only after its owner is seen, so no reader is needed here).
+    let sticky = base.join("sticky");
+    std::fs::create_dir(&sticky).expect("mkdir");
+    std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    as_user(user, &sticky, "mkfifo ff");
+    let o = fwdscope()
+        .args(["export", "-f", "folded", "-i"])
+        .arg(&golden)
+        .arg("-o")
+        .arg(sticky.join("ff"))
+        .output()
+        .expect("export");
+    let err = stderr_of(&o);
+    assert!(!o.status.success() && err.contains(&format!("a pipe or device user {uid} owns")), "{err}");
+    // A trailing slash on the user's symlink to a directory fwdscope made: with --share
+    // and --force, still a symlink, never followed, nothing of root's removed.
+    let made = base.join("made");
+    std::fs::create_dir(&made).expect("mkdir");
+    std::fs::write(made.join(MARKER), b"").expect("marker");
+    std::fs::write(made.join("keep.txt"), b"root's").expect("keep");
+    let lnk3 = parent.join("lnk3");
+    as_user(user, &parent, &format!("ln -s {} lnk3", made.display()));
+    let o = fwdscope()
+        .args(["record", "--share", "--force", "-o"])
+        .arg(format!("{}/", lnk3.display()))
+        .args(["--", "--duration", "0.3"])
+        .output()
+        .expect("record");
+    let err = stderr_of(&o);
+    assert!(!o.status.success() && err.contains("symlink"), "{err}");
+    assert!(made.join("keep.txt").exists(), "root's directory was replaced through the user's symlink");
+    // sweep --dataset into the user's directory: refused before the sweep's own directory
+    // is made.
+    let o = fwdscope()
+        .args(["sweep", "--prefetch", "0,1", "--repeat", "1", "-o"])
+        .arg(base.join("sw-ds"))
+        .arg("--dataset")
+        .arg(parent.join("ds"))
+        .args(["--", "--duration", "0.3"])
+        .output()
+        .expect("sweep");
+    let err = stderr_of(&o);
+    assert!(!o.status.success() && err.contains(&format!("is owned by user {uid}")), "{err}");
+    assert!(!base.join("sw-ds").exists(), "the sweep's directory was made before the dataset was refused");
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
 

@@ -208,6 +208,9 @@ impl OutputDir {
     /// or (with `force`) empty a directory fwdscope made that no other fwdscope is
     /// writing. Everything else is refused, naming why.
     pub fn claim(path: &Path, how: Claim) -> Result<OutputDir> {
+        // `out/` names what `out` points to when `out` is a symlink: the components alone
+        // (no trailing slash), so a symlink is seen as one and never followed.
+        let path = &path.components().collect::<PathBuf>();
         // Once more if another claimer created the directory between our look and mkdir.
         for _ in 0..2 {
             match std::fs::symlink_metadata(path) {
@@ -289,19 +292,45 @@ impl OutputDir {
     /// Write and lock the marker of a directory just made (or found empty): a temporary
     /// file, locked, then linked into place, so it is never seen unlocked.
     fn mark(path: &Path, how: Claim) -> Result<OutputDir> {
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".fwdscope-output.")
-            .permissions(std::fs::Permissions::from_mode(0o644))
-            .tempfile_in(path)
-            .map_err(|e| Error::io(path, e))?;
-        tmp.write_all(b"This directory was made by fwdscope; `--force` may replace it.\n")
-            .map_err(|e| Error::io(tmp.path(), e))?;
-        lock(tmp.as_file(), path)?;
-        let marker = path.join(MARKER);
-        let f = tmp.persist_noclobber(&marker).map_err(|e| match e.error.kind() {
-            std::io::ErrorKind::AlreadyExists => refuse(path, "another fwdscope claimed it at the same moment"),
-            _ => Error::io(&marker, e.error),
-        })?;
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        // The directory just made (or found empty), opened without following a symlink
+        // swapped in since, and this user's: the marker is made in it, not by path.
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let dir = match anchor(path) {
+            Some((parent, rest)) => {
+                rustix::fs::openat2(&parent, &rest, flags, Mode::empty(), beneath()).map_err(symlink_said)
+            }
+            None => rustix::fs::open(path, flags, Mode::empty()).map_err(std::io::Error::from),
+        }
+        .map_err(|e| Error::io(path, e))?;
+        let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(path, e.into()))?;
+        // SAFETY: geteuid cannot fail.
+        if st.st_uid != unsafe { libc::geteuid() } {
+            return Err(refuse(path, "was replaced by another user's directory while fwdscope made it; not written"));
+        }
+        let tmp = format!(".fwdscope-output.{}.tmp", std::process::id());
+        let fd = rustix::fs::openat(
+            &dir,
+            tmp.as_str(),
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .map_err(|e| Error::io(&path.join(&tmp), e.into()))?;
+        let mut f = File::from(fd);
+        let written = f
+            .write_all(b"This directory was made by fwdscope; `--force` may replace it.\n")
+            .map_err(|e| Error::io(&path.join(&tmp), e))
+            .and_then(|()| lock(&f, path))
+            .and_then(|()| {
+                // No-clobber: a marker already there means another claimer won.
+                rustix::fs::linkat(&dir, tmp.as_str(), &dir, MARKER, AtFlags::empty()).map_err(|e| match e {
+                    rustix::io::Errno::EXIST => refuse(path, "another fwdscope claimed it at the same moment"),
+                    e => Error::io(&path.join(MARKER), e.into()),
+                })
+            });
+        let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
+        written?;
+        let _ = f.set_permissions(std::fs::Permissions::from_mode(0o644));
         Self::hold(path, f, how)
     }
 

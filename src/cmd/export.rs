@@ -66,8 +66,37 @@ fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32, share: bool) -> Re
                 );
             }
         }
+        // What the name leads to is pinned first (O_PATH, which never blocks on a FIFO) and
+        // judged by its owner, then that very file is opened for writing: as root, another
+        // user's FIFO or device (or one swapped in for the name) is not written, except
+        // this process's own standard streams (`/dev/stdout`, `/dev/fd/N`).
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).context("a NUL byte in the path")?;
+        // SAFETY: open reads the NUL-terminated path; the descriptor is owned below.
+        let raw = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("opening {}", p.display()));
+        }
+        // SAFETY: a descriptor just opened and owned by nothing else.
+        let pinned = unsafe { OwnedFd::from_raw_fd(raw) };
+        let via = format!("/proc/self/fd/{}", pinned.as_raw_fd());
+        let owner = std::fs::metadata(&via).with_context(|| format!("{}", p.display()))?.uid();
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let own_stream = ["/dev/stdout", "/dev/stderr", "/dev/null"].iter().any(|s| p == std::path::Path::new(s))
+            || p.starts_with("/dev/fd/")
+            || p.starts_with("/proc/self/fd/");
+        if root && !share && !own_stream && owner != 0 {
+            anyhow::bail!(
+                "{}: a pipe or device user {owner} owns, and fwdscope runs as root: not written; pass --share to \
+                 write there anyway",
+                p.display()
+            );
+        }
         let mut f =
-            std::fs::OpenOptions::new().write(true).open(p).with_context(|| format!("opening {}", p.display()))?;
+            std::fs::OpenOptions::new().write(true).open(&via).with_context(|| format!("opening {}", p.display()))?;
         return std::io::Write::write_all(&mut f, bytes).with_context(|| format!("writing {}", p.display()));
     }
     collector::outdir::write_atomic(p, bytes, mode).with_context(|| format!("writing {}", p.display()))

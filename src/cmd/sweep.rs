@@ -177,6 +177,17 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     o.repeat = a.repeat.or(exp.as_ref().map(|e| e.repeat)).unwrap_or(o.repeat);
     o.duration = a.duration.or(exp.as_ref().map(|e| e.duration)).unwrap_or(o.duration);
     check_plan(o.repeat, o.duration, o.settings.len()).map_err(anyhow::Error::msg)?;
+    // The dataset's path, as root, before the output directory is made (its own check
+    // comes at the first run, after the sweep's directory exists).
+    if let Some(d) = &a.dataset {
+        collector::outdir::check_path(d, a.share).map_err(|why| {
+            anyhow::anyhow!(
+                "--dataset {}: {why}, and fwdscope runs as root: that user could redirect root's writes; pass \
+                 --share to write there anyway, or choose another --dataset",
+                d.display()
+            )
+        })?;
+    }
     confirm(
         &format!(
             "{} settings x {} runs x {} s (+ about {} s start-up each)",
