@@ -91,6 +91,20 @@ fn symlink_said(e: rustix::io::Errno) -> std::io::Error {
     }
 }
 
+/// The directory `path` itself, opened without following a symlink at its name (under a
+/// claimed directory: relative to its descriptor, through no symlink at all).
+fn open_dir_nofollow(path: &Path) -> Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match anchor(path) {
+        Some((parent, rest)) => {
+            rustix::fs::openat2(&parent, &rest, flags, Mode::empty(), beneath()).map_err(symlink_said)
+        }
+        None => rustix::fs::open(path, flags, Mode::empty()).map_err(std::io::Error::from),
+    }
+    .map_err(|e| Error::io(path, e))
+}
+
 /// `path` split into (directory descriptor of its parent, file name) when it lies under
 /// a claimed directory.
 fn anchored_parent(path: &Path) -> Result<Option<(OwnedFd, std::ffi::OsString)>> {
@@ -295,14 +309,7 @@ impl OutputDir {
         use rustix::fs::{AtFlags, Mode, OFlags};
         // The directory just made (or found empty), opened without following a symlink
         // swapped in since, and this user's: the marker is made in it, not by path.
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let dir = match anchor(path) {
-            Some((parent, rest)) => {
-                rustix::fs::openat2(&parent, &rest, flags, Mode::empty(), beneath()).map_err(symlink_said)
-            }
-            None => rustix::fs::open(path, flags, Mode::empty()).map_err(std::io::Error::from),
-        }
-        .map_err(|e| Error::io(path, e))?;
+        let dir = open_dir_nofollow(path)?;
         let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(path, e.into()))?;
         // SAFETY: geteuid cannot fail.
         if st.st_uid != unsafe { libc::geteuid() } {
@@ -338,15 +345,8 @@ impl OutputDir {
     /// locked marker `lock` (not something swapped in by path since), and, as root and
     /// unless shared, root's own.
     fn hold(path: &Path, lock: File, how: Claim) -> Result<OutputDir> {
-        use rustix::fs::{AtFlags, Mode, OFlags};
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = match anchor(path) {
-            Some((parent, rest)) => {
-                rustix::fs::openat2(&parent, &rest, flags, Mode::empty(), beneath()).map_err(symlink_said)
-            }
-            None => rustix::fs::open(path, flags, Mode::empty()).map_err(std::io::Error::from),
-        }
-        .map_err(|e| Error::io(path, e))?;
+        use rustix::fs::AtFlags;
+        let fd = open_dir_nofollow(path)?;
         let here = rustix::fs::statat(&fd, MARKER, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::io(path, e.into()))?;
         let held = lock.metadata().map_err(|e| Error::io(path.join(MARKER), e))?;
         if (here.st_dev, here.st_ino) != (held.dev(), held.ino()) {
