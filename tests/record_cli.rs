@@ -249,6 +249,26 @@ fn errors_a_user_can_act_on() {
             format!("above kernel.perf_event_max_sample_rate = {max}"),
         ));
     }
+    // A script whose interpreter is missing passes every check before the fork; its exec
+    // fails in the child. Said as such, not recorded as a run that exited 127.
+    let scripts = tmpdir("record-noint");
+    std::fs::create_dir_all(&scripts).unwrap();
+    if perf_ok() {
+        let script = scripts.join("noint.sh");
+        std::fs::write(&script, "#!/nonexistent/interpreter\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        cases.push((
+            vec![
+                "record".into(),
+                "-o".into(),
+                dir.join("noint").display().to_string(),
+                "--exec".into(),
+                script.display().to_string(),
+            ],
+            "noint.sh: could not be started: No such file or directory (os error 2) (the file exists, so its interpreter"
+                .into(),
+        ));
+    }
     for (args, want) in cases {
         let out = fwdscope().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -257,9 +277,10 @@ fn errors_a_user_can_act_on() {
         assert!(!err.contains("panicked"), "{err}");
     }
     // Refused before anything was written.
-    for d in ["f0", "fmax", "x", "y", "noexec", "noexec2"] {
+    for d in ["f0", "fmax", "x", "y", "noexec", "noexec2", "noint"] {
         assert!(!dir.join(d).exists(), "{d} left behind");
     }
+    std::fs::remove_dir_all(&scripts).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

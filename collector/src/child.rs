@@ -15,6 +15,10 @@ use std::path::Path;
 pub struct GatedChild {
     pub pid: i32,
     gate: libc::c_int,
+    /// Read end of the exec-error pipe: closed by a successful exec (close-on-exec), or
+    /// given the errno of a failed one.
+    exec_error: libc::c_int,
+    program: std::path::PathBuf,
     reaped: Option<i32>,
 }
 
@@ -60,13 +64,32 @@ impl GatedChild {
                 source: std::io::Error::last_os_error(),
             });
         }
+        let mut errp = [0 as libc::c_int; 2];
+        // SAFETY: errp is a valid array of two ints.
+        if unsafe { libc::pipe2(errp.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            let source = std::io::Error::last_os_error();
+            // SAFETY: closing the gate pipe made above.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return Err(Error::Perf { what: "creating the exec-error pipe".into(), source });
+        }
         // SAFETY: getpid cannot fail.
         let parent = unsafe { libc::getpid() };
         // SAFETY: after fork the child only calls async-signal-safe functions (prctl,
-        // getppid, read, close, dup2, execv, _exit) on memory prepared before the fork.
+        // getppid, read, write, close, dup2, execv, _exit, errno) on memory prepared before
+        // the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
-            return Err(Error::Perf { what: "fork".into(), source: std::io::Error::last_os_error() });
+            let source = std::io::Error::last_os_error();
+            // SAFETY: closing both pipes made above.
+            unsafe {
+                for fd in fds.iter().chain(errp.iter()) {
+                    libc::close(*fd);
+                }
+            }
+            return Err(Error::Perf { what: "fork".into(), source });
         }
         if pid == 0 {
             // SAFETY: see above.
@@ -79,6 +102,7 @@ impl GatedChild {
                     libc::_exit(127);
                 }
                 libc::close(fds[1]);
+                libc::close(errp[0]);
                 if out_fd >= 0 {
                     libc::dup2(out_fd, 1);
                     libc::dup2(out_fd, 2);
@@ -87,16 +111,24 @@ impl GatedChild {
                 let r = libc::read(fds[0], &mut b as *mut u8 as *mut libc::c_void, 1);
                 if r == 1 {
                     libc::execv(prog.as_ptr(), argv_ptrs.as_ptr());
+                    // Only reached when exec failed: tell the parent why.
+                    let errno = *libc::__errno_location();
+                    libc::write(errp[1], &errno as *const i32 as *const libc::c_void, 4);
                 }
                 libc::_exit(127);
             }
         }
-        // SAFETY: closing our copy of the read end.
-        unsafe { libc::close(fds[0]) };
-        Ok(GatedChild { pid, gate: fds[1], reaped: None })
+        // SAFETY: closing our copies of the child's ends.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(errp[1]);
+        }
+        Ok(GatedChild { pid, gate: fds[1], exec_error: errp[0], program: program.to_path_buf(), reaped: None })
     }
 
-    /// Let the child exec its program.
+    /// Let the child exec its program, and wait until it has: an exec that fails (a
+    /// script whose interpreter is missing passes every check made before the fork) is
+    /// [`Error::Exec`] here, not a run that exits 127 having done nothing.
     pub fn release(&mut self) -> Result<()> {
         if self.gate < 0 {
             return Ok(());
@@ -110,6 +142,40 @@ impl GatedChild {
             return Err(Error::Perf {
                 what: "releasing the start gate".into(),
                 source: std::io::Error::last_os_error(),
+            });
+        }
+        self.exec_outcome()
+    }
+
+    /// Read the exec-error pipe: end of file once the program runs (or the child ended
+    /// without trying), an errno when exec failed.
+    fn exec_outcome(&mut self) -> Result<()> {
+        if self.exec_error < 0 {
+            return Ok(());
+        }
+        let mut errno = 0i32;
+        let mut got = 0usize;
+        while got < 4 {
+            // SAFETY: reading into the remaining bytes of a local i32.
+            let r = unsafe {
+                libc::read(self.exec_error, (&mut errno as *mut i32 as *mut u8).add(got) as *mut libc::c_void, 4 - got)
+            };
+            if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if r <= 0 {
+                break;
+            }
+            got += r as usize;
+        }
+        // SAFETY: our descriptor, closed once.
+        unsafe { libc::close(self.exec_error) };
+        self.exec_error = -1;
+        if got == 4 {
+            self.wait();
+            return Err(Error::Exec {
+                program: self.program.clone(),
+                source: std::io::Error::from_raw_os_error(errno),
             });
         }
         Ok(())
@@ -187,9 +253,47 @@ impl Drop for GatedChild {
             // SAFETY: closing our pipe end makes a still-gated child exit (read returns 0).
             unsafe { libc::close(self.gate) };
         }
+        if self.exec_error >= 0 {
+            // SAFETY: our descriptor, closed once.
+            unsafe { libc::close(self.exec_error) };
+        }
         if self.reaped.is_none() {
             self.signal(libc::SIGTERM);
             self.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn script(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_script_whose_interpreter_is_missing_fails_at_release_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(dir.path(), "noint.sh", "#!/nonexistent/interpreter\nexit 0\n");
+        let mut c = GatedChild::spawn(&p, &[]).unwrap();
+        let e = c.release().unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(&e, Error::Exec { source, .. } if source.raw_os_error() == Some(libc::ENOENT)), "{text}");
+        assert!(text.contains("noint.sh: could not be started") && text.contains("interpreter"), "{text}");
+        assert_eq!(c.wait(), 127);
+    }
+
+    #[test]
+    fn a_program_that_runs_is_released_and_keeps_its_exit_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(dir.path(), "ok.sh", "#!/bin/sh\nexit 3\n");
+        let mut c = GatedChild::spawn(&p, &[]).unwrap();
+        c.release().unwrap();
+        assert_eq!(c.wait(), 3);
     }
 }

@@ -62,6 +62,14 @@ pub enum Error {
     /// Parquet writing or reading failed.
     #[error("{path}: parquet: {msg}")]
     Parquet { path: PathBuf, msg: String },
+    /// The program to record could not be executed (its exec failed after the fork: a
+    /// script whose interpreter is missing, a binary for another machine).
+    #[error("{}: could not be started: {source}{}", crate::printable(.program.display().to_string()), exec_hint(.source))]
+    Exec {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// Bad options.
     #[error("{0}")]
     Config(String),
@@ -76,5 +84,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
+    }
+}
+
+/// What an exec error most likely means, for the message.
+fn exec_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => " (the file exists, so its interpreter (#! line) or its loader is missing)",
+        Some(libc::ENOEXEC) => " (not a program this machine runs: no #! line, or built for another architecture)",
+        Some(libc::EACCES) => " (its interpreter, or a directory on the way, may not be executed by this user)",
+        _ => "",
     }
 }

@@ -361,6 +361,8 @@ fn start_recording(
     let mut sink = Sink::new(writer, meta, stream);
     match drive(opts, stop, log, &mut sink, &mut target, &mut samplers, &mut counting) {
         Ok(()) => Ok(sink.meta),
+        // The program never ran (its exec failed): there is nothing to keep.
+        Err(e @ Error::Exec { .. }) => Err(Ended::NotBegun(e)),
         Err(e) => {
             // The recording has started: say in it why it stopped (a disk that filled up
             // leaves room for a meta.json more often than not; the part that failed was
