@@ -145,6 +145,18 @@ fn exports_are_private_unless_shared() {
         let mode = std::fs::metadata(&out).expect("export written").permissions().mode() & 0o777;
         assert_eq!(mode, want, "share {share}: mode {mode:o}");
     }
+    // A page is as private as its input: the recording is 0700, its page 0600; once the
+    // recording is made readable, so is the page.
+    for (dir_mode, want) in [(0o700, 0o600), (0o755, 0o644)] {
+        std::fs::set_permissions(&rec, std::fs::Permissions::from_mode(dir_mode)).expect("chmod");
+        let page = base.join(format!("page-{dir_mode:o}.html"));
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg("umask 000; exec \"$0\" \"$@\"").arg(common::BIN);
+        let o = cmd.args(["report", "-i"]).arg(&rec).arg("--html").arg(&page).output().expect("report");
+        assert!(o.status.success(), "{}", stderr_of(&o));
+        let mode = std::fs::metadata(&page).expect("page written").permissions().mode() & 0o777;
+        assert_eq!(mode, want, "input {dir_mode:o}: page mode {mode:o}");
+    }
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
 
@@ -325,6 +337,33 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
         let o = fwdscope().args(&a).output().expect("run");
         let err = stderr_of(&o);
         assert!(!o.status.success() && err.contains(&want), "{args:?}: {err}");
+    }
+    // --share waives who owns a directory, never another user's symlink on the path.
+    for args in [
+        vec!["record".to_string(), "--share".into(), "-o".into(), lnk2.join("recs").display().to_string()],
+        vec![
+            "export".into(),
+            "--share".into(),
+            "-i".into(),
+            golden.display().to_string(),
+            "-f".into(),
+            "folded".into(),
+            "-o".into(),
+            lnk2.join("ys").display().to_string(),
+        ],
+    ] {
+        let mut a = args.clone();
+        if a[0] == "record" {
+            a.extend(["--".into(), "--duration".into(), "0.3".into()]);
+        }
+        let o = fwdscope().args(&a).output().expect("run");
+        let err = stderr_of(&o);
+        assert!(
+            !o.status.success()
+                && err.contains(&format!("is a symlink user {uid} owns"))
+                && err.contains("give the path it leads to instead"),
+            "{args:?}: {err}"
+        );
     }
     assert_eq!(std::fs::read_dir(&root_dir).expect("root dir").count(), 0, "written into root's directory");
     assert!(!rootsub.join("out").exists());

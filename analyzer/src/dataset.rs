@@ -100,8 +100,8 @@ pub fn prepare(dir: &Path, shared: bool) -> Result<()> {
         err(
             dir,
             format!(
-                "{why}, and fwdscope runs as root: that user could redirect root's writes; pass --share to write \
-                 there anyway, or choose another --dataset"
+                "{why}, and fwdscope runs as root: that user could redirect root's writes; {}",
+                why.advice("choose another --dataset")
             ),
         )
     })?;

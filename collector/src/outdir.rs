@@ -162,27 +162,55 @@ fn check_parent(path: &Path, shared: bool) -> Result<()> {
             path,
             format!(
                 "would be made in {}: {why}, and fwdscope runs as root: that user could rename the directory \
-                 and put a symlink in its place between two of root's writes; pass --share to write there \
-                 anyway, or choose an -o in a directory root owns",
-                parent.display()
+                 and put a symlink in its place between two of root's writes; {}",
+                parent.display(),
+                why.advice("choose an -o in a directory root owns")
             ),
         )
     })
 }
 
-/// As root and unless `shared`: `dir` (the directory a file or directory is made in) must
-/// be root's all the way, or the user who owns a piece of it could redirect root's writes.
-/// No component of the path as given may be a symlink another user owns (their own link
-/// to root's directory), and the directory it resolves to and every directory above it
-/// must be root's. Err: what is another user's, in words.
-pub fn check_path(dir: &Path, shared: bool) -> std::result::Result<(), String> {
-    if !running_as_root() || shared {
+/// Why [`check_path`] refused a path, and what the user can do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathRefusal {
+    /// What is another user's, in words.
+    pub why: String,
+    /// A symlink another user owns is on the path: `--share` does not waive that.
+    pub symlink: bool,
+}
+
+impl std::fmt::Display for PathRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl PathRefusal {
+    /// The advice that ends a refusal's message.
+    pub fn advice(&self, flag_hint: &str) -> String {
+        if self.symlink {
+            "give the path it leads to instead (root never follows another user's symlink, --share or not)".into()
+        } else {
+            format!("pass --share to write there anyway, or {flag_hint}")
+        }
+    }
+}
+
+/// As root: `dir` (the directory a file or directory is made in) must be root's all the
+/// way, or the user who owns a piece of it could redirect root's writes. No component of
+/// the path as given may be a symlink another user owns (their own link to root's
+/// directory), and the directory it resolves to and every directory above it must be
+/// root's. `shared` (`--share`) waives who owns the directories, never the symlinks: a
+/// user's symlink on the path is refused either way.
+pub fn check_path(dir: &Path, shared: bool) -> std::result::Result<(), PathRefusal> {
+    if !running_as_root() {
         return Ok(());
     }
+    let owned = |why: String| PathRefusal { why, symlink: false };
     let abs = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
-        std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?.join(dir)
+        std::env::current_dir().map_err(|e| owned(format!("the current directory: {e}")))?.join(dir)
     };
     // The path as written, component by component (`..` included, as the kernel walks
     // it): every existing piece must be root's, a symlink or a directory alike.
@@ -191,13 +219,21 @@ pub fn check_path(dir: &Path, shared: bool) -> std::result::Result<(), String> {
         p.push(c);
         match std::fs::symlink_metadata(&p) {
             Ok(md) if md.file_type().is_symlink() && md.uid() != 0 => {
-                return Err(format!("{} is a symlink user {} owns", p.display(), md.uid()));
+                return Err(PathRefusal {
+                    why: format!("{} is a symlink user {} owns", p.display(), md.uid()),
+                    symlink: true,
+                });
             }
-            Ok(md) if md.uid() != 0 => return Err(format!("{} is owned by user {}", p.display(), md.uid())),
+            Ok(md) if md.uid() != 0 && !shared => {
+                return Err(owned(format!("{} is owned by user {}", p.display(), md.uid())))
+            }
             Ok(_) => {}
             // What does not exist yet is made by root.
             Err(_) => break,
         }
+    }
+    if shared {
+        return Ok(());
     }
     let mut existing = abs.as_path();
     while std::fs::symlink_metadata(existing).is_err() {
@@ -206,11 +242,11 @@ pub fn check_path(dir: &Path, shared: bool) -> std::result::Result<(), String> {
             None => return Ok(()),
         }
     }
-    let real = std::fs::canonicalize(existing).map_err(|e| format!("{}: {e}", existing.display()))?;
+    let real = std::fs::canonicalize(existing).map_err(|e| owned(format!("{}: {e}", existing.display())))?;
     for a in real.ancestors() {
         if let Ok(md) = std::fs::metadata(a) {
             if md.uid() != 0 {
-                return Err(format!("{} is owned by user {}", a.display(), md.uid()));
+                return Err(owned(format!("{} is owned by user {}", a.display(), md.uid())));
             }
         }
     }

@@ -31,7 +31,9 @@ pub struct ExportArgs {
     #[arg(long)]
     pub keep_startup_frames: bool,
     /// Make the output file readable by others (0644). Without it the file is private
-    /// (0600), as recordings are: a root recording's exports carry kernel addresses.
+    /// (0600), as recordings are: a root recording's exports carry kernel addresses. Run
+    /// as root, also allows writing into a directory (or to a pipe) another user owns;
+    /// another user's symlink is never followed, with or without it.
     #[arg(long)]
     pub share: bool,
 }
@@ -45,9 +47,9 @@ fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32, share: bool) -> Re
     let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     collector::outdir::check_path(dir, share).map_err(|why| {
         anyhow::anyhow!(
-            "{}: {why}, and fwdscope runs as root: that user could redirect the file; pass --share to write there \
-             anyway, or choose a path in directories root owns",
-            p.display()
+            "{}: {why}, and fwdscope runs as root: that user could redirect the file; {}",
+            p.display(),
+            why.advice("choose a path in directories root owns")
         )
     })?;
     if std::fs::metadata(p).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
@@ -57,10 +59,11 @@ fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32, share: bool) -> Re
             use std::os::unix::fs::MetadataExt;
             // SAFETY: geteuid cannot fail.
             let root = unsafe { libc::geteuid() } == 0;
-            if root && !share && md.file_type().is_symlink() && md.uid() != 0 {
+            if root && md.file_type().is_symlink() && md.uid() != 0 {
                 anyhow::bail!(
                     "{} is a symlink user {} owns to a pipe or device, and fwdscope runs as root: it would be \
-                     written through; pass --share to write there anyway",
+                     written through; give the path it leads to instead (root never follows another user's \
+                     symlink, --share or not)",
                     p.display(),
                     md.uid()
                 );

@@ -55,7 +55,8 @@ pub struct RecordArgs {
     /// Make the recording readable by other users [default: private, 0700 directory and
     /// 0600 files, whatever the umask; a kallsyms snapshot with real addresses stays 0600].
     /// Run as root, also allows writing into a directory or dataset another user owns
-    /// (refused otherwise: its owner could plant symlinks there).
+    /// (refused otherwise: its owner could plant symlinks there); another user's symlink
+    /// on the path is refused with or without it.
     #[arg(long)]
     pub share: bool,
     /// Also save the function symbols of every mapped binary (symbols/BUILDID.map), so the

@@ -70,6 +70,17 @@ pub struct ReportArgs {
     pub by: Option<analyzer::dataset::GroupBy>,
 }
 
+/// The mode of a page made from `input`: 0644 when others may read the input (its
+/// directory, or the file itself), 0600 otherwise.
+fn page_mode(input: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(input) {
+        Ok(md) if md.permissions().mode() & 0o044 == 0 => 0o600,
+        Ok(_) => 0o644,
+        Err(_) => 0o600,
+    }
+}
+
 pub fn run(a: &ReportArgs) -> Result<()> {
     if let Some(out) = &a.html {
         let page = if a.input.join("live.json").exists() {
@@ -102,8 +113,15 @@ pub fn run(a: &ReportArgs) -> Result<()> {
                 out.display()
             )
         })?;
-        collector::outdir::write_atomic(out, page.as_bytes(), 0o644)?;
-        println!("wrote {}", out.display());
+        // The page shows what its input holds (kernel symbols, command lines): as private
+        // as the input is. A private recording or sweep (0700) gives a 0600 page.
+        let mode = page_mode(&a.input);
+        collector::outdir::write_atomic(out, page.as_bytes(), mode)?;
+        println!(
+            "wrote {}{}",
+            out.display(),
+            if mode == 0o600 { " (private, 0600, as its input is; chmod it to share)" } else { "" }
+        );
         return Ok(());
     }
     let rules = Rules::builtin_with(a.stages.as_deref())?;

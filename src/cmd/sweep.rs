@@ -73,7 +73,8 @@ pub struct SweepArgs {
     #[arg(long)]
     pub force: bool,
     /// Make the output readable by other users (0755 directories, 0644 files; private by
-    /// default) and, run as root, allow an -o in a directory another user owns.
+    /// default) and, run as root, allow an -o in a directory another user owns (another
+    /// user's symlink on the path is refused with or without it).
     #[arg(long)]
     pub share: bool,
     /// Count the runs flagged for contention in the table anyway, marked `!` [default: they
@@ -182,9 +183,9 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     if let Some(d) = &a.dataset {
         collector::outdir::check_path(d, a.share).map_err(|why| {
             anyhow::anyhow!(
-                "--dataset {}: {why}, and fwdscope runs as root: that user could redirect root's writes; pass \
-                 --share to write there anyway, or choose another --dataset",
-                d.display()
+                "--dataset {}: {why}, and fwdscope runs as root: that user could redirect root's writes; {}",
+                d.display(),
+                why.advice("choose another --dataset")
             )
         })?;
     }
