@@ -323,5 +323,12 @@ fn a_copied_run_is_refused_not_counted_twice() {
     std::fs::write(renamed.join("recording/meta.json"), format!("{{\"start_unix_ns\": {}}}", start + 1)).unwrap();
     let e = refused("both starts edited");
     assert!(e.contains("the same recording as"), "{e}");
+    // Its stack table swapped for a symlink to a device: said as such, not "has no".
+    std::fs::remove_dir_all(&renamed).unwrap();
+    let stacks = run.join("stacks.parquet");
+    std::fs::remove_file(&stacks).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &stacks).unwrap();
+    let e = refused("stack table a device");
+    assert!(e.contains("stacks.parquet") && e.contains("is not a regular file"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -456,8 +456,19 @@ impl Dataset {
                         ),
                     ));
                 }
-                if !run.join(STACKS_FILE).is_file() {
-                    return Err(err(&run, format!("has no {STACKS_FILE}")));
+                // Missing, or there but not a file (a device, a FIFO, a directory, what a
+                // symlink leads to included): said as what it is.
+                match std::fs::metadata(run.join(STACKS_FILE)) {
+                    Ok(md) if md.is_file() => {}
+                    Ok(_) => return Err(err(
+                        &run.join(STACKS_FILE),
+                        "is not a regular file (a device, a pipe or a directory, itself or where its symlink leads): \
+                             not read",
+                    )),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(err(&run, format!("has no {STACKS_FILE}")))
+                    }
+                    Err(e) => return Err(io(&run.join(STACKS_FILE), e)),
                 }
                 // run.json's start must be its recording's: an edited copy is not a new run.
                 let meta = run.join(RECORDING_DIR).join("meta.json");
