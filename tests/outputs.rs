@@ -160,6 +160,29 @@ fn exports_are_private_unless_shared() {
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
 
+/// `--kallsyms` names the kernel of a recording too (one whose snapshot is missing, or
+/// taken without the right to see addresses), and the report says the file it used.
+#[test]
+fn report_kallsyms_stands_in_for_a_recordings_snapshot() {
+    let base = tmpdir("kallsyms-given");
+    let rec = base.join("rec");
+    hand_recording(&rec);
+    std::fs::remove_file(rec.join("kallsyms")).expect("snapshot");
+    let ks = base.join("kallsyms.txt");
+    std::fs::write(&ks, "ffffffff81000000 T _text\nffffffff81000008 T given_kernel_fn\nffffffff81000100 T after\n")
+        .expect("kallsyms");
+    let report = |extra: &[&std::ffi::OsStr]| {
+        let o = fwdscope().args(["report", "-i"]).arg(&rec).args(extra).output().expect("report");
+        assert!(o.status.success(), "{}", stderr_of(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned() + &stderr_of(&o)
+    };
+    let without = report(&[]);
+    assert!(!without.contains("given_kernel_fn") && without.contains("no kallsyms snapshot"), "{without}");
+    let with = report(&["--kallsyms".as_ref(), ks.as_os_str()]);
+    assert!(with.contains("given_kernel_fn") && with.contains("--kallsyms"), "{with}");
+    std::fs::remove_dir_all(&base).expect("cleanup");
+}
+
 /// The unprivileged user of the permission tests (root only: created if missing).
 fn other_user() -> Option<(&'static str, u32)> {
     const USER: &str = "fwdscope-permtest";

@@ -172,7 +172,7 @@ impl Input {
     pub fn profile(&self, rules: &Rules, paths: &SymbolPaths) -> Result<(Profile, Symbolizer)> {
         match self {
             Input::Recording(rec) => {
-                let mut sym = Symbolizer::for_recording(rec)?.with_symfs(paths.symfs.as_deref());
+                let mut sym = Symbolizer::for_recording_with(rec, paths)?;
                 let mut p = crate::export::recording_profile(rec, &mut sym, rules)?;
                 // A dataset run's recording is labelled as the run.
                 if let Some(run) = crate::dataset::run_of_recording(&rec.dir) {

@@ -269,9 +269,10 @@ pub fn stage_table(rec: &Recording, rules: &Rules) -> Result<StageTable> {
     Ok(stage_table_reusing(rec, rules, None)?.0)
 }
 
-/// [`stage_table`] with binaries looked for under `paths.symfs` first (`--symfs`).
+/// [`stage_table`] with binaries looked for under `paths.symfs` first (`--symfs`), and the
+/// kernel named by `paths.kallsyms` (`--kallsyms`) in place of the recording's snapshot.
 pub fn stage_table_with(rec: &Recording, rules: &Rules, paths: &crate::symbolize::SymbolPaths) -> Result<StageTable> {
-    let sym = Symbolizer::for_recording(rec)?.with_symfs(paths.symfs.as_deref());
+    let sym = Symbolizer::for_recording_with(rec, paths)?;
     Ok(recording_table(rec, rules, sym)?.0)
 }
 

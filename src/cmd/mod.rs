@@ -14,9 +14,11 @@ pub mod top;
 /// Where symbols of another machine are found (report, diff, export).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct SymbolArgs {
-    /// Kernel symbols of the recording machine for a perf.data input: a copy of its
-    /// /proc/kallsyms, plain or gzipped [default: perf's build-id cache, then this machine's
-    /// when it runs the recorded kernel build].
+    /// Kernel symbols of the recording machine: a copy of its /proc/kallsyms, plain or
+    /// gzipped, checked against the `_text` address the input recorded; for a recording it
+    /// stands in for the recording's own snapshot [default: the recording's snapshot; for
+    /// perf.data, perf's build-id cache, then this machine's when it runs the recorded
+    /// kernel build].
     #[arg(long, value_name = "FILE")]
     pub kallsyms: Option<std::path::PathBuf>,
     /// A copy of the recording machine's files: a binary recorded as PATH is looked for as

@@ -263,7 +263,14 @@ impl Symbolizer {
 
     /// Symbolizer for a recording directory (maps.json and the kallsyms snapshot).
     pub fn for_recording(rec: &collector::recording::Recording) -> crate::Result<Symbolizer> {
-        Symbolizer::load(rec, None)
+        Symbolizer::load(rec, None, None)
+    }
+
+    /// [`Symbolizer::for_recording`] with the user's symbol paths: binaries looked for
+    /// under `--symfs` first, and `--kallsyms` used for the kernel in place of the
+    /// recording's snapshot (checked against the `_text` address the recording names).
+    pub fn for_recording_with(rec: &collector::recording::Recording, paths: &SymbolPaths) -> crate::Result<Symbolizer> {
+        Ok(Symbolizer::load(rec, None, paths.kallsyms.as_deref())?.with_symfs(paths.symfs.as_deref()))
     }
 
     /// Symbolizer for another recording, keeping what this one already loaded where it
@@ -271,10 +278,14 @@ impl Symbolizer {
     /// always) and the kernel's symbols when the new snapshot is the same text. A series of
     /// recordings of one program on one boot (a sweep) then parses each only once.
     pub fn reuse_for(self, rec: &collector::recording::Recording) -> crate::Result<Symbolizer> {
-        Symbolizer::load(rec, Some(self))
+        Symbolizer::load(rec, Some(self), None)
     }
 
-    fn load(rec: &collector::recording::Recording, prev: Option<Symbolizer>) -> crate::Result<Symbolizer> {
+    fn load(
+        rec: &collector::recording::Recording,
+        prev: Option<Symbolizer>,
+        given: Option<&std::path::Path>,
+    ) -> crate::Result<Symbolizer> {
         let maps = rec.maps()?;
         let (prev_ks, prev_rest) = match prev {
             Some(p) => {
@@ -301,7 +312,17 @@ impl Symbolizer {
         let what = rec.dir.display().to_string();
         let mut kernel_source = String::from("kernel: none");
         let mut ks = None;
+        if let Some(g) = given {
+            // The user's file stands in for the snapshot: checked against the recorded
+            // `_text` (it has no build-id of its own), said in the source line.
+            let look = kernel::KernelLookup { given: Some(g.to_path_buf()), ..kernel::KernelLookup::default() };
+            let found = kernel::kernel_symbols(&id, &look, &what)?;
+            warnings.extend(found.warnings);
+            kernel_source = found.source;
+            ks = found.kallsyms;
+        }
         match &snapshot {
+            _ if given.is_some() => {}
             Some(p) => match Kallsyms::load_reusing(p, prev_ks) {
                 Ok(k) => {
                     // The snapshot was taken on the recording boot: its `_text` must be the
