@@ -293,3 +293,36 @@ fn observers_reach_the_forwarder_only_through_its_abi() {
         }
     }
 }
+
+/// ARCHITECTURE.md's picture draws each library under the CLI with the workspace crates it
+/// uses (`name (...) ──▶ a, b, c`): every arrow is a real dependency, and every real
+/// dependency is drawn.
+#[test]
+fn the_architecture_picture_draws_the_real_crate_graph() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let mut drawn = 0;
+    for line in text.lines() {
+        // The tree under the CLI: `├── name (...) ──▶ deps` and `└── ...`.
+        let t = line.trim_start();
+        if !(t.starts_with('├') || t.starts_with('└')) {
+            continue;
+        }
+        let Some((left, right)) = t.split_once("──▶") else { continue };
+        let Some(name) = left.trim_start_matches(|c: char| c.is_whitespace() || "├└─".contains(c)).split(' ').next()
+        else {
+            continue;
+        };
+        let mut want: Vec<String> = right.split(',').map(|s| s.trim().to_string()).collect();
+        let mut have = workspace_deps(name);
+        want.sort();
+        have.sort();
+        assert_eq!(want, have, "ARCHITECTURE.md draws {name} using {want:?}; its Cargo.toml has {have:?}");
+        drawn += 1;
+    }
+    assert_eq!(drawn, 4, "the picture should draw lab, compare, tui and exporter with their dependencies");
+    // The crates it names exist.
+    for name in CRATES.iter().filter(|c| **c != ".").chain(&["exporter"]) {
+        assert!(text.contains(name), "ARCHITECTURE.md does not name {name}");
+        assert!(root().join(name).join("Cargo.toml").exists(), "{name} is named but is no crate");
+    }
+}

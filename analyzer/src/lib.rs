@@ -22,6 +22,7 @@ pub mod input;
 pub mod perfdata;
 pub mod rules;
 pub mod stages;
+pub mod stats;
 pub mod symbolize;
 pub mod windows;
 

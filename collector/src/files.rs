@@ -214,3 +214,11 @@ mod tests {
         assert!(msg.contains("decompresses past"), "{msg}");
     }
 }
+
+/// The last `n` non-empty lines of the log at `path`, joined with ` | `; empty when there
+/// are none (or the log cannot be read). What a failed forwarder said last.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let text = read_to_string(path, Kind::Text).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}

@@ -14,6 +14,7 @@
 
 pub mod buildid;
 pub mod child;
+pub mod contention;
 pub mod counting;
 mod error;
 pub mod events;

@@ -22,7 +22,6 @@
 //!   (`report --html`);
 //! - [`recording_page`]: the page for one recording or perf.data file (`report --html`).
 
-pub mod contention;
 mod error;
 pub mod experiments;
 pub mod html;
@@ -34,6 +33,5 @@ pub mod recording_page;
 pub mod results;
 pub mod runner;
 pub mod stage_split;
-pub mod stats;
 
 pub use error::{Error, Result};

@@ -10,7 +10,7 @@
 //! over the time between their `publish_mono_ns` stamps: the workers' clock, not the
 //! controller's. A block counts for a setting only when both publishes carry the block's
 //! generation; otherwise (a switch applied late, another controller) it is flagged. The
-//! [`crate::contention`] detector flags blocks in which a worker waited to run or the host
+//! [`collector::contention`] detector flags blocks in which a worker waited to run or the host
 //! stole time. Snapshots every 10 ms within each block give how long the rate took to
 //! settle after each kind of switch.
 //!
@@ -23,12 +23,12 @@
 //! (what is printed), `forwarder.log` (the forwarder's own output), `recording/` (the
 //! samples, when recorded).
 
-use crate::contention::{self, Contention, WorkerThread};
 use crate::experiments::Experiment;
 pub use crate::live_setting::{GcSetting, LiveSetting};
 use crate::paired::{self, BlockRate, Effect, Verdict};
 use crate::{Error, Result};
 use analyzer::rules::Rules;
+use collector::contention::{self, Contention, WorkerThread};
 use collector::recording::Recording;
 use collector::session::{record, RecordOptions, Target};
 use fwd_abi::{CacheMode, Ctr, Segment, Snapshot, State};
@@ -291,7 +291,7 @@ impl Forwarder {
     }
 
     fn tail(&self) -> String {
-        match crate::runner::log_tail(&self.log, 3) {
+        match collector::files::log_tail(&self.log, 3) {
             t if t.is_empty() => format!("nothing in {}", self.log.display()),
             t => format!("{t} (from {})", self.log.display()),
         }
@@ -377,7 +377,7 @@ fn settle_profile(switch_ns: u64, trace: &[(u64, u64)]) -> Option<Vec<f64>> {
         return None;
     }
     let half = slices.len() / 2;
-    let reference = crate::stats::median(&slices[half..]);
+    let reference = analyzer::stats::median(&slices[half..]);
     if reference.is_nan() || reference <= 0.0 {
         return None;
     }
@@ -784,7 +784,7 @@ fn summarize(o: &LiveOptions, pid: u32, blocks: Vec<Block>, incomplete: Option<S
         let verdict = effect.as_ref().map(paired::verdict);
         results.push(SettingResult {
             setting: set.clone(),
-            median_mpps: crate::stats::median(&mine),
+            median_mpps: analyzer::stats::median(&mine),
             blocks: mine.len(),
             effect,
             delta_ns: None,

@@ -3,8 +3,8 @@
 //! setting, and whether each other setting differs from the best significantly: Welch's
 //! two-sided t-test, alpha 0.05); the table; results.parquet written and read back.
 
-use crate::stats::{mean_ci95, median, welch_p};
 use crate::{Error, Result};
+use analyzer::stats::{mean_ci95, median, welch_p};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -86,14 +86,6 @@ impl SweepOptions {
     }
 }
 
-/// The last `n` non-empty lines of the log at `path`, joined with ` | `; empty when there
-/// are none (or the log cannot be read). What a failed forwarder said last.
-pub fn log_tail(path: &Path, n: usize) -> String {
-    let text = collector::files::read_to_string(path, collector::files::Kind::Text).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..].join(" | ")
-}
-
 /// Forwarded Mpps of a recording: tx_packets of every worker, last minus first, over the
 /// time between those counter rows.
 pub fn recording_mpps(rec: &Recording) -> Result<f64> {
@@ -101,7 +93,7 @@ pub fn recording_mpps(rec: &Recording) -> Result<f64> {
     let no_time = |msg: &str| Error::Config(format!("{}: {msg}", rec.dir.display()));
     let (Some(t0), Some(t1)) = (rows.iter().map(|r| r.time).min(), rows.iter().map(|r| r.time).max()) else {
         // The forwarder's own words say why, when it said any.
-        let tail = log_tail(&rec.dir.join("target.log"), 3);
+        let tail = collector::files::log_tail(&rec.dir.join("target.log"), 3);
         let ended = rec.meta.ended_by.as_deref().unwrap_or("it did not start");
         return Err(no_time(&if tail.is_empty() {
             format!("no forwarder counters: the forwarder never published any ({ended})")
@@ -295,7 +287,7 @@ fn median_entries<'a>(rows: impl Iterator<Item = &'a fwd_abi::CounterRow>) -> Op
         *by_time.entry(r.time).or_default() += r.value;
     }
     let sizes: Vec<f64> = by_time.values().map(|&v| v as f64).collect();
-    (!sizes.is_empty()).then(|| crate::stats::median(&sizes))
+    (!sizes.is_empty()).then(|| analyzer::stats::median(&sizes))
 }
 
 /// What every run of a sweep shares, and where its time went.
@@ -344,10 +336,10 @@ impl Runner<'_> {
             steps_later(rx, Duration::from_secs_f64(duration), s.steps.clone())
         });
         let t_rec = Instant::now();
-        let host0 = crate::contention::read_host();
+        let host0 = collector::contention::read_host();
         let never = AtomicBool::new(false);
         let recorded = record(&ro, o.stop.as_deref().unwrap_or(&never), None, &mut |_| {});
-        let host1 = crate::contention::read_host();
+        let host1 = collector::contention::read_host();
         drop(ro);
         if let Some(f) = flusher {
             let _ = f.join();
@@ -419,7 +411,7 @@ impl Runner<'_> {
             stages,
             clocks,
             runq_share,
-            contention: crate::contention::flags(runq_share.unwrap_or(0.0), steal.unwrap_or(0.0)),
+            contention: collector::contention::flags(runq_share.unwrap_or(0.0), steal.unwrap_or(0.0)),
         };
         self.analysis += t_an.elapsed();
         Ok(res)

@@ -181,7 +181,7 @@ pub fn split(
 
 /// Mean and 95% t interval; the interval is NaN (unknown) under two values.
 fn interval(xs: &[f64]) -> (f64, (f64, f64)) {
-    let (m, ci) = crate::stats::mean_ci95(xs);
+    let (m, ci) = analyzer::stats::mean_ci95(xs);
     if xs.len() < 2 {
         (m, (f64::NAN, f64::NAN))
     } else {

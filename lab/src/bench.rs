@@ -95,7 +95,7 @@ struct Measured {
     seconds: f64,
     /// Was the machine busy: the sender thread's and (fwdscope) the forwarder workers'
     /// run-queue wait, the host's steal. A flagged run is left out of the comparison.
-    contention: compare::contention::Contention,
+    contention: collector::contention::Contention,
     /// fwdscope: its stage clocks over the measured interval: forwarding stages' ns per
     /// forwarded packet (idle and run-queue waits excluded) and the idle share of its time.
     clock: Option<(f64, f64)>,
@@ -159,7 +159,7 @@ fn bench_send(a: &BenchOptions, at: Placement, seconds: f64) -> Result<(u64, f64
         .name("lab-sender".into())
         .spawn(move || {
             // SAFETY: gettid has no preconditions.
-            let me = compare::contention::WorkerThread::of(std::process::id(), unsafe { libc::gettid() } as u32, 0);
+            let me = collector::contention::WorkerThread::of(std::process::id(), unsafe { libc::gettid() } as u32, 0);
             let before = me.read();
             let sent = send(&o);
             (sent, (before, me.read()))
@@ -175,7 +175,7 @@ fn bench_send(a: &BenchOptions, at: Placement, seconds: f64) -> Result<(u64, f64
 }
 
 /// The sender thread's scheduler figures before and after sending.
-type SenderSched = (Option<compare::contention::ThreadReading>, Option<compare::contention::ThreadReading>);
+type SenderSched = (Option<collector::contention::ThreadReading>, Option<collector::contention::ThreadReading>);
 
 fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<Measured> {
     bench_up(a, lab, setup, at, flags)?;
@@ -187,7 +187,7 @@ fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags
     // sender thread and the host.
     let workers = match (setup, lab.forwarder_pid()) {
         (Setup::Fwdscope | Setup::FwdscopeXdp, Some(pid)) => {
-            compare::contention::worker_threads(pid as u32).unwrap_or_default()
+            collector::contention::worker_threads(pid as u32).unwrap_or_default()
         }
         _ => Vec::new(),
     };
@@ -196,11 +196,11 @@ fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags
         _ => None,
     };
     let snap0 = seg.as_ref().map(|s| s.snapshot());
-    let before = compare::contention::read(&workers);
+    let before = collector::contention::read(&workers);
     let t0 = std::time::Instant::now();
     let (sent, seconds, (s0, s1)) = bench_send(a, at, a.seconds)?;
     let elapsed = t0.elapsed().as_nanos() as u64;
-    let after = compare::contention::read(&workers);
+    let after = collector::contention::read(&workers);
     let clock = match (&seg, &snap0) {
         (Some(seg), Some(s0)) => {
             let s1 = seg.snapshot();
@@ -213,12 +213,12 @@ fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags
     // Frames still in flight (rings, backlogs) arrive within milliseconds.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let arrived = lab.sink_received()?.saturating_sub(r0);
-    let with_sender = |r: compare::contention::Reading, s| {
+    let with_sender = |r: collector::contention::Reading, s| {
         let mut threads = r.threads;
         threads.push(s);
-        compare::contention::Reading { threads, host: r.host }
+        collector::contention::Reading { threads, host: r.host }
     };
-    let contention = compare::contention::between(&with_sender(before, s0), &with_sender(after, s1), elapsed);
+    let contention = collector::contention::between(&with_sender(before, s0), &with_sender(after, s1), elapsed);
     Ok(Measured { setup, sent, arrived, seconds, contention, clock })
 }
 
@@ -367,7 +367,7 @@ fn report(
     runs: &[Measured],
     splits: &[(String, String)],
 ) -> String {
-    use compare::stats::{median, welch_p};
+    use analyzer::stats::{median, welch_p};
     use std::fmt::Write;
     let mut out = String::new();
     let _ = writeln!(
@@ -461,8 +461,8 @@ fn report(
          or steal over {:.0}%){}",
         flagged.len(),
         runs.len(),
-        compare::contention::MAX_RUNQ_SHARE * 100.0,
-        compare::contention::MAX_STEAL_SHARE * 100.0,
+        collector::contention::MAX_RUNQ_SHARE * 100.0,
+        collector::contention::MAX_STEAL_SHARE * 100.0,
         if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join("; ")) }
     );
     let name = |s: Setup| if s == Setup::FwdscopeXdp { "fwdscope afxdp" } else { "fwdscope afpacket" };
@@ -573,7 +573,7 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use compare::contention::Contention;
+    use collector::contention::Contention;
 
     fn run(setup: Setup, arrived: u64, busy: bool) -> Measured {
         let flags = if busy { vec!["a worker waited to run 40% of the time".to_string()] } else { vec![] };

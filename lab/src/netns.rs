@@ -488,7 +488,7 @@ impl Lab {
         if forwarder_runs(pid, started) {
             return None;
         }
-        let tail = compare::runner::log_tail(&self.state_dir().join("forwarder.log"), 3);
+        let tail = collector::files::log_tail(&self.state_dir().join("forwarder.log"), 3);
         Some(format!(
             "the lab's forwarder (pid {pid}) is dead{}; `fwdscope lab up --name {}` starts it again",
             if tail.is_empty() { String::new() } else { format!(" (its log ends: {tail})") },

@@ -348,7 +348,7 @@ impl App {
         let seed = (now ^ (u64::from(pid as u32) << 32)) | 1;
         let spawned = std::thread::Builder::new().name("fwdscope-ab".into()).spawn(move || {
             let Some(seg) = Segment::find_for(pid as u32) else { return };
-            let threads = compare::contention::worker_threads(pid as u32).unwrap_or_default();
+            let threads = collector::contention::worker_threads(pid as u32).unwrap_or_default();
             let timing = compare::live::AbTiming { block: AB_BLOCK, discard: AB_DISCARD, seed };
             compare::live::ab_loop(&seg, &threads, [a, b], timing, &stop2, |st| {
                 if let Ok(mut s) = status2.lock() {
