@@ -326,3 +326,31 @@ fn the_architecture_picture_draws_the_real_crate_graph() {
         assert!(root().join(name).join("Cargo.toml").exists(), "{name} is named but is no crate");
     }
 }
+
+/// What a forwarder publishes (`{"config", "info"}`) is read through fwd_abi::Published
+/// only: no library outside fwd-abi indexes it by key.
+#[test]
+fn the_published_configuration_is_read_through_its_type_only() {
+    let keyed = ["[\"config\"]", "[\"info\"]", ".get(\"config\")", ".get(\"info\")"];
+    for krate in CRATES.iter().chain(&["exporter"]).filter(|c| **c != "fwd-abi") {
+        let mut stack = vec![root().join(krate).join("src")];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                if p.extension().is_none_or(|x| x != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).unwrap();
+                // Unit tests may build JSON by hand.
+                let code = text.split("#[cfg(test)]").next().unwrap_or("");
+                for k in keyed {
+                    assert!(!code.contains(k), "{} reads the published configuration by key ({k})", p.display());
+                }
+            }
+        }
+    }
+}

@@ -48,17 +48,16 @@ pub struct Setting {
 }
 
 impl Setting {
-    /// From a recording's CPU model, TSC rate and forwarder configuration (meta.json's
-    /// `{"config": {...}}`).
-    pub fn of(cpu_model: &str, tsc_hz: u64, forwarder: Option<&serde_json::Value>) -> Setting {
-        let cfg = forwarder.map(|v| v.get("config").unwrap_or(v));
-        let text = |k: &str| cfg.and_then(|c| c.get(k)).and_then(|v| v.as_str()).map(str::to_string);
+    /// From a recording's CPU model, TSC rate and what its forwarder published (empty for
+    /// other targets).
+    pub fn of(cpu_model: &str, tsc_hz: u64, forwarder: &fwd_abi::Published) -> Setting {
+        let c = &forwarder.config;
         Setting {
             cpu_model: cpu_model.to_string(),
             tsc_hz,
-            cache: text("cache"),
-            fib: text("fib"),
-            prefetch: cfg.and_then(|c| c.get("prefetch")).and_then(|v| v.as_u64()).and_then(|v| u32::try_from(v).ok()),
+            cache: c.cache.clone(),
+            fib: c.fib.clone(),
+            prefetch: c.prefetch.and_then(|v| u32::try_from(v).ok()),
         }
     }
 }
@@ -137,7 +136,7 @@ mod tests {
         let on = |tsc: u64, pf: u64| {
             let mut c = cfg.clone();
             c["config"]["prefetch"] = pf.into();
-            Setting::of("Some CPU", tsc, Some(&c))
+            Setting::of("Some CPU", tsc, &fwd_abi::Published::from_value(&c))
         };
         let hit = t.matching(&on(2_300_000_000, 4));
         assert_eq!(hit.len(), 1);
@@ -147,9 +146,9 @@ mod tests {
         assert!(t.matching(&on(2_445_424_000, 4)).is_empty());
         assert!(t.matching(&on(2_300_000_000, 0)).is_empty());
         let lctrie = serde_json::json!({"config": {"cache": "nocache", "fib": "lctrie", "prefetch": 4}});
-        assert!(t.matching(&Setting::of("x", 2_300_000_000, Some(&lctrie))).is_empty());
+        assert!(t.matching(&Setting::of("x", 2_300_000_000, &fwd_abi::Published::from_value(&lctrie))).is_empty());
         // Not recorded is no match for an entry that names the field.
-        assert!(t.matching(&Setting::of("x", 2_300_000_000, None)).is_empty());
+        assert!(t.matching(&Setting::of("x", 2_300_000_000, &fwd_abi::Published::default())).is_empty());
     }
 
     #[test]

@@ -186,7 +186,7 @@ pub fn clocks_absent(rec: &Recording) -> Result<Option<String>> {
     Ok(if clocked == 0 {
         Some("none in this recording (the forwarder ran with its stage clocks off: --no-stage-clock)".into())
     } else if tsc_hz == 0 {
-        let raw = rec.meta.forwarder.as_ref().map(|f| f["info"]["tsc_hz"].to_string()).unwrap_or_default();
+        let raw = published(rec).tsc_hz_text();
         Some(format!(
             "the clocks ran, but the run recorded no TSC rate (tsc_hz {raw} in meta.json, expected 100 MHz to 100 \
              GHz in Hz), so their cycles cannot be turned into time"
@@ -205,17 +205,13 @@ pub fn clocks_absent(rec: &Recording) -> Result<Option<String>> {
 /// The TSC rate a forwarder recording's run info gives (0: not recorded).
 /// A rate outside 100 MHz to 100 GHz is no TSC rate (a damaged meta.json): 0.
 fn tsc_hz_of(rec: &Recording) -> u64 {
-    rec.meta
-        .forwarder
-        .as_ref()
-        .and_then(|f| f["info"]["tsc_hz"].as_u64())
-        .filter(|hz| (TSC_HZ_MIN..=TSC_HZ_MAX).contains(hz))
-        .unwrap_or(0)
+    published(rec).tsc_hz().unwrap_or(0)
 }
 
-/// The plausible TSC rates, Hz.
-const TSC_HZ_MIN: u64 = 100_000_000;
-const TSC_HZ_MAX: u64 = 100_000_000_000;
+/// What the recorded forwarder published about itself (empty for other targets).
+fn published(rec: &Recording) -> fwd_abi::Published {
+    rec.meta.forwarder.as_ref().map(fwd_abi::Published::from_value).unwrap_or_default()
+}
 
 /// The comparison for a recording of the forwarder, given the sampled `event` and the
 /// worker threads' stage totals (stage -> samples, period); None when the recording has no
@@ -224,9 +220,9 @@ pub fn clock_check(rec: &Recording, event: &str, totals: &HashMap<String, (u64, 
     let Some(clocks) = clock_report_since(rec, 0)? else {
         return Ok(None);
     };
-    let info = rec.meta.forwarder.as_ref().map(|f| &f["info"]);
-    let tsc_source = info.and_then(|i| i["tsc_source"].as_str()).unwrap_or("not recorded").to_string();
-    let setting = Setting::of(&rec.meta.machine.cpu_model, clocks.tsc_hz, rec.meta.forwarder.as_ref());
+    let published = published(rec);
+    let tsc_source = published.info.tsc_source.clone().unwrap_or_else(|| "not recorded".into());
+    let setting = Setting::of(&rec.meta.machine.cpu_model, clocks.tsc_hz, &published);
     let mut check = compare(clocks, event, tsc_source, totals);
     check.known = Partings::embedded().matching(&setting).into_iter().map(|p| p.note()).collect();
     Ok(Some(check))

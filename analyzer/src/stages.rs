@@ -210,35 +210,23 @@ pub(crate) fn scaled_to_parts_read(
 /// `cache=.. fib=.. prefetch=..` from a forwarder's configuration (as meta.json keeps it:
 /// `{"config": {...}, "info": {...}}`); `-` for targets that are no forwarder.
 pub fn setting_of(forwarder: Option<&serde_json::Value>) -> String {
-    let Some(v) = forwarder else { return "-".into() };
-    let cfg = v.get("config").unwrap_or(v);
-    let text = |k: &str| cfg.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
-    let parts: Vec<String> =
-        ["cache", "fib", "prefetch"].into_iter().filter_map(|k| Some(format!("{k}={}", text(k)?))).collect();
-    if parts.is_empty() {
-        "-".into()
-    } else {
-        parts.join(" ")
-    }
+    forwarder.map_or_else(|| "-".into(), |v| fwd_abi::Published::from_value(v).setting())
 }
 
 /// What a forwarder recording recorded, in one line: the forwarder's settings (as
 /// `export` labels them), workers, driver and device, then the recording's length, the
 /// packets forwarded and their rate. None for other targets.
 pub(crate) fn recorded_line(rec: &Recording, packets: Option<u64>) -> Option<String> {
-    let fwd = rec.meta.forwarder.as_ref()?;
-    let cfg = fwd.get("config").unwrap_or(fwd);
-    let text = |k: &str| cfg.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
-    let mut line = setting_of(Some(fwd));
-    if let Some(w) = text("workers") {
+    let fwd = fwd_abi::Published::from_value(rec.meta.forwarder.as_ref()?);
+    let mut line = fwd.setting();
+    if let Some(w) = fwd.config.workers {
         line.push_str(&format!(", {w} worker(s)"));
     }
-    if let Some(v) = text("driver") {
+    if let Some(v) = &fwd.config.driver {
         line.push_str(&format!(", driver {v}"));
     }
     // The device as the run resolved it (`auto` picks one at start).
-    let info = |k: &str| fwd.get("info").and_then(|i| i.get(k)).and_then(|x| x.as_str()).map(str::to_string);
-    if let Some(v) = info("device").or_else(|| text("gen_mode")) {
+    if let Some(v) = fwd.info.device.as_ref().or(fwd.config.gen_mode.as_ref()) {
         line.push_str(&format!(", device {v}"));
     }
     let m = &rec.meta;

@@ -44,19 +44,16 @@ impl ForwarderMeta {
     /// (`{"config": {...}, "info": {...}}`). Fields absent from another forwarder's JSON
     /// are left empty; `clock_one_in` then is 1 (every poll clocked, nothing scaled).
     pub fn from_segment(seg: &fwd_abi::Segment) -> ForwarderMeta {
-        let json: serde_json::Value = serde_json::from_str(&seg.config_json()).unwrap_or(serde_json::Value::Null);
-        let cfg = json.get("config").unwrap_or(&json);
-        let text = |v: Option<&serde_json::Value>| {
-            v.map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).unwrap_or_default()
-        };
+        let p = fwd_abi::Published::from_json(&seg.config_json()).unwrap_or_default();
+        let cfg = &p.config;
         ForwarderMeta {
             pid: seg.pid(),
             tsc_hz: seg.tsc_hz(),
             start_unix_ns: seg.start_unix_ns(),
-            clock_one_in: cfg.get("clock_one_in").and_then(|v| v.as_u64()).map_or(1, |n| n.clamp(1, 1 << 20) as u32),
-            driver: text(cfg.get("driver")),
-            fib: text(cfg.get("fib")),
-            rtcache_version: text(cfg.get("rt").and_then(|r| r.get("version"))),
+            clock_one_in: cfg.clock_one_in.map_or(1, |n| n.clamp(1, 1 << 20)),
+            driver: cfg.driver.clone().unwrap_or_default(),
+            fib: cfg.fib.clone().unwrap_or_default(),
+            rtcache_version: cfg.rt.as_ref().and_then(|r| r.version.clone()).unwrap_or_default(),
         }
     }
 }

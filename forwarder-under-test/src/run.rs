@@ -398,7 +398,8 @@ impl Forwarder {
         } else {
             Vec::new().into_iter()
         };
-        let cfg_json = serde_json::json!({ "config": cfg, "info": info }).to_string();
+        // Published typed (fwd_abi::Published): every observer reads it through that type.
+        let cfg_json = fwd_abi::Published::of(cfg, &info)?.to_json();
         let seg = Arc::new(Segment::create(&stats_path, cfg.workers, &cfg_json, hz)?);
         let c = seg.control();
         c.prefetch.store(cfg.prefetch as u32, Ordering::Relaxed);

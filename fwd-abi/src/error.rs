@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// What can go wrong with a stats segment.
+/// What can go wrong with a stats segment or what it publishes.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The segment file could not be created, opened or mapped.
@@ -15,6 +15,9 @@ pub enum Error {
     /// The segment is of another version, malformed, or in use.
     #[error("stats segment {path}: {msg}")]
     Segment { path: PathBuf, msg: String },
+    /// What a forwarder would publish about itself does not fit [`crate::published::Published`].
+    #[error("{0}")]
+    Config(String),
 }
 
 /// The crate's result type.

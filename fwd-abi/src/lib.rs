@@ -8,6 +8,8 @@
 //! - [`counters`]: counter indices and names, drop reasons, the clocked stages.
 //! - [`clocks`]: stage clocks read back (VPP's columns, ns per forwarded packet, shares,
 //!   whether a run was bound by the device or by the worker).
+//! - [`published`]: the configuration and run information a forwarder publishes in its
+//!   segment (and a recording keeps), typed for the writer and every reader.
 //! - [`CacheMode`]: the cache modes and their codes in the control block.
 //! - [`threads`]: the worker thread-name convention (`fwd-worker-N`).
 //! - [`rows`]: counters as rows (time, source, worker, name, value), the form recordings and
@@ -20,6 +22,7 @@ mod cache_mode;
 pub mod clocks;
 pub mod counters;
 mod error;
+pub mod published;
 pub mod rows;
 pub mod rtstat;
 pub mod segment;
@@ -28,6 +31,7 @@ pub mod threads;
 pub use cache_mode::CacheMode;
 pub use counters::{drop_counters, Ctr, COUNTER_NAMES, N_COUNTERS, STAGE_CLOCKS};
 pub use error::{Error, Result};
+pub use published::Published;
 pub use rows::{segment_rows, CounterRow, SOURCE_FORWARDER, SOURCE_PMU};
 pub use segment::{default_path, Control, GcTunables, Request, Segment, Snapshot, State, VERSION};
 

@@ -171,7 +171,9 @@ impl App {
                     self.fwd_pid = Some(p);
                     self.model.target = format!("forwarder pid {p}");
                 }
-                Notice::ForwarderConfig(v) => self.model.forwarder = Some(crate::model::ForwarderInfo::from_json(&v)),
+                Notice::ForwarderConfig(p) => {
+                    self.model.forwarder = Some(crate::model::ForwarderInfo::from_published(&p))
+                }
                 Notice::Failed(why) | Notice::Warning(why) => self.ui.message = Some(why),
             }
         }
@@ -202,8 +204,8 @@ impl App {
         if seg.pid() != pid as u32 {
             return;
         }
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&seg.config_json()) {
-            let mut info = crate::model::ForwarderInfo::from_json(&v);
+        if let Some(p) = fwd_abi::Published::from_json(&seg.config_json()) {
+            let mut info = crate::model::ForwarderInfo::from_published(&p);
             if info.tsc_hz == 0 {
                 info.tsc_hz = seg.tsc_hz();
             }

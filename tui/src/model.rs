@@ -72,18 +72,18 @@ pub struct ForwarderInfo {
 }
 
 impl ForwarderInfo {
-    /// From the segment's config JSON (`{"config": {...}, "info": {...}}`).
-    pub fn from_json(v: &serde_json::Value) -> ForwarderInfo {
-        let c = &v["config"];
-        let s = |x: &serde_json::Value| x.as_str().unwrap_or("?").to_string();
+    /// From what the forwarder published (its segment, or a recording's meta.json).
+    pub fn from_published(p: &fwd_abi::Published) -> ForwarderInfo {
+        let c = &p.config;
+        let s = |x: &Option<String>| x.clone().unwrap_or_else(|| "?".into());
         ForwarderInfo {
-            driver: s(&c["driver"]),
-            workers: c["workers"].as_u64().unwrap_or(0) as usize,
-            cache: s(&c["cache"]),
-            fib: s(&c["fib"]),
-            prefetch: c["prefetch"].as_u64().unwrap_or(0),
-            stage_clock: c["stage_clock"].as_bool().unwrap_or(false),
-            tsc_hz: v["info"]["tsc_hz"].as_u64().unwrap_or(0),
+            driver: s(&c.driver),
+            workers: c.workers.unwrap_or(0),
+            cache: s(&c.cache),
+            fib: s(&c.fib),
+            prefetch: c.prefetch.unwrap_or(0),
+            stage_clock: c.stage_clock.unwrap_or(false),
+            tsc_hz: p.tsc_hz().unwrap_or(0),
         }
     }
 }

@@ -29,7 +29,7 @@ pub enum Notice {
     /// The forwarder's PID, once known (its stats segment is opened through it).
     ForwarderPid(i32),
     /// The forwarder's configuration, when it comes from a recording.
-    ForwarderConfig(serde_json::Value),
+    ForwarderConfig(fwd_abi::Published),
     /// The source failed after starting.
     Failed(String),
     /// What a replayed recording lacks (an unfinished writer, missing maps, skipped parts).
@@ -195,8 +195,8 @@ pub fn replay(dir: PathBuf, speed: f64) -> crate::Result<Source> {
     let stop = Arc::new(AtomicBool::new(false));
     let paused = Arc::new(AtomicBool::new(false));
     let (s2, p2) = (stop.clone(), paused.clone());
-    if let Some(cfg) = rec.meta.forwarder.clone() {
-        let _ = ntx.send(Notice::ForwarderConfig(cfg));
+    if let Some(cfg) = rec.meta.forwarder.as_ref() {
+        let _ = ntx.send(Notice::ForwarderConfig(fwd_abi::Published::from_value(cfg)));
     }
     let problems = rec.problems();
     if !problems.is_empty() {

@@ -28,7 +28,8 @@ fn golden_model() -> (Recording, Model) {
     let sym = Symbolizer::for_recording(&rec).expect("symbolizer").without_debug_files();
     let at = Attributor::new(sym, Rules::builtin());
     let mut m = Model::new("replay golden", at);
-    m.forwarder = rec.meta.forwarder.as_ref().map(ForwarderInfo::from_json);
+    m.forwarder =
+        rec.meta.forwarder.as_ref().map(|v| ForwarderInfo::from_published(&fwd_abi::Published::from_value(v)));
     m.apply(Batch::Started {
         sampling: rec.meta.sampling.clone(),
         counting: rec.meta.counting.clone(),
