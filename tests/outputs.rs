@@ -403,6 +403,19 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
     let o = fwdscope().args(["export", "-f", "folded", "-i"]).arg(&golden).arg("-o").arg(&pp).output().expect("export");
     let err = stderr_of(&o);
     assert!(!o.status.success() && err.contains("is a symlink user") && err.contains("pipe or device"), "{err}");
+    // Root's own symlink to root's FIFO, in the user's directory with --share: the user
+    // could swap it for their own between the look and the open, so it is not followed.
+    let rootlnk = parent.join("rootlnk");
+    std::os::unix::fs::symlink(&fifo, &rootlnk).expect("symlink");
+    let o = fwdscope()
+        .args(["export", "--share", "-f", "folded", "-i"])
+        .arg(&golden)
+        .arg("-o")
+        .arg(&rootlnk)
+        .output()
+        .expect("export");
+    let err = stderr_of(&o);
+    assert!(!o.status.success() && err.contains("in a shared path") && err.contains("not followed"), "{err}");
     // The user's own FIFO in a world-writable sticky directory of root's (as /tmp): not
     // written (it is opened only after its owner is seen, so no reader is needed here).
     let sticky = base.join("sticky");

@@ -87,6 +87,30 @@ pub fn not_regular(t: std::fs::FileType) -> Option<&'static str> {
     }
 }
 
+/// The kernel's pseudo-filesystem `f` lives on (procfs, sysfs, debugfs, ...), by name;
+/// None for a filesystem that stores files.
+fn kernel_filesystem(f: &std::fs::File) -> Option<&'static str> {
+    use std::os::fd::AsRawFd;
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs fills the struct for a descriptor we own.
+    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    match st.f_type as u64 {
+        0x9fa0 => Some("procfs"),
+        0x6265_6572 => Some("sysfs"),
+        0x6462_6720 => Some("debugfs"),
+        0x7472_6163 => Some("tracefs"),
+        0x7363_6673 => Some("securityfs"),
+        0x6367_7270 | 0x0027_e0eb => Some("cgroup filesystem"),
+        0xcafe_4a11 => Some("bpf filesystem"),
+        0x6265_6570 => Some("configfs"),
+        0x6165_676c => Some("pstore"),
+        0xde5e_81e4 => Some("efivarfs"),
+        _ => None,
+    }
+}
+
 /// Open `path` for reading as a file of `kind`: without blocking and then checked by
 /// `fstat` to be a regular file no larger than the kind allows; the returned file reads
 /// blocking again. Returns the file and its size.
@@ -106,6 +130,24 @@ pub fn open(path: &Path, kind: Kind) -> Result<(std::fs::File, u64)> {
     let md = f.metadata().map_err(|e| Error::io(path, e))?;
     if let Some(what) = not_regular(md.file_type()) {
         return Err(refuse(path, format!("is {what}, expected {} (a regular file); not read", kind.what())));
+    }
+    if let Some(fs) = kernel_filesystem(&f) {
+        // Its size (0) says nothing of what a read gives, and a read may block or consume
+        // (/proc/kmsg drains the kernel's log). Only /proc/kallsyms itself is read there.
+        let is_kallsyms = kind == Kind::Kallsyms && {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata("/proc/kallsyms").is_ok_and(|k| k.dev() == md.dev() && k.ino() == md.ino())
+        };
+        if !is_kallsyms {
+            return Err(refuse(
+                path,
+                format!(
+                    "is a file of the kernel's {fs} (its size says nothing of what reading it gives, and a read may \
+                     block or consume it), expected {} (a regular file); not read",
+                    kind.what()
+                ),
+            ));
+        }
     }
     let max = kind.max_bytes();
     if md.len() > max {
@@ -199,9 +241,22 @@ mod tests {
     }
 
     #[test]
-    fn proc_files_that_say_size_zero_are_read_whole() {
-        let text = read_to_string(Path::new("/proc/self/status"), Kind::Text).expect("status");
-        assert!(text.contains("Pid:"), "{text}");
+    fn kernel_files_are_refused_but_proc_kallsyms_is_read_whole() {
+        // /proc/kmsg (a read drains the kernel's log, or blocks) and its kin are refused by
+        // what they are, whatever name a recording gives them.
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("meta.json");
+        std::os::unix::fs::symlink("/proc/self/status", &p).expect("symlink");
+        let msg = read(&p, Kind::Meta).expect_err("a procfs file is no meta.json").to_string();
+        assert!(msg.contains("meta.json") && msg.contains("procfs"), "{msg}");
+        let msg =
+            read(Path::new("/sys/kernel/notes"), Kind::Text).map(|_| String::new()).unwrap_or_else(|e| e.to_string());
+        assert!(msg.contains("sysfs"), "{msg}");
+        // /proc/kallsyms says size 0 and is read whole, as kernel symbols only.
+        let text = read_to_string(Path::new("/proc/kallsyms"), Kind::Kallsyms).expect("kallsyms");
+        assert!(text.lines().count() > 1000, "{} lines", text.lines().count());
+        let msg = read(Path::new("/proc/kallsyms"), Kind::Text).expect_err("as another kind").to_string();
+        assert!(msg.contains("procfs"), "{msg}");
     }
 
     #[test]

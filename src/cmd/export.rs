@@ -69,28 +69,55 @@ fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32, share: bool) -> Re
                 );
             }
         }
-        // What the name leads to is pinned first (O_PATH, which never blocks on a FIFO) and
-        // judged by its owner, then that very file is opened for writing: as root, another
-        // user's FIFO or device (or one swapped in for the name) is not written, except
-        // this process's own standard streams (`/dev/stdout`, `/dev/fd/N`).
+        // What the name is is pinned first (O_PATH, which never blocks on a FIFO; with
+        // O_NOFOLLOW, so a symlink swapped in after the look above is pinned as a symlink,
+        // not followed) and judged on that descriptor, then that very file is opened for
+        // writing: as root, another user's FIFO or device (or one swapped in for the name)
+        // is not written, except this process's own standard streams (`/dev/stdout`,
+        // `/dev/fd/N`), and a symlink is followed only where no other user can swap it.
         use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
         use std::os::unix::ffi::OsStrExt;
-        use std::os::unix::fs::MetadataExt;
-        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).context("a NUL byte in the path")?;
-        // SAFETY: open reads the NUL-terminated path; the descriptor is owned below.
-        let raw = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-        if raw < 0 {
-            return Err(std::io::Error::last_os_error()).with_context(|| format!("opening {}", p.display()));
-        }
-        // SAFETY: a descriptor just opened and owned by nothing else.
-        let pinned = unsafe { OwnedFd::from_raw_fd(raw) };
-        let via = format!("/proc/self/fd/{}", pinned.as_raw_fd());
-        let owner = std::fs::metadata(&via).with_context(|| format!("{}", p.display()))?.uid();
         // SAFETY: geteuid cannot fail.
         let root = unsafe { libc::geteuid() } == 0;
         let own_stream = ["/dev/stdout", "/dev/stderr", "/dev/null"].iter().any(|s| p == std::path::Path::new(s))
             || p.starts_with("/dev/fd/")
             || p.starts_with("/proc/self/fd/");
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).context("a NUL byte in the path")?;
+        let pin = |follow: bool| -> Result<(OwnedFd, libc::stat)> {
+            let flags = libc::O_PATH | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW };
+            // SAFETY: open reads the NUL-terminated path; the descriptor is owned below.
+            let raw = unsafe { libc::open(c.as_ptr(), flags) };
+            if raw < 0 {
+                return Err(std::io::Error::last_os_error()).with_context(|| format!("opening {}", p.display()));
+            }
+            // SAFETY: a descriptor just opened and owned by nothing else.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            // SAFETY: fstat fills the struct for our descriptor (O_PATH descriptors allow it).
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+                return Err(std::io::Error::last_os_error()).with_context(|| format!("{}", p.display()));
+            }
+            Ok((fd, st))
+        };
+        let (mut pinned, mut st) = pin(own_stream || !root)?;
+        if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            // Root's own symlink, in a path every piece of which is root's (checked above
+            // unless --share): nobody else can swap it, so it is followed.
+            if st.st_uid != 0 || share {
+                anyhow::bail!(
+                    "{} is a symlink{} to a pipe or device, and fwdscope runs as root: it is not followed; give the \
+                     path it leads to instead",
+                    p.display(),
+                    if st.st_uid != 0 { format!(" user {} owns", st.st_uid) } else { " in a shared path".into() }
+                );
+            }
+            (pinned, st) = pin(true)?;
+        }
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind == libc::S_IFREG || kind == libc::S_IFDIR {
+            anyhow::bail!("{}: replaced by a file or directory while it was being opened; not written", p.display());
+        }
+        let owner = st.st_uid;
         if root && !share && !own_stream && owner != 0 {
             anyhow::bail!(
                 "{}: a pipe or device user {owner} owns, and fwdscope runs as root: not written; pass --share to \
@@ -98,6 +125,7 @@ fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32, share: bool) -> Re
                 p.display()
             );
         }
+        let via = format!("/proc/self/fd/{}", pinned.as_raw_fd());
         let mut f =
             std::fs::OpenOptions::new().write(true).open(&via).with_context(|| format!("opening {}", p.display()))?;
         return std::io::Write::write_all(&mut f, bytes).with_context(|| format!("writing {}", p.display()));
