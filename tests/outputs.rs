@@ -260,6 +260,21 @@ fn root_does_not_write_through_symlinks_a_user_planted() {
     assert_eq!(std::fs::metadata(&victim).expect("victim").mode() & 0o777, 0o600);
     assert!(!Path::new("/tmp/fwdscope-stolen-kallsyms").exists(), "root's kallsyms copied to the user");
 
+    // The user's empty directory with --share: claimed (marked as root's output), not
+    // refused as "replaced by another user's directory".
+    if common::perf_allows(common::Need::Sample) {
+        let empty = base.join("user-empty");
+        std::fs::create_dir(&empty).expect("mkdir");
+        std::os::unix::fs::chown(&empty, Some(uid), None).expect("chown");
+        let o = fwdscope()
+            .args(["record", "--share", "-F", "200", "-o"])
+            .arg(&empty)
+            .args(["--", "--duration", "0.3", "--routes", "2000", "--no-pin"])
+            .output()
+            .expect("record");
+        assert!(o.status.success(), "{}", stderr_of(&o));
+        assert!(empty.join("meta.json").is_file());
+    }
     // A dataset the user owns: refused without --share; with it, a planted `.staging`
     // symlink is refused by name rather than followed.
     let ds = base.join("dataset");

@@ -180,6 +180,8 @@ pub struct Staging {
     dir: PathBuf,
     host: String,
     run: String,
+    /// Root may write into another user's dataset (`--share`).
+    shared: bool,
     published: bool,
 }
 
@@ -207,7 +209,7 @@ impl Staging {
             std::fs::remove_dir_all(&dir).or_else(|_| std::fs::remove_file(&dir)).map_err(|e| io(&dir, e))?;
         }
         std::fs::create_dir(&dir).map_err(|e| io(&dir, e))?;
-        Ok(Staging { dataset: dataset.into(), dir, host: host.into(), run: run.into(), published: false })
+        Ok(Staging { dataset: dataset.into(), dir, host: host.into(), run: run.into(), shared, published: false })
     }
 
     /// Where the recording is to be written.
@@ -270,7 +272,11 @@ impl Staging {
         if target.exists() {
             return Err(err(&target, "was written by another run meanwhile: each run needs a partition of its own"));
         }
-        std::fs::rename(&self.dir, &target)
+        // Moved through directory descriptors opened without following, from the dataset's
+        // own: a `host=` directory swapped for a symlink meanwhile receives nothing.
+        let from = self.dir.strip_prefix(&self.dataset).map_err(|e| err(&self.dir, e.to_string()))?;
+        let to = target.strip_prefix(&self.dataset).map_err(|e| err(&target, e.to_string()))?;
+        collector::outdir::rename_beneath(&self.dataset, self.shared, from, to)
             .map_err(|e| err(&target, format!("cannot move the run into place: {e}")))?;
         self.published = true;
         Ok((target, info))

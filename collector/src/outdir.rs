@@ -91,18 +91,66 @@ fn symlink_said(e: rustix::io::Errno) -> std::io::Error {
     }
 }
 
-/// The directory `path` itself, opened without following a symlink at its name (under a
-/// claimed directory: relative to its descriptor, through no symlink at all).
-fn open_dir_nofollow(path: &Path) -> Result<OwnedFd> {
+/// Directory `name` in `parent`, opened without following a symlink at its name.
+fn open_dir_at(parent: &OwnedFd, name: &std::ffi::OsStr, path: &Path) -> Result<OwnedFd> {
     use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    match anchor(path) {
-        Some((parent, rest)) => {
-            rustix::fs::openat2(&parent, &rest, flags, Mode::empty(), beneath()).map_err(symlink_said)
-        }
-        None => rustix::fs::open(path, flags, Mode::empty()).map_err(std::io::Error::from),
+    rustix::fs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io(path, e.into()))
+}
+
+/// The parent directory of `path`, opened to create in, and the name in it: under a
+/// claimed directory, relative to it; as root with a shared output (whose path another
+/// user may own pieces of), resolved through no symlink at all (RESOLVE_NO_SYMLINKS),
+/// so a piece swapped for a symlink after the checks redirects nothing; otherwise by path
+/// (as root unshared, every piece was checked to be root's).
+fn parent_fd(path: &Path, shared: bool) -> Result<(OwnedFd, std::ffi::OsString)> {
+    use rustix::fs::{Mode, OFlags};
+    if let Some(found) = anchored_parent(path)? {
+        return Ok(found);
     }
-    .map_err(|e| Error::io(path, e))
+    let name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .ok_or_else(|| refuse(path, "names no directory entry (a root or `..`); give a directory name"))?;
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = if running_as_root() && shared {
+        rustix::fs::openat2(rustix::fs::CWD, parent, flags, Mode::empty(), rustix::fs::ResolveFlags::NO_SYMLINKS)
+            .map_err(|e| match e {
+                rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => refuse(
+                    path,
+                    format!(
+                        "its directory {} is reached through a symlink: as root with --share, an output's path must \
+                         have none (a user could swap one in); give the path it leads to",
+                        parent.display()
+                    ),
+                ),
+                e => Error::io(parent, e.into()),
+            })?
+    } else {
+        rustix::fs::open(parent, flags, Mode::empty()).map_err(|e| Error::io(parent, e.into()))?
+    };
+    Ok((fd, name))
+}
+
+/// Rename `from` to `to`, both relative to the directory `root`, with every directory on
+/// the way opened through no symlink and never above `root`, and `root` itself resolved
+/// as [`parent_fd`] does (through no symlink at all as root with `shared`): a dataset's
+/// run moved into its partition lands there, or nowhere.
+pub fn rename_beneath(root: &Path, shared: bool, from: &Path, to: &Path) -> Result<()> {
+    let (parent, name) = parent_fd(root, shared)?;
+    let dir = open_dir_at(&parent, &name, root)?;
+    let side = |rel: &Path| -> Result<(OwnedFd, std::ffi::OsString)> {
+        let name = rel.file_name().ok_or_else(|| refuse(&root.join(rel), "names no directory entry"))?;
+        Ok((open_dir_beneath(&dir, rel.parent().unwrap_or(Path::new("")), &root.join(rel))?, name.to_os_string()))
+    };
+    let ((fp, fname), (tp, tname)) = (side(from)?, side(to)?);
+    rustix::fs::renameat(&fp, fname.as_os_str(), &tp, tname.as_os_str()).map_err(|e| Error::io(root.join(to), e.into()))
 }
 
 /// `path` split into (directory descriptor of its parent, file name) when it lies under
@@ -135,14 +183,18 @@ fn running_as_root() -> bool {
 
 /// Refuse, as root and unless `shared`, a directory another user owns.
 pub fn check_owner(path: &Path, md: &std::fs::Metadata, shared: bool) -> Result<()> {
-    if running_as_root() && md.uid() != 0 && !shared {
+    check_owner_uid(path, md.uid(), shared)
+}
+
+fn check_owner_uid(path: &Path, uid: u32, shared: bool) -> Result<()> {
+    if running_as_root() && uid != 0 && !shared {
         return Err(refuse(
             path,
             format!(
                 "is owned by user {}, and fwdscope runs as root: root writes only into directories root owns \
                  (their owner could plant symlinks root would write through); pass --share to write there \
                  anyway, or choose another output (-o, --dataset)",
-                md.uid()
+                uid
             ),
         ));
     }
@@ -271,13 +323,27 @@ impl OutputDir {
                     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
                     }
-                    match mkdir(path, dir_mode(how.shared)) {
+                    let (parent, name) = parent_fd(path, how.shared)?;
+                    let mode = rustix::fs::Mode::from_raw_mode(dir_mode(how.shared));
+                    match rustix::fs::mkdirat(&parent, name.as_os_str(), mode) {
                         Ok(()) => {
-                            set_mode(path, dir_mode(how.shared))?;
-                            return Self::mark(path, how);
+                            // The directory just made, opened without following a symlink
+                            // swapped in since, and this user's; its mode set through
+                            // that descriptor, never by path.
+                            let dir = open_dir_at(&parent, &name, path)?;
+                            let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(path, e.into()))?;
+                            // SAFETY: geteuid cannot fail.
+                            if st.st_uid != unsafe { libc::geteuid() } {
+                                return Err(refuse(
+                                    path,
+                                    "was replaced by another user's directory while fwdscope made it; not written",
+                                ));
+                            }
+                            rustix::fs::fchmod(&dir, mode).map_err(|e| Error::io(path, e.into()))?;
+                            return Self::mark(path, dir, how);
                         }
-                        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                        Err(e) => return Err(e),
+                        Err(rustix::io::Errno::EXIST) => continue,
+                        Err(e) => return Err(Error::io(path, e.into())),
                     }
                 }
                 Err(e) => return Err(Error::io(path, e)),
@@ -291,33 +357,55 @@ impl OutputDir {
                 Ok(md) => {
                     check_owner(path, &md, how.shared)?;
                     check_parent(path, how.shared)?;
-                    return Self::existing(path, how);
+                    // From here on the directory is used through its descriptor: the one
+                    // whose owner was just checked, not whatever the name leads to later.
+                    let (parent, name) = parent_fd(path, how.shared)?;
+                    let dir = open_dir_at(&parent, &name, path)?;
+                    let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(path, e.into()))?;
+                    if (st.st_dev, st.st_ino) != (md.dev(), md.ino()) {
+                        return Err(refuse(path, "was replaced while fwdscope claimed it; not touched"));
+                    }
+                    return Self::existing(path, dir, how);
                 }
             }
         }
         Err(refuse(path, "was created and removed again while claimed; try again"))
     }
 
-    /// A directory that exists: marked, empty, or refused.
-    fn existing(path: &Path, how: Claim) -> Result<OutputDir> {
-        let marker = path.join(MARKER);
-        match open_marker(&marker) {
+    /// A directory that exists (`dir`, its descriptor): marked, empty, or refused. Its
+    /// marker is opened, its content removed and its mode set through `dir`.
+    fn existing(path: &Path, dir: OwnedFd, how: Claim) -> Result<OutputDir> {
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        let mode = Mode::from_raw_mode(dir_mode(how.shared));
+        let marker = rustix::fs::openat(
+            &dir,
+            MARKER,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map(File::from);
+        match marker {
             Ok(f) => {
+                if !f.metadata().map_err(|e| Error::io(path.join(MARKER), e))?.is_file() {
+                    return Err(refuse(
+                        &path.join(MARKER),
+                        "cannot be opened as fwdscope's marker (not a regular file); not touched",
+                    ));
+                }
                 lock(&f, path)?;
                 if !how.force {
                     return Err(Error::OutputExists(path.to_path_buf()));
                 }
-                clear(path)?;
-                set_mode(path, dir_mode(how.shared))?;
-                Self::hold(path, f, how)
+                clear_at(&dir, path)?;
+                rustix::fs::fchmod(&dir, mode).map_err(|e| Error::io(path, e.into()))?;
+                Self::hold(path, dir, f, how)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut entries = std::fs::read_dir(path).map_err(|e| Error::io(path, e))?;
-                if entries.next().is_none() {
-                    set_mode(path, dir_mode(how.shared))?;
-                    return Self::mark(path, how);
+            Err(rustix::io::Errno::NOENT) => {
+                if entries_at(&dir, path)?.is_empty() {
+                    rustix::fs::fchmod(&dir, mode).map_err(|e| Error::io(path, e.into()))?;
+                    return Self::mark(path, dir, how);
                 }
-                if OLD_OUTPUTS.iter().any(|f| std::fs::symlink_metadata(path.join(f)).is_ok()) {
+                if OLD_OUTPUTS.iter().any(|f| rustix::fs::statat(&dir, *f, AtFlags::SYMLINK_NOFOLLOW).is_ok()) {
                     return Err(refuse(
                         path,
                         format!(
@@ -335,22 +423,18 @@ impl OutputDir {
                     ),
                 ))
             }
-            Err(e) => Err(refuse(&marker, format!("cannot be opened as fwdscope's marker ({e}); not touched"))),
+            Err(e) => Err(refuse(
+                &path.join(MARKER),
+                format!("cannot be opened as fwdscope's marker ({}); not touched", std::io::Error::from(e)),
+            )),
         }
     }
 
-    /// Write and lock the marker of a directory just made (or found empty): a temporary
-    /// file, locked, then linked into place, so it is never seen unlocked.
-    fn mark(path: &Path, how: Claim) -> Result<OutputDir> {
+    /// Write and lock the marker of a directory just made (or found empty), `dir` its
+    /// descriptor: a temporary file, locked, then linked into place, so it is never seen
+    /// unlocked.
+    fn mark(path: &Path, dir: OwnedFd, how: Claim) -> Result<OutputDir> {
         use rustix::fs::{AtFlags, Mode, OFlags};
-        // The directory just made (or found empty), opened without following a symlink
-        // swapped in since, and this user's: the marker is made in it, not by path.
-        let dir = open_dir_nofollow(path)?;
-        let st = rustix::fs::fstat(&dir).map_err(|e| Error::io(path, e.into()))?;
-        // SAFETY: geteuid cannot fail.
-        if st.st_uid != unsafe { libc::geteuid() } {
-            return Err(refuse(path, "was replaced by another user's directory while fwdscope made it; not written"));
-        }
         let tmp = format!(".fwdscope-output.{}.tmp", std::process::id());
         let fd = rustix::fs::openat(
             &dir,
@@ -374,23 +458,20 @@ impl OutputDir {
         let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
         written?;
         let _ = f.set_permissions(std::fs::Permissions::from_mode(0o644));
-        Self::hold(path, f, how)
+        Self::hold(path, dir, f, how)
     }
 
-    /// Open the directory itself and keep it: it must be the directory that holds the
-    /// locked marker `lock` (not something swapped in by path since), and, as root and
-    /// unless shared, root's own.
-    fn hold(path: &Path, lock: File, how: Claim) -> Result<OutputDir> {
+    /// Keep the directory `fd`: it must hold the locked marker `lock`, and, as root and
+    /// unless shared, be root's own.
+    fn hold(path: &Path, fd: OwnedFd, lock: File, how: Claim) -> Result<OutputDir> {
         use rustix::fs::AtFlags;
-        let fd = open_dir_nofollow(path)?;
         let here = rustix::fs::statat(&fd, MARKER, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::io(path, e.into()))?;
         let held = lock.metadata().map_err(|e| Error::io(path.join(MARKER), e))?;
         if (here.st_dev, here.st_ino) != (held.dev(), held.ino()) {
             return Err(refuse(path, "was replaced while fwdscope claimed it (its marker is not the one locked)"));
         }
-        let md = std::fs::metadata(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)))
-            .map_err(|e| Error::io(path, e))?;
-        check_owner(path, &md, how.shared)?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| Error::io(path, e.into()))?;
+        check_owner_uid(path, st.st_uid, how.shared)?;
         let fd = Arc::new(fd);
         if let Ok(mut c) = CLAIMED.lock() {
             c.push((path.to_path_buf(), fd.clone()));
@@ -404,17 +485,6 @@ impl OutputDir {
     }
 }
 
-fn open_marker(marker: &Path) -> std::io::Result<File> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(marker)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(f)
-}
-
 fn lock(f: &File, dir: &Path) -> Result<()> {
     match f.try_lock() {
         Ok(()) => Ok(()),
@@ -426,19 +496,52 @@ fn lock(f: &File, dir: &Path) -> Result<()> {
     }
 }
 
-/// Remove everything in `dir` but its marker (symlinks are removed, never followed).
-fn clear(dir: &Path) -> Result<()> {
-    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let e = e.map_err(|e| Error::io(dir, e))?;
-        if e.file_name() == MARKER {
-            continue;
+/// The names in directory `dir` (descriptor), `.` and `..` left out.
+fn entries_at(dir: &OwnedFd, path: &Path) -> Result<Vec<std::ffi::CString>> {
+    let mut d = rustix::fs::Dir::read_from(dir).map_err(|e| Error::io(path, e.into()))?;
+    let mut out = Vec::new();
+    while let Some(e) = d.read() {
+        let e = e.map_err(|e| Error::io(path, e.into()))?;
+        let name = e.file_name();
+        if name.to_bytes() != b"." && name.to_bytes() != b".." {
+            out.push(name.to_owned());
         }
-        let p = e.path();
-        let is_dir = e.file_type().map_err(|e| Error::io(&p, e))?.is_dir();
-        let removed = if is_dir { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
-        removed.map_err(|e| Error::io(&p, e))?;
     }
-    Ok(())
+    Ok(out)
+}
+
+/// Remove everything in directory `dir` (a descriptor) but its marker: subdirectories
+/// opened relative to it without following, symlinks removed, never followed; nothing
+/// is reached by path, so a directory swapped for a symlink mid-way leads nowhere.
+fn clear_at(dir: &OwnedFd, path: &Path) -> Result<()> {
+    fn remove_all(dir: &OwnedFd, path: &Path, keep_marker: bool) -> Result<()> {
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+        use std::os::unix::ffi::OsStrExt;
+        for name in entries_at(dir, path)? {
+            if keep_marker && name.to_bytes() == MARKER.as_bytes() {
+                continue;
+            }
+            let p = path.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            let st = rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| Error::io(&p, e.into()))?;
+            if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+                let sub = rustix::fs::openat(
+                    dir,
+                    name.as_c_str(),
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| Error::io(&p, e.into()))?;
+                remove_all(&sub, &p, false)?;
+                rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::REMOVEDIR)
+            } else {
+                rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::empty())
+            }
+            .map_err(|e| Error::io(&p, e.into()))?;
+        }
+        Ok(())
+    }
+    remove_all(dir, path, true)
 }
 
 /// Mode of output directories: private (0700) unless shared (0755).
@@ -521,21 +624,18 @@ pub fn write_parquet(path: &Path, mode: u32, df: &mut polars::prelude::DataFrame
 
 /// [`write_atomic`] through a writer: `fill` writes the content into the temporary file.
 pub fn write_atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> Result<()>) -> Result<()> {
-    if let Some((parent, name)) = anchored_parent(path)? {
-        return write_atomic_beneath(path, &parent, &name, mode, fill);
-    }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(mode))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir.join(format!(".{name}.*.tmp")), e))?;
-    fill(tmp.as_file_mut())?;
-    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(tmp.path(), e))?;
-    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
-    Ok(())
+    let (parent, name) = parent_fd(path, false)?;
+    write_atomic_beneath(path, &parent, &name, mode, fill)
+}
+
+/// [`write_atomic`] of an output that may be shared (`--share`): as root with `shared`,
+/// its directory is resolved through no symlink at all (see [`check_path`]: another
+/// user may own pieces of the path), then the file is made and renamed in that very
+/// directory, so a piece swapped for a symlink between the checks and the write
+/// redirects nothing.
+pub fn write_atomic_as(path: &Path, bytes: &[u8], mode: u32, shared: bool) -> Result<()> {
+    let (parent, name) = parent_fd(path, shared)?;
+    write_atomic_beneath(path, &parent, &name, mode, |f| f.write_all(bytes).map_err(|e| Error::io(path, e)))
 }
 
 /// [`write_atomic_with`] in the directory `parent` (a descriptor): a new file of a random
@@ -580,6 +680,27 @@ fn write_atomic_beneath(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn force_clears_through_descriptors_and_never_follows_a_link() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let outside = d.path().join("outside");
+        std::fs::create_dir(&outside).expect("mkdir");
+        std::fs::write(outside.join("keep.txt"), b"keep").expect("write");
+        let out = d.path().join("out");
+        drop(OutputDir::claim(&out, Claim::default()).expect("made"));
+        // Old results: nested directories, a symlink to a directory and to a file.
+        std::fs::create_dir_all(out.join("a/b/c")).expect("mkdir");
+        std::fs::write(out.join("a/b/c/part.parquet"), b"x").expect("write");
+        std::os::unix::fs::symlink(&outside, out.join("a/b/link")).expect("symlink");
+        std::os::unix::fs::symlink(outside.join("keep.txt"), out.join("file-link")).expect("symlink");
+        let o = OutputDir::claim(&out, Claim { force: true, shared: false }).expect("replaced");
+        let left: Vec<_> = std::fs::read_dir(&out).expect("read").map(|e| e.expect("entry").file_name()).collect();
+        assert_eq!(left, [std::ffi::OsString::from(MARKER)]);
+        assert_eq!(std::fs::read(outside.join("keep.txt")).expect("kept"), b"keep");
+        assert_eq!(std::fs::metadata(&out).expect("out").permissions().mode() & 0o777, 0o700);
+        drop(o);
+    }
 
     #[test]
     fn a_directory_fwdscope_did_not_make_is_never_replaced() {

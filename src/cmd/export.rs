@@ -130,7 +130,7 @@ fn write_output(p: &std::path::Path, bytes: &[u8], mode: u32, share: bool) -> Re
             std::fs::OpenOptions::new().write(true).open(&via).with_context(|| format!("opening {}", p.display()))?;
         return std::io::Write::write_all(&mut f, bytes).with_context(|| format!("writing {}", p.display()));
     }
-    collector::outdir::write_atomic(p, bytes, mode).with_context(|| format!("writing {}", p.display()))
+    collector::outdir::write_atomic_as(p, bytes, mode, share).with_context(|| format!("writing {}", p.display()))
 }
 
 pub fn run(a: &ExportArgs) -> Result<()> {
