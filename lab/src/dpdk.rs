@@ -20,12 +20,21 @@
 //! are read from the kernel (PACKET_STATISTICS on a duplicate of the PMD's socket).
 
 use crate::error::{bail, Context};
-use crate::netns::{cpu_count, start_time, Lab, Sink, DISCARD_MAC};
+use crate::process::{same_process, start_time};
 use crate::{Error, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// Where l3fwd runs: the lab's name, state directory and forwarding namespace (the lab
+/// gives them; this module knows nothing else of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    pub name: String,
+    pub state_dir: PathBuf,
+    pub fwd_ns: String,
+}
 
 /// The poll-mode driver l3fwd opens the lab's veths with.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -359,30 +368,25 @@ fn build(examples: &Path, dir: &Path, version: &str) -> Result<()> {
 }
 
 /// The DPDK file prefix of a lab's l3fwd, and its runtime directory.
-pub fn file_prefix(lab: &Lab) -> String {
-    format!("fwdscope-lab-{}", lab.name)
+pub fn file_prefix(site: &Site) -> String {
+    format!("fwdscope-lab-{}", site.name)
 }
 
-pub fn runtime_dir(lab: &Lab) -> PathBuf {
-    Path::new("/var/run/dpdk").join(file_prefix(lab))
-}
-
-/// The lcore l3fwd polls on: `cpu`, or this machine's last CPU.
-fn lcore(cpu: Option<usize>) -> usize {
-    cpu.unwrap_or_else(|| cpu_count().saturating_sub(1))
+pub fn runtime_dir(site: &Site) -> PathBuf {
+    Path::new("/var/run/dpdk").join(file_prefix(site))
 }
 
 /// l3fwd's command line on the lab (without `ip netns exec`).
-pub fn command(lab: &Lab, bin: &Path, o: &DpdkOptions, cpu: Option<usize>, next_hop: &str) -> Vec<String> {
-    let n = &lab.name;
-    let c = lcore(cpu);
+pub fn command(site: &Site, bin: &Path, o: &DpdkOptions, lcore: usize, next_hop: &str) -> Vec<String> {
+    let n = &site.name;
+    let c = lcore;
     let mut v = vec![bin.display().to_string(), "-l".into(), c.to_string()];
     if !o.hugepages {
         v.extend(["--no-huge", "-m", "512"].map(String::from));
     } else {
         v.push("--huge-unlink".into());
     }
-    v.extend(["--no-pci", "--file-prefix", &file_prefix(lab)].map(String::from));
+    v.extend(["--no-pci", "--file-prefix", &file_prefix(site)].map(String::from));
     for (port, ifname) in [(0, "f0"), (1, "f1")] {
         v.push("--vdev".into());
         v.push(match o.pmd() {
@@ -392,7 +396,7 @@ pub fn command(lab: &Lab, bin: &Path, o: &DpdkOptions, cpu: Option<usize>, next_
             Pmd::AfXdp => format!("net_af_xdp{port},iface={n}-{ifname},start_queue=0,queue_count=1"),
         });
     }
-    let state = lab.state_dir();
+    let state = &site.state_dir;
     v.extend(
         [
             "--",
@@ -412,8 +416,8 @@ pub fn command(lab: &Lab, bin: &Path, o: &DpdkOptions, cpu: Option<usize>, next_
     v
 }
 
-fn write_state(lab: &Lab, file: &str, text: &str) -> Result<()> {
-    let p = lab.state_dir().join(file);
+fn write_state(site: &Site, file: &str, text: &str) -> Result<()> {
+    let p = site.state_dir.join(file);
     std::fs::write(&p, text).map_err(|e| Error::Io { path: p, source: e })
 }
 
@@ -437,36 +441,34 @@ fn free_hugepages() -> u64 {
 }
 
 /// Prepare l3fwd for the lab (build or find it, write its rule files and command) and,
-/// unless `no_start`, start it detached and wait until it polls. Returns its PID (none with
-/// `no_start`) and a line saying what runs.
+/// unless `no_start`, start it detached, polling on CPU `lcore` and sending to `next_hop`
+/// (a MAC), and wait until it polls. Returns its PID (none with `no_start`) and a line
+/// saying what runs.
 pub fn start(
-    lab: &Lab,
+    site: &Site,
     o: &DpdkOptions,
     routes: &[(u32, u8)],
-    cpu: Option<usize>,
+    lcore: usize,
+    next_hop: &str,
     no_start: bool,
 ) -> Result<(Option<i32>, String)> {
     let (bin, how) = l3fwd()?;
     if o.hugepages && free_hugepages() == 0 {
         bail!("--hugepages: no free hugepages (HugePages_Free is 0 in /proc/meminfo); reserve some first, e.g. echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
     }
-    write_state(lab, "l3fwd-v4.cfg", &rules_v4(routes))?;
-    write_state(lab, "l3fwd-v6.cfg", RULES_V6)?;
-    write_state(lab, "pmd", o.pmd().name())?;
-    let next_hop = match lab.sink() {
-        Sink::Ip => lab.mac("sink", "k0")?,
-        Sink::Discard => DISCARD_MAC.to_string(),
-    };
-    let args = command(lab, &bin, o, cpu, &next_hop);
-    let mut full: Vec<String> = ["ip", "netns", "exec", &lab.ns("fwd")].map(String::from).to_vec();
+    write_state(site, "l3fwd-v4.cfg", &rules_v4(routes))?;
+    write_state(site, "l3fwd-v6.cfg", RULES_V6)?;
+    write_state(site, "pmd", o.pmd().name())?;
+    let args = command(site, &bin, o, lcore, next_hop);
+    let mut full: Vec<String> = ["ip", "netns", "exec", &site.fwd_ns].map(String::from).to_vec();
     full.extend(args.iter().cloned());
-    write_state(lab, "l3fwd.cmd", &(full.join(" ") + "\n"))?;
-    let said = format!("l3fwd: {how}, {} PMD, lcore {}", o.pmd().name(), lcore(cpu));
+    write_state(site, "l3fwd.cmd", &(full.join(" ") + "\n"))?;
+    let said = format!("l3fwd: {how}, {} PMD, lcore {lcore}", o.pmd().name());
     if no_start {
-        write_state(lab, "no-start", "")?;
+        write_state(site, "no-start", "")?;
         return Ok((None, said));
     }
-    let log_path = lab.state_dir().join("l3fwd.log");
+    let log_path = site.state_dir.join("l3fwd.log");
     let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
     let mut child = Command::new(&full[0])
         .args(&full[1..])
@@ -478,7 +480,7 @@ pub fn start(
     let pid = child.id() as i32;
     // `ip netns exec` execs l3fwd in this very process: PID and start time name it.
     let started = start_time(pid).map_or(String::new(), |t| format!(" {t}"));
-    write_state(lab, "l3fwd.pid", &format!("{pid}{started}"))?;
+    write_state(site, "l3fwd.pid", &format!("{pid}{started}"))?;
     let t0 = std::time::Instant::now();
     loop {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -494,7 +496,7 @@ pub fn start(
             }
             let how = exited.map_or("did not reach its main loop within 60 s".to_string(), |s| format!("exited ({s})"));
             let tail = compare::runner::log_tail(&log_path, 8);
-            let pmd = pmd_failure(&text, lab, o.pmd()).map_or(String::new(), |p| format!("{p}; "));
+            let pmd = pmd_failure(&text, site, o.pmd()).map_or(String::new(), |p| format!("{p}; "));
             bail!("l3fwd {how}: {pmd}the end of its log ({}):\n{tail}", log_path.display());
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -504,9 +506,9 @@ pub fn start(
 /// The PMD's complaint about one of the lab's interfaces in l3fwd's log, with the
 /// interface named: the failing line names the device (`net_af_packet0` is NAME-f0) or the
 /// interface, or the device that failed to initialise does, or l3fwd's cause (`port=N`).
-pub fn pmd_failure(log: &str, lab: &Lab, pmd: Pmd) -> Option<String> {
+pub fn pmd_failure(log: &str, site: &Site, pmd: Pmd) -> Option<String> {
     let driver = pmd.name();
-    let iface = |i: usize| format!("{}-f{i}", lab.name);
+    let iface = |i: usize| format!("{}-f{i}", site.name);
     let dev = |i: usize| format!("net_{driver}{i}");
     if log.contains("failed to parse device") {
         return Some(format!(
@@ -539,8 +541,8 @@ pub fn pmd_failure(log: &str, lab: &Lab, pmd: Pmd) -> Option<String> {
 }
 
 /// `l3fwd.pid`: the recorded PID and start time.
-fn recorded(lab: &Lab) -> Option<(i32, Option<u64>)> {
-    let text = std::fs::read_to_string(lab.state_dir().join("l3fwd.pid")).ok()?;
+fn recorded(site: &Site) -> Option<(i32, Option<u64>)> {
+    let text = std::fs::read_to_string(site.state_dir.join("l3fwd.pid")).ok()?;
     let mut it = text.split_whitespace();
     let pid: i32 = it.next()?.parse().ok().filter(|&p: &i32| p > 0)?;
     Some((pid, it.next().and_then(|t| t.parse().ok())))
@@ -549,7 +551,7 @@ fn recorded(lab: &Lab) -> Option<(i32, Option<u64>)> {
 /// Whether the recorded process still runs l3fwd: alive, not a zombie, the same start time,
 /// this user's, and its program an l3fwd.
 fn l3fwd_runs(pid: i32, started: Option<u64>) -> bool {
-    if !fwd_abi::segment::process_runs(pid as u32) || !crate::netns::same_process(pid, started) {
+    if !fwd_abi::segment::process_runs(pid as u32) || !same_process(pid, started) {
         return false;
     }
     std::fs::read_link(format!("/proc/{pid}/exe"))
@@ -558,24 +560,24 @@ fn l3fwd_runs(pid: i32, started: Option<u64>) -> bool {
 }
 
 /// The lab's l3fwd, if it runs.
-pub fn pid(lab: &Lab) -> Option<i32> {
-    recorded(lab).filter(|&(p, t)| l3fwd_runs(p, t)).map(|(p, _)| p)
+pub fn pid(site: &Site) -> Option<i32> {
+    recorded(site).filter(|&(p, t)| l3fwd_runs(p, t)).map(|(p, _)| p)
 }
 
 /// When the lab started an l3fwd that no longer runs: a message saying so.
-pub fn dead(lab: &Lab) -> Option<String> {
-    if lab.state_dir().join("no-start").exists() {
+pub fn dead(site: &Site) -> Option<String> {
+    if site.state_dir.join("no-start").exists() {
         return None;
     }
-    let (p, t) = recorded(lab)?;
+    let (p, t) = recorded(site)?;
     if l3fwd_runs(p, t) {
         return None;
     }
-    let tail = compare::runner::log_tail(&lab.state_dir().join("l3fwd.log"), 3);
+    let tail = compare::runner::log_tail(&site.state_dir.join("l3fwd.log"), 3);
     Some(format!(
         "the lab's l3fwd (pid {p}) is dead{}; `fwdscope lab up --name {} --mode dpdk` starts it again",
         if tail.is_empty() { String::new() } else { format!(" (its log ends: {tail})") },
-        lab.name
+        site.name
     ))
 }
 
@@ -594,8 +596,8 @@ fn exited(pid: i32) -> bool {
 }
 
 /// Stop the lab's l3fwd (SIGTERM, then SIGKILL) and remove its DPDK runtime directory.
-pub fn stop(lab: &Lab) {
-    if let Some(pid) = pid(lab) {
+pub fn stop(site: &Site) {
+    if let Some(pid) = pid(site) {
         for (i, sig) in [(100, libc::SIGTERM), (40, libc::SIGKILL)] {
             // SAFETY: signalling the lab's own l3fwd (checked by PID, start time, owner).
             unsafe { libc::kill(pid, sig) };
@@ -615,7 +617,7 @@ pub fn stop(lab: &Lab) {
         }
     }
     // /var/run/dpdk is root's; the prefix is the lab's own. Never follow a link there.
-    let dir = runtime_dir(lab);
+    let dir = runtime_dir(site);
     if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -633,8 +635,8 @@ pub struct PortStats {
 }
 
 /// Ask the lab's l3fwd's telemetry socket `cmd`; the value of its answer.
-pub fn telemetry(lab: &Lab, cmd: &str) -> Result<serde_json::Value> {
-    let path = runtime_dir(lab).join("dpdk_telemetry.v2");
+pub fn telemetry(site: &Site, cmd: &str) -> Result<serde_json::Value> {
+    let path = runtime_dir(site).join("dpdk_telemetry.v2");
     let what = || format!("DPDK telemetry {}", path.display());
     // SAFETY: socket(2); the descriptor is owned below.
     let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
@@ -695,8 +697,8 @@ pub fn telemetry(lab: &Lab, cmd: &str) -> Result<serde_json::Value> {
 }
 
 /// Port `port`'s counters from the lab's l3fwd.
-pub fn port_stats(lab: &Lab, port: u16) -> Result<PortStats> {
-    let v = telemetry(lab, &format!("/ethdev/stats,{port}"))?;
+pub fn port_stats(site: &Site, port: u16) -> Result<PortStats> {
+    let v = telemetry(site, &format!("/ethdev/stats,{port}"))?;
     let g = |k: &str| v[k].as_u64().with_context(|| format!("no `{k}` in l3fwd's /ethdev/stats,{port}"));
     Ok(PortStats {
         ipackets: g("ipackets")?,
@@ -710,8 +712,8 @@ pub fn port_stats(lab: &Lab, port: u16) -> Result<PortStats> {
 
 /// Packets l3fwd freed because a tx burst fell short, by port (fwdscope's telemetry
 /// command in the l3fwd it builds; None from another l3fwd).
-pub fn tx_dropped(lab: &Lab) -> Option<Vec<u64>> {
-    let v = telemetry(lab, "/fwdscope/tx_dropped").ok()?;
+pub fn tx_dropped(site: &Site) -> Option<Vec<u64>> {
+    let v = telemetry(site, "/fwdscope/tx_dropped").ok()?;
     v.as_array()?.iter().map(serde_json::Value::as_u64).collect()
 }
 
@@ -719,14 +721,14 @@ pub fn tx_dropped(lab: &Lab) -> Option<Vec<u64>> {
 /// since l3fwd started. DPDK 22.11's af_packet PMD does not count them; the kernel does
 /// (PACKET_STATISTICS, which resets as it is read: the PMD never reads it). Each read is
 /// added to the lab's `ring-drops` file, under a lock. None where it cannot be read.
-pub fn ring_drops(lab: &Lab, ifname: &str) -> Option<u64> {
-    let pid = pid(lab)?;
+pub fn ring_drops(site: &Site, ifname: &str) -> Option<u64> {
+    let pid = pid(site)?;
     let index: u32 = std::fs::read_to_string(format!("/proc/{pid}/root/sys/class/net/{ifname}/ifindex"))
         .ok()
         .and_then(|t| t.trim().parse().ok())
         .or_else(|| {
-            let json = crate::netns::ip(&["-n", &lab.ns("fwd"), "-j", "link", "show", ifname]).ok()?;
-            let v: serde_json::Value = serde_json::from_str(&json).ok()?;
+            let out = Command::new("ip").args(["-n", &site.fwd_ns, "-j", "link", "show", ifname]).output().ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
             v[0]["ifindex"].as_u64().map(|i| i as u32)
         })?;
     // The process's packet sockets bound to that interface (/proc/PID/net/packet: inode,
@@ -740,7 +742,7 @@ pub fn ring_drops(lab: &Lab, ifname: &str) -> Option<u64> {
             (f.get(4)?.parse::<u32>().ok()? == index).then(|| f.get(8)?.parse().ok())?
         })
         .collect();
-    let path = lab.state_dir().join("ring-drops");
+    let path = site.state_dir.join("ring-drops");
     let lock = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).ok()?;
     // SAFETY: flock on a file we hold open.
     unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
@@ -792,16 +794,16 @@ pub fn ring_drops(lab: &Lab, ifname: &str) -> Option<u64> {
 }
 
 /// `lab status`'s lines for a dpdk lab.
-pub fn status(lab: &Lab) -> String {
-    let pmd = std::fs::read_to_string(lab.state_dir().join("pmd")).unwrap_or_default();
+pub fn status(site: &Site) -> String {
+    let pmd = std::fs::read_to_string(site.state_dir.join("pmd")).unwrap_or_default();
     let mut s = format!("PMD {}\n", pmd.trim());
-    let Some(p) = pid(lab) else {
-        return s + &match dead(lab) {
+    let Some(p) = pid(site) else {
+        return s + &match dead(site) {
             Some(d) => format!("l3fwd: DEAD: {d}\n"),
             None => "l3fwd: not running\n".into(),
         };
     };
-    match (port_stats(lab, 0), port_stats(lab, 1)) {
+    match (port_stats(site, 0), port_stats(site, 1)) {
         (Ok(a), Ok(b)) => {
             s.push_str(&format!(
                 "l3fwd pid {p}: port 0 ({n}-f0) rx {} missed {} errors {} no-mbuf {}; port 1 ({n}-f1) tx {} errors {}",
@@ -811,17 +813,17 @@ pub fn status(lab: &Lab) -> String {
                 a.rx_nombuf,
                 b.opackets,
                 b.oerrors,
-                n = lab.name
+                n = site.name
             ));
-            if let Some(d) = tx_dropped(lab) {
+            if let Some(d) = tx_dropped(site) {
                 s.push_str(&format!(" tx-dropped {}", d.get(1).copied().unwrap_or(0)));
             }
             if pmd.trim() == "af_packet" {
-                if let Some(r) = ring_drops(lab, &format!("{}-f0", lab.name)) {
-                    s.push_str(&format!("; {}-f0 rx ring full (kernel) {r}", lab.name));
+                if let Some(r) = ring_drops(site, &format!("{}-f0", site.name)) {
+                    s.push_str(&format!("; {}-f0 rx ring full (kernel) {r}", site.name));
                 }
             }
-            s.push_str(&format!(" (telemetry {})\n", runtime_dir(lab).join("dpdk_telemetry.v2").display()));
+            s.push_str(&format!(" (telemetry {})\n", runtime_dir(site).join("dpdk_telemetry.v2").display()));
         }
         (Err(e), _) | (_, Err(e)) => s.push_str(&format!("l3fwd pid {p}: no port counters ({e})\n")),
     }
@@ -831,6 +833,14 @@ pub fn status(lab: &Lab) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn site(name: &str) -> Site {
+        Site {
+            name: name.into(),
+            state_dir: PathBuf::from("/run/fwdscope-lab").join(name),
+            fwd_ns: format!("{name}-fwd"),
+        }
+    }
 
     #[test]
     fn rule_file_lines_are_l3fwd_lpm_routes_to_port_1() {
@@ -873,34 +883,34 @@ mod tests {
 
     #[test]
     fn the_command_names_the_lab_pmd_prefix_and_memory() {
-        let lab = Lab::new("d1").unwrap();
+        let site = site("d1");
         let o = DpdkOptions { pmd: Some(Pmd::AfXdp), hugepages: false };
-        let c = command(&lab, Path::new("/x/dpdk-l3fwd"), &o, Some(1), "02:00:00:00:00:09").join(" ");
+        let c = command(&site, Path::new("/x/dpdk-l3fwd"), &o, 1, "02:00:00:00:00:09").join(" ");
         assert!(c.starts_with("/x/dpdk-l3fwd -l 1 --no-huge -m 512 --no-pci --file-prefix fwdscope-lab-d1 "), "{c}");
         assert!(
             c.contains("--vdev net_af_xdp0,iface=d1-f0,start_queue=0,queue_count=1 --vdev net_af_xdp1,iface=d1-f1,")
         );
         assert!(c.contains("--config=(0,0,1),(1,0,1)") && c.ends_with("--eth-dest=1,02:00:00:00:00:09"), "{c}");
         let h = DpdkOptions { pmd: None, hugepages: true };
-        let c = command(&lab, Path::new("l3"), &h, Some(0), "m").join(" ");
+        let c = command(&site, Path::new("l3"), &h, 0, "m").join(" ");
         assert!(!c.contains("--no-huge") && c.contains("--huge-unlink") && c.contains("net_af_packet0,iface=d1-f0"));
     }
 
     #[test]
     fn a_pmd_that_cannot_open_its_interface_is_named() {
-        let lab = Lab::new("d2").unwrap();
+        let site = site("d2");
         // Real logs of DPDK 22.11's l3fwd: af_packet on a missing interface (port 0), and
         // af_xdp on a queue another AF_XDP socket holds (port 0, named by l3fwd's cause).
         let log = "EAL: Selected IOVA mode 'VA'\nrte_pmd_init_internals(): net_af_packet0: ioctl failed \
                    (SIOCGIFINDEX):No such device\nvdev_probe(): failed to initialize net_af_packet0 device\n\
                    EAL: Bus (vdev) probe failed.\n";
-        let m = pmd_failure(log, &lab, Pmd::AfPacket).unwrap();
+        let m = pmd_failure(log, &site, Pmd::AfPacket).unwrap();
         assert!(m.starts_with("the af_packet PMD could not open d2-f0: rte_pmd_init_internals()"), "{m}");
         let log = "Initializing rx queues on lcore 0 ... rxq=0,0,0 xsk_configure(): Failed to create xsk socket.\n\
                    eth_rx_queue_setup(): Failed to configure xdp socket\nEAL: Error - exiting with code: 1\n  \
                    Cause: rte_eth_rx_queue_setup: err=-22, port=1\n";
-        let m = pmd_failure(log, &lab, Pmd::AfXdp).unwrap();
+        let m = pmd_failure(log, &site, Pmd::AfXdp).unwrap();
         assert!(m.starts_with("the af_xdp PMD could not open d2-f1: ") && m.contains("xsk socket"), "{m}");
-        assert_eq!(pmd_failure("EAL: Detected CPU lcores: 2\nL3FWD: entering main loop\n", &lab, Pmd::AfXdp), None);
+        assert_eq!(pmd_failure("EAL: Detected CPU lcores: 2\nL3FWD: entering main loop\n", &site, Pmd::AfXdp), None);
     }
 }

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod dpdk;
 mod error;
 pub mod netns;
+mod process;
 pub mod sender;
 
 pub use error::{Error, Result};

@@ -33,6 +33,8 @@
 //! lives in /run/fwdscope-lab/NAME/.
 
 use crate::error::{bail, Context};
+use crate::process::same_process;
+pub use crate::process::start_time;
 use crate::{Error, Result};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -74,7 +76,8 @@ pub struct UpOptions {
     /// [default: none; it runs on the CPU that sent the frame].
     #[arg(long)]
     pub rps_cpu: Option<usize>,
-    /// fwdscope mode: run the forwarder on this CPU only [default: any CPU].
+    /// fwdscope mode: run the forwarder on this CPU only [default: any CPU]. dpdk mode:
+    /// l3fwd's one lcore [default: the last CPU].
     #[arg(long)]
     pub forwarder_cpu: Option<usize>,
     /// fwdscope mode: flags for the forwarder (after `--`), e.g. `--cache nocache`.
@@ -274,33 +277,6 @@ fn forwarder_runs(pid: i32, started: Option<u64>) -> bool {
         .unwrap_or(true)
 }
 
-/// A process's start time: clock ticks after boot (/proc/PID/stat, field 22). With the PID
-/// it names one process while the machine runs: a PID is reused (pid_max is 32768 on many
-/// machines), the pair is not.
-pub fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's closing parenthesis: field 3 (state) onwards.
-    let rest = stat.get(stat.rfind(')')? + 1..)?;
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Whether `pid` is the process the lab recorded: the same start time when one was
-/// recorded, and owned by this user (a state file from before start times were recorded
-/// is trusted only for this user's own processes, so `lab down` never signals another
-/// user's process that reused the PID).
-pub(crate) fn same_process(pid: i32, started: Option<u64>) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(format!("/proc/{pid}")) else { return false };
-    // SAFETY: geteuid has no preconditions.
-    if meta.uid() != unsafe { libc::geteuid() } {
-        return false;
-    }
-    match started {
-        Some(t) => start_time(pid) == Some(t),
-        None => true,
-    }
-}
-
 /// The lab's destination range: routes must stay inside it.
 pub const DEST: (u32, u8) = (0xC613_0000, 16); // 198.19.0.0/16
 
@@ -394,6 +370,11 @@ impl Lab {
         let list = ip(&["netns", "list"])?;
         let names: Vec<&str> = list.lines().filter_map(|l| l.split_whitespace().next()).collect();
         Ok(self.namespaces().into_iter().filter(|n| names.contains(&n.as_str())).collect())
+    }
+
+    /// Where dpdk mode's l3fwd runs (the `dpdk` module's view of the lab).
+    pub fn dpdk(&self) -> crate::dpdk::Site {
+        crate::dpdk::Site { name: self.name.clone(), state_dir: self.state_dir(), fwd_ns: self.ns("fwd") }
     }
 
     /// The lab's state directory.
@@ -490,7 +471,7 @@ impl Lab {
     /// its log, for a message that says it is dead.
     pub fn dead_forwarder(&self) -> Option<String> {
         if self.mode() == Some(Mode::Dpdk) {
-            return crate::dpdk::dead(self);
+            return crate::dpdk::dead(&self.dpdk());
         }
         if self.mode() != Some(Mode::Fwdscope) || self.state_dir().join("no-start").exists() {
             return None;
@@ -533,7 +514,7 @@ impl Lab {
     pub fn down(&self) -> Result<usize> {
         self.stop_forwarder();
         // dpdk mode: l3fwd, and its runtime directory (also of a lab whose state is gone).
-        crate::dpdk::stop(self);
+        crate::dpdk::stop(&self.dpdk());
         // A forwarder killed with SIGKILL leaves libxdp's program attached: detach it (the
         // namespace's deletion below would release it too, with the interface).
         let _ = ip(&["-n", &self.ns("fwd"), "link", "set", "dev", &format!("{}-f0", self.name), "xdp", "off"]);
@@ -563,7 +544,8 @@ impl Lab {
         if mode == Mode::Fwdscope && !self.state_dir().join("no-start").exists() && self.forwarder_pid().is_none() {
             return Ok(false);
         }
-        if mode == Mode::Dpdk && !self.state_dir().join("no-start").exists() && crate::dpdk::pid(self).is_none() {
+        if mode == Mode::Dpdk && !self.state_dir().join("no-start").exists() && crate::dpdk::pid(&self.dpdk()).is_none()
+        {
             return Ok(false);
         }
         for (ns, ifname) in [("snd", "s0"), ("fwd", "f0"), ("fwd", "f1"), ("sink", "k0")] {
@@ -576,7 +558,7 @@ impl Lab {
     }
 
     /// The MAC address of `ifname` in namespace `ns`.
-    pub(crate) fn mac(&self, ns: &str, ifname: &str) -> Result<String> {
+    fn mac(&self, ns: &str, ifname: &str) -> Result<String> {
         let json = ip(&["-n", &self.ns(ns), "-j", "link", "show", &format!("{}-{ifname}", self.name)])?;
         let v: serde_json::Value = serde_json::from_str(&json).context("parsing `ip -j link`")?;
         v[0]["address"].as_str().map(str::to_string).context("no MAC address in `ip -j link`")
@@ -902,7 +884,7 @@ impl Lab {
                 }
             }
             if mode == Mode::Dpdk {
-                s.push_str(&crate::dpdk::status(self));
+                s.push_str(&crate::dpdk::status(&self.dpdk()));
             }
         }
         for (file, what) in [("ingress", "input"), ("rps", "receive steered (RPS) to CPU")] {
@@ -1014,7 +996,12 @@ pub fn up(a: &UpOptions) -> Result<String> {
             (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some),
             (Mode::Fwdscope, true) => lab.write_state("no-start", "").map(|_| None),
             (Mode::Dpdk, no_start) => {
-                crate::dpdk::start(&lab, &a.dpdk, &routes, a.forwarder_cpu, no_start).map(|(p, said)| {
+                let lcore = a.forwarder_cpu.unwrap_or(cpu_count().saturating_sub(1));
+                let next_hop = match a.sink {
+                    Sink::Ip => lab.mac("sink", "k0")?,
+                    Sink::Discard => DISCARD_MAC.to_string(),
+                };
+                crate::dpdk::start(&lab.dpdk(), &a.dpdk, &routes, lcore, &next_hop, no_start).map(|(p, said)| {
                     l3fwd_said = Some(said);
                     p
                 })
