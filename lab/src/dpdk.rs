@@ -64,8 +64,8 @@ pub struct DpdkOptions {
     #[arg(long, value_enum)]
     pub pmd: Option<Pmd>,
     /// dpdk mode: back DPDK's memory with hugepages reserved beforehand (e.g.
-    /// `echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages`) instead of
-    /// `--no-huge -m 512` [default: no hugepages].
+    /// `echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages`, and hugetlbfs
+    /// mounted) instead of `--no-huge -m 512` [default: no hugepages].
     #[arg(long)]
     pub hugepages: bool,
 }
@@ -146,6 +146,24 @@ pub const PATCHES: &[Patch] = &[
                   \t\t\"Packets l3fwd freed because a tx burst fell short, by port\");\n\
                   \t/* init EAL */\n\tret = rte_eal_init(argc, argv);\n",
         why: "register the telemetry command /fwdscope/tx_dropped",
+    },
+    // l3fwd's printf output is block-buffered when it goes to a file, so the lab's
+    // l3fwd.log would show rte_exit's cause before the lines that led to it, and the end of
+    // the log, which a failed start reports, would not say why.
+    Patch {
+        file: "main.c",
+        find: "\t/* init EAL */\n\tret = rte_eal_init(argc, argv);\n",
+        replace: "\tsetvbuf(stdout, NULL, _IOLBF, 0); /* fwdscope: the log in order */\n\
+                  \t/* init EAL */\n\tret = rte_eal_init(argc, argv);\n",
+        why: "line-buffer stdout, so l3fwd's log is in order when it goes to a file",
+    },
+    // l3fwd's IPv4 LPM table holds 1024 rules; the lab has up to 65536 routes, all inside
+    // 198.19.0.0/16, so the 256 tbl8 groups it has (one per /24 with longer prefixes) do.
+    Patch {
+        file: "l3fwd_lpm.c",
+        find: "#define IPV4_L3FWD_LPM_MAX_RULES         1024\n",
+        replace: "#define IPV4_L3FWD_LPM_MAX_RULES         65536 /* fwdscope: the lab's route count */\n",
+        why: "hold up to 65536 IPv4 rules (the lab's largest route set) instead of 1024",
     },
     Patch {
         file: "main.c",
@@ -427,7 +445,8 @@ pub fn memory_note(o: &DpdkOptions) -> String {
         "DPDK memory: hugepages (reserved ones, unlinked once mapped)".into()
     } else {
         "DPDK memory: no hugepages (--no-huge -m 512: 512 MiB of ordinary memory); where hugepages are reserved \
-         (echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages), `lab up --mode dpdk --hugepages` uses them"
+         (echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages) and hugetlbfs is mounted \
+         (mount -t hugetlbfs nodev /dev/hugepages), `lab up --mode dpdk --hugepages` uses them"
             .into()
     }
 }
@@ -454,7 +473,14 @@ pub fn start(
 ) -> Result<(Option<i32>, String)> {
     let (bin, how) = l3fwd()?;
     if o.hugepages && free_hugepages() == 0 {
-        bail!("--hugepages: no free hugepages (HugePages_Free is 0 in /proc/meminfo); reserve some first, e.g. echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+        bail!(
+            "--hugepages: no free hugepages (HugePages_Free is 0 in /proc/meminfo); reserve some first, e.g. \
+             echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+        );
+    }
+    let hugetlbfs = std::fs::read_to_string("/proc/mounts").is_ok_and(|m| m.lines().any(|l| l.contains(" hugetlbfs ")));
+    if o.hugepages && !hugetlbfs {
+        bail!("--hugepages: no hugetlbfs is mounted for DPDK to map them from; mount one, e.g. mount -t hugetlbfs nodev /dev/hugepages");
     }
     write_state(site, "l3fwd-v4.cfg", &rules_v4(routes))?;
     write_state(site, "l3fwd-v6.cfg", RULES_V6)?;
