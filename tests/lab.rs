@@ -1102,6 +1102,18 @@ fn dpdk_failures_are_named_and_a_killed_lab_up_leaves_nothing_after_down() {
     } else {
         assert!(!o.status.success() && err.contains("install libdpdk-dev"), "{err}");
     }
+
+    // --no-start: l3fwd prepared (rule files, command) but not run; the command is printed.
+    let o =
+        fwdscope(&["lab", "up", "--name", &name, "--routes", "20", "--mode", "dpdk", "--pmd", "af_xdp", "--no-start"]);
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{said}{}", String::from_utf8_lossy(&o.stderr));
+    let run = said.lines().find_map(|l| l.strip_prefix("run l3fwd with: ")).unwrap_or_else(|| panic!("{said}"));
+    assert!(run.starts_with(&format!("ip netns exec {name}-fwd ")), "{run}");
+    assert!(run.contains(&format!("--file-prefix fwdscope-lab-{name} ")) && run.contains("net_af_xdp0"), "{run}");
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    assert!(status.contains(&format!("lab {name}: up")) && status.contains("l3fwd: not running"), "{status}");
+    assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
 }
 
 fn on_path_here(name: &str) -> bool {
