@@ -378,7 +378,7 @@ fn build(examples: &Path, dir: &Path, version: &str) -> Result<()> {
     );
     std::fs::write(&log_path, &log).with_context(|| format!("writing {}", log_path.display()))?;
     if !out.status.success() {
-        let tail = compare::runner::log_tail(&log_path, 8);
+        let tail = collector::files::log_tail(&log_path, 8);
         bail!("building l3fwd failed ({}); the end of {}:\n{tail}", out.status, log_path.display());
     }
     std::fs::rename(&tmp, dir.join("dpdk-l3fwd")).with_context(|| format!("installing {}", tmp.display()))?;
@@ -521,7 +521,7 @@ pub fn start(
                 let _ = child.wait();
             }
             let how = exited.map_or("did not reach its main loop within 60 s".to_string(), |s| format!("exited ({s})"));
-            let tail = compare::runner::log_tail(&log_path, 8);
+            let tail = collector::files::log_tail(&log_path, 8);
             let pmd = pmd_failure(&text, site, o.pmd()).map_or(String::new(), |p| format!("{p}; "));
             bail!("l3fwd {how}: {pmd}the end of its log ({}):\n{tail}", log_path.display());
         }
@@ -599,7 +599,7 @@ pub fn dead(site: &Site) -> Option<String> {
     if l3fwd_runs(p, t) {
         return None;
     }
-    let tail = compare::runner::log_tail(&site.state_dir.join("l3fwd.log"), 3);
+    let tail = collector::files::log_tail(&site.state_dir.join("l3fwd.log"), 3);
     Some(format!(
         "the lab's l3fwd (pid {p}) is dead{}; `fwdscope lab up --name {} --mode dpdk` starts it again",
         if tail.is_empty() { String::new() } else { format!(" (its log ends: {tail})") },
