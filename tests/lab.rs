@@ -938,3 +938,184 @@ fn an_interrupted_bench_leaves_no_lab_behind() {
         println!("note: interrupted before the fwdscope setups started a forwarder");
     }
 }
+
+/// Where DPDK's l3fwd can neither be found nor built here, the reason (it names the
+/// package to install), printed; the test then skips.
+fn l3fwd_usable() -> bool {
+    match lab::dpdk::l3fwd() {
+        Ok(_) => true,
+        Err(e) => {
+            println!("SKIP: {e}");
+            false
+        }
+    }
+}
+
+/// A link's counters in namespace `ns`: (rx packets, rx dropped, tx dropped).
+fn link_counts(ns: &str, ifname: &str) -> (u64, u64, u64) {
+    let out = Command::new("ip").args(["-n", ns, "-s", "-j", "link", "show", ifname]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j -s link");
+    let st = &v[0]["stats64"];
+    let n = |d: &str, k: &str| st[d][k].as_u64().unwrap_or_else(|| panic!("no {d} {k} for {ifname}: {v}"));
+    (n("rx", "packets"), n("rx", "dropped"), n("tx", "dropped"))
+}
+
+/// `lab up --mode dpdk --pmd PMD`, 200k frames sent, and every one accounted for: it
+/// reached l3fwd's port 0 or was counted dropped before it (the PMD's own counters, the
+/// kernel's count of frames that found the af_packet rx ring full, the veth's rx drops where
+/// XDP could not hand a frame to the AF_XDP socket); each l3fwd received was sent on port 1
+/// or counted (tx errors, fwdscope's count of what l3fwd freed); each sent on arrived at the
+/// sink or was counted dropped by a veth. `lab down` then leaves no l3fwd and no DPDK
+/// runtime directory.
+fn dpdk_accounts_for_every_frame(pmd: &str) {
+    let Some((name, _guard)) = lab_for_test(if pmd == "af_packet" { 'd' } else { 'y' }) else { return };
+    let (fwd, sink) = (format!("{name}-fwd"), format!("{name}-sink"));
+    let (f0, f1, k0) = (format!("{name}-f0"), format!("{name}-f1"), format!("{name}-k0"));
+    // Over l3fwd's own limit of 1024 IPv4 rules, which fwdscope's build raises.
+    let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "2000", "--mode", "dpdk", "--pmd", pmd]);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("DPDK l3fwd pid") && said.contains(&format!("{pmd} PMD")), "{said}");
+    assert!(said.contains("no hugepages") && said.contains("--hugepages"), "{said}");
+    let rules = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/l3fwd-v4.cfg")).unwrap();
+    assert_eq!(rules.lines().filter(|l| l.starts_with('R') && l.ends_with(" 1")).count(), 2000, "{rules}");
+    let lab = lab::Lab::new(&name).unwrap().dpdk();
+    let l3fwd = lab::dpdk::pid(&lab).expect("l3fwd runs");
+
+    let sent = send(&name, &["--count", "200000", "--rate", "50k", "--flows", "4096"]);
+    assert_eq!(sent, 200_000);
+    let ring = || if pmd == "af_packet" { lab::dpdk::ring_drops(&lab, &f0).expect("PACKET_STATISTICS") } else { 0 };
+    let before_l3fwd = || {
+        let p0 = lab::dpdk::port_stats(&lab, 0).unwrap();
+        p0.ipackets + p0.imissed + p0.ierrors + p0.rx_nombuf + ring() + link_counts(&fwd, &f0).1
+    };
+    // Until l3fwd has drained what it was sent, then a little longer for its output.
+    common::wait_until(20, || before_l3fwd() >= sent);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (p0, p1) = (lab::dpdk::port_stats(&lab, 0).unwrap(), lab::dpdk::port_stats(&lab, 1).unwrap());
+    let freed = lab::dpdk::tx_dropped(&lab).expect("fwdscope's l3fwd publishes its tx drops")[1];
+    let ring_full = ring();
+    let (_, f0_dropped, _) = link_counts(&fwd, &f0);
+    let (_, _, f1_dropped) = link_counts(&fwd, &f1);
+    let (_, k0_dropped, _) = link_counts(&sink, &k0);
+    let received = ip_counter(&sink, "InReceives");
+    println!(
+        "dpdk {pmd}: sent {sent}; port 0 rx {} missed {} errors {} no-mbuf {}, ring full {ring_full}, {f0} rx dropped \
+         {f0_dropped}; port 1 tx {} errors {}, freed by l3fwd {freed}; {f1} tx dropped {f1_dropped}, {k0} rx dropped \
+         {k0_dropped}; sink {received}",
+        p0.ipackets, p0.imissed, p0.ierrors, p0.rx_nombuf, p1.opackets, p1.oerrors
+    );
+    assert_eq!(
+        p0.ipackets + p0.imissed + p0.ierrors + p0.rx_nombuf + ring_full + f0_dropped,
+        sent,
+        "every frame reached l3fwd or was counted dropped before it"
+    );
+    assert_eq!(p1.opackets + p1.oerrors + freed, p0.ipackets, "every frame l3fwd received was sent on or counted");
+    assert_eq!(received + f1_dropped + k0_dropped, p1.opackets, "every frame sent on arrived or was counted");
+    assert!(received >= 1000, "l3fwd forwarded: {received} of {sent} arrived");
+    assert_eq!(ip_counter(&fwd, "InReceives"), 0, "the forwarding namespace's IP stack saw none of them");
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    assert!(status.contains("mode dpdk") && status.contains(&format!("l3fwd pid {l3fwd}: port 0")), "{status}");
+    assert!(status.contains(&format!("port 1 ({f1}) tx {}", p1.opackets)), "{status}");
+
+    assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
+    assert!(!common::running(l3fwd as u32), "lab down left l3fwd {l3fwd} running");
+    assert!(!std::path::Path::new(&format!("/var/run/dpdk/fwdscope-lab-{name}")).exists(), "DPDK runtime dir left");
+}
+
+#[test]
+fn dpdk_af_packet_accounts_for_every_frame_and_down_leaves_nothing() {
+    if l3fwd_usable() {
+        dpdk_accounts_for_every_frame("af_packet");
+    }
+}
+
+#[test]
+fn dpdk_af_xdp_accounts_for_every_frame_and_down_leaves_nothing() {
+    if l3fwd_usable() && afxdp_usable() {
+        dpdk_accounts_for_every_frame("af_xdp");
+    }
+}
+
+/// `lab down` after the `fwdscope lab up` that started l3fwd was killed with SIGKILL
+/// leaves no l3fwd and no DPDK runtime directory; an l3fwd that fails at start is reported
+/// at once with its exit status and the end of its log, and the lab is cleaned up; without
+/// DPDK's development files the mode names the package to install.
+#[test]
+fn dpdk_failures_are_named_and_a_killed_lab_up_leaves_nothing_after_down() {
+    if !l3fwd_usable() {
+        return;
+    }
+    let Some((name, _guard)) = lab_for_test('k') else { return };
+    let runtime = format!("/var/run/dpdk/fwdscope-lab-{name}");
+    let pidfile = format!("/run/fwdscope-lab/{name}/l3fwd.pid");
+    let mut up = Command::new(env!("CARGO_BIN_EXE_fwdscope"))
+        .args(["lab", "up", "--name", &name, "--routes", "20", "--mode", "dpdk", "--pmd", "af_packet"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(120, || std::path::Path::new(&pidfile).exists()), "l3fwd was never started");
+    // SAFETY: killing our own child, as a crash would.
+    assert_eq!(unsafe { libc::kill(up.id() as i32, libc::SIGKILL) }, 0);
+    up.wait().unwrap();
+    let l3fwd: i32 = std::fs::read_to_string(&pidfile).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    // l3fwd outlives the killed fwdscope and makes its runtime directory.
+    assert!(common::wait_until(30, || std::path::Path::new(&runtime).exists()), "{runtime} never appeared");
+    assert!(common::running(l3fwd as u32), "l3fwd {l3fwd} died with fwdscope");
+    let down = fwdscope(&["lab", "down", "--name", &name]);
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    assert!(!common::running(l3fwd as u32), "lab down left l3fwd {l3fwd} running");
+    assert!(!std::path::Path::new(&runtime).exists(), "lab down left {runtime}");
+
+    // An l3fwd that fails at start (a dpdk-l3fwd on PATH that exits at once).
+    let dir = common::tmpdir("fake-l3fwd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("dpdk-l3fwd");
+    std::fs::write(&fake, "#!/bin/sh\necho 'EAL: probe failed for the test' >&2\nexit 3\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
+    let o = common::fwdscope()
+        .args(["lab", "up", "--name", &name, "--routes", "20", "--mode", "dpdk"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a failing l3fwd was reported up");
+    assert!(err.contains("l3fwd exited (exit status: 3)") && err.contains("EAL: probe failed for the test"), "{err}");
+    assert!(err.contains("cleaned up"), "{err}");
+    let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
+    assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}-"))), "namespaces left: {ns}");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // No libdpdk.pc for pkg-config (as without libdpdk-dev): the package is named.
+    let o = common::fwdscope()
+        .args(["lab", "up", "--name", &name, "--routes", "20", "--mode", "dpdk"])
+        .env("PKG_CONFIG_LIBDIR", "/nonexistent")
+        .env("PKG_CONFIG_PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if on_path_here("dpdk-l3fwd") {
+        println!("NOTE: a dpdk-l3fwd is on PATH: the missing-package message is not checked");
+    } else {
+        assert!(!o.status.success() && err.contains("install libdpdk-dev"), "{err}");
+    }
+
+    // --no-start: l3fwd prepared (rule files, command) but not run; the command is printed.
+    let o =
+        fwdscope(&["lab", "up", "--name", &name, "--routes", "20", "--mode", "dpdk", "--pmd", "af_xdp", "--no-start"]);
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{said}{}", String::from_utf8_lossy(&o.stderr));
+    let run = said.lines().find_map(|l| l.strip_prefix("run l3fwd with: ")).unwrap_or_else(|| panic!("{said}"));
+    assert!(run.starts_with(&format!("ip netns exec {name}-fwd ")), "{run}");
+    assert!(run.contains(&format!("--file-prefix fwdscope-lab-{name} ")) && run.contains("net_af_xdp0"), "{run}");
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    assert!(status.contains(&format!("lab {name}: up")) && status.contains("l3fwd: not running"), "{status}");
+    assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
+}
+
+fn on_path_here(name: &str) -> bool {
+    std::env::var("PATH").unwrap_or_default().split(':').any(|d| std::path::Path::new(d).join(name).is_file())
+}

@@ -1,7 +1,8 @@
 //! Stage rules as data: which symbols belong to which stage (lookup, gc, slab, driver, ip,
 //! idle, nic), loaded from TOML. Built in: the bundled forwarder's published map
-//! (`fwd_abi::STAGE_MAP_TOML`) and the Linux kernel's forwarding path
-//! (`rules/linux-forwarding.toml`). Users add their own with `--stages FILE`; rules are
+//! (`fwd_abi::STAGE_MAP_TOML`), the Linux kernel's forwarding path
+//! (`rules/linux-forwarding.toml`) and DPDK forwarders such as l3fwd
+//! (`rules/dpdk-forwarding.toml`, tried after the kernel's). Users add their own with `--stages FILE`; rules are
 //! tried in order and the first match wins; a symbol no rule matches is `other`.
 //!
 //! ```toml
@@ -80,6 +81,9 @@ pub fn stage_rank(stage: &str) -> usize {
 
 /// The Linux kernel's forwarding path rules.
 pub const LINUX_RULES_TOML: &str = include_str!("../rules/linux-forwarding.toml");
+
+/// DPDK forwarders' rules (l3fwd, the PMDs, mbufs and mempools), tried after the kernel's.
+pub const DPDK_RULES_TOML: &str = include_str!("../rules/dpdk-forwarding.toml");
 
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -324,9 +328,14 @@ impl Rules {
         Self::parse(LINUX_RULES_TOML, "analyzer/rules/linux-forwarding.toml").unwrap_or_default()
     }
 
-    /// Built-in rules for everything: the forwarder's, then the kernel's.
+    /// DPDK forwarders' rules.
+    pub fn dpdk() -> Rules {
+        Self::parse(DPDK_RULES_TOML, "analyzer/rules/dpdk-forwarding.toml").unwrap_or_default()
+    }
+
+    /// Built-in rules for everything: the forwarder's, then the kernel's, then DPDK's.
     pub fn builtin() -> Rules {
-        Self::linux().prepend(Self::forwarder())
+        Self::dpdk().prepend(Self::linux().prepend(Self::forwarder()))
     }
 
     /// The built-in rules with a user's rules file (`--stages FILE`) tried first.
@@ -456,6 +465,8 @@ mod tests {
     fn builtin_rule_files_parse() {
         assert!(Rules::parse(fwd_abi::STAGE_MAP_TOML, "fwd").unwrap().rules.len() >= 6);
         assert!(Rules::parse(LINUX_RULES_TOML, "linux").unwrap().rules.len() >= 6);
+        let dpdk = Rules::parse(DPDK_RULES_TOML, "dpdk").unwrap();
+        assert!(dpdk.rules.len() == 4 && dpdk.warnings.is_empty(), "{:?}", dpdk.warnings);
     }
 
     #[test]
@@ -475,6 +486,53 @@ mod tests {
         ] {
             assert_eq!(r.stage_of(sym), stage, "{sym}");
         }
+    }
+
+    /// Names from a real l3fwd (DPDK 22.11, built by the lab with -O3 -g) and a `perf
+    /// record -g -p` of it forwarding in the lab through each PMD: its own symbols (`nm`),
+    /// functions inlined into its loop (addr2line -i at the sampled addresses), the
+    /// stripped PMDs by file, and the kernel side of each PMD's socket.
+    #[test]
+    fn dpdk_l3fwd_symbols_map_to_their_stage() {
+        let r = Rules::builtin();
+        for (sym, dso, stage) in [
+            // inlined into lpm_main_loop: the LPM lookup, the burst calls, header work
+            ("rte_lpm_lookupx4", "dpdk-l3fwd", "lookup"),
+            ("rte_lpm_lookup", "dpdk-l3fwd", "lookup"),
+            ("processx4_step2", "dpdk-l3fwd", "lookup"),
+            ("rte_eth_rx_burst", "dpdk-l3fwd", "driver"),
+            ("send_packetsx4", "dpdk-l3fwd", "driver"),
+            ("rte_rdtsc", "dpdk-l3fwd", "driver"),
+            ("rfc1812_process", "dpdk-l3fwd", "ip"),
+            // l3fwd's own symbols
+            ("lpm_cb_parse_ptype", "dpdk-l3fwd", "ip"),
+            ("processx4_step3", "dpdk-l3fwd", "ip"),
+            ("rte_pktmbuf_free_bulk", "librte_mbuf.so.23.0", "slab"),
+            ("rte_mempool_cache_free", "librte_mempool.so.23.0", "slab"),
+            ("0x0000000000001a40", "librte_mempool_ring.so.23.0", "slab"),
+            // the stripped PMDs, by file; ethdev's glue
+            ("0x0000000000003a31", "librte_net_af_packet.so.23.0", "driver"),
+            ("0x0000000000004eba", "librte_net_af_xdp.so.23.0", "driver"),
+            ("rte_eth_call_rx_callbacks", "librte_ethdev.so.23.0", "driver"),
+            // the kernel side of the sockets: AF_PACKET by the Linux rules, AF_XDP here
+            ("packet_sendmsg", "[kernel.kallsyms]", "driver"),
+            ("tpacket_destruct_skb", "[kernel.kallsyms]", "driver"),
+            ("xsk_recvmsg", "[kernel.kallsyms]", "driver"),
+            ("__xsk_generic_xmit", "[kernel.kallsyms]", "driver"),
+            ("xsk_destruct_skb", "[kernel.kallsyms]", "driver"),
+        ] {
+            assert_eq!(r.rule_stage_in(sym, Some(dso)), Some(stage), "{sym} in {dso}");
+        }
+        // The loop functions everything is inlined into have no rule of their own, so a
+        // sample there goes to the inlined function at its address; what is left goes by
+        // the thread's name.
+        for sym in ["lpm_main_loop", "lpm_main_loop.cold", "l3fwd_lpm_process_packets"] {
+            assert_eq!(r.rule_stage_in(sym, Some("dpdk-l3fwd")), None, "{sym}");
+        }
+        assert_eq!(r.process_stage("dpdk-l3fwd"), Some("driver"));
+        // Socket system calls stay unstaged (charged by callchain or thread), as in the
+        // Linux rules.
+        assert_eq!(r.rule_stage_in("__sys_recvfrom", Some("[kernel.kallsyms]")), None);
     }
 
     #[test]
@@ -554,7 +612,7 @@ mod tests {
             assert_eq!(looks_like_regex(p), re, "{p}");
         }
         let b = Rules::builtin_with(None).unwrap();
-        assert_eq!(b.sources.len(), 2);
+        assert_eq!(b.sources.len(), 3);
         assert_eq!(b.sources.iter().map(|s| s.1).sum::<usize>(), b.rules.len());
         assert!(b.warnings.is_empty(), "built-in rules warn: {:?}", b.warnings);
         // An empty file and a misspelled table name load no rule: refused, not silently empty.

@@ -3,11 +3,14 @@
 //! 198.18.0.0/15, the sink owning the range) and forwards between them with the kernel or
 //! the bundled forwarder over AF_PACKET; [`sender`] transmits the bundled traffic
 //! generator's frames from the sender namespace; [`bench`] measures the kernel against the
-//! forwarder on the same lab.
+//! forwarder on the same lab; [`dpdk`] runs DPDK's l3fwd as the lab's forwarder (`--mode
+//! dpdk`), built from the distribution's example source at first use.
 
 pub mod bench;
+pub mod dpdk;
 mod error;
 pub mod netns;
+mod process;
 pub mod sender;
 
 pub use error::{Error, Result};

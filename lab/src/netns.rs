@@ -33,6 +33,8 @@
 //! lives in /run/fwdscope-lab/NAME/.
 
 use crate::error::{bail, Context};
+use crate::process::same_process;
+pub use crate::process::start_time;
 use crate::{Error, Result};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -74,7 +76,8 @@ pub struct UpOptions {
     /// [default: none; it runs on the CPU that sent the frame].
     #[arg(long)]
     pub rps_cpu: Option<usize>,
-    /// fwdscope mode: run the forwarder on this CPU only [default: any CPU].
+    /// fwdscope mode: run the forwarder on this CPU only [default: any CPU]. dpdk mode:
+    /// l3fwd's one lcore [default: the last CPU].
     #[arg(long)]
     pub forwarder_cpu: Option<usize>,
     /// fwdscope mode: flags for the forwarder (after `--`), e.g. `--cache nocache`.
@@ -92,6 +95,9 @@ pub struct UpOptions {
     /// flows spread over them by fwdscope's XDP program.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub queues: Option<u16>,
+    /// dpdk mode's flags (`--pmd`, `--hugepages`).
+    #[command(flatten)]
+    pub dpdk: crate::dpdk::DpdkOptions,
 }
 
 /// The bundled forwarder's packet I/O in the lab.
@@ -154,6 +160,9 @@ pub enum Mode {
     Kernel,
     /// The bundled forwarder over AF_PACKET.
     Fwdscope,
+    /// DPDK's l3fwd (built from the distribution's example at first use) through the
+    /// af_packet or af_xdp PMD (`--pmd`); see the `dpdk` module.
+    Dpdk,
 }
 
 /// What the lab's sink does with what arrives.
@@ -198,6 +207,7 @@ impl Mode {
         match self {
             Mode::Kernel => "kernel",
             Mode::Fwdscope => "fwdscope",
+            Mode::Dpdk => "dpdk",
         }
     }
 }
@@ -265,33 +275,6 @@ fn forwarder_runs(pid: i32, started: Option<u64>) -> bool {
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .map(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("fwdscope")))
         .unwrap_or(true)
-}
-
-/// A process's start time: clock ticks after boot (/proc/PID/stat, field 22). With the PID
-/// it names one process while the machine runs: a PID is reused (pid_max is 32768 on many
-/// machines), the pair is not.
-pub fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's closing parenthesis: field 3 (state) onwards.
-    let rest = stat.get(stat.rfind(')')? + 1..)?;
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Whether `pid` is the process the lab recorded: the same start time when one was
-/// recorded, and owned by this user (a state file from before start times were recorded
-/// is trusted only for this user's own processes, so `lab down` never signals another
-/// user's process that reused the PID).
-fn same_process(pid: i32, started: Option<u64>) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(format!("/proc/{pid}")) else { return false };
-    // SAFETY: geteuid has no preconditions.
-    if meta.uid() != unsafe { libc::geteuid() } {
-        return false;
-    }
-    match started {
-        Some(t) => start_time(pid) == Some(t),
-        None => true,
-    }
 }
 
 /// The lab's destination range: routes must stay inside it.
@@ -389,6 +372,11 @@ impl Lab {
         Ok(self.namespaces().into_iter().filter(|n| names.contains(&n.as_str())).collect())
     }
 
+    /// Where dpdk mode's l3fwd runs (the `dpdk` module's view of the lab).
+    pub fn dpdk(&self) -> crate::dpdk::Site {
+        crate::dpdk::Site { name: self.name.clone(), state_dir: self.state_dir(), fwd_ns: self.ns("fwd") }
+    }
+
     /// The lab's state directory.
     pub fn state_dir(&self) -> std::path::PathBuf {
         std::path::PathBuf::from("/run/fwdscope-lab").join(&self.name)
@@ -412,6 +400,7 @@ impl Lab {
         match std::fs::read_to_string(self.state_dir().join("mode")).ok()?.trim() {
             "kernel" => Some(Mode::Kernel),
             "fwdscope" => Some(Mode::Fwdscope),
+            "dpdk" => Some(Mode::Dpdk),
             _ => None,
         }
     }
@@ -481,6 +470,9 @@ impl Lab {
     /// When the lab started a forwarder that no longer runs: its PID and the last lines of
     /// its log, for a message that says it is dead.
     pub fn dead_forwarder(&self) -> Option<String> {
+        if self.mode() == Some(Mode::Dpdk) {
+            return crate::dpdk::dead(&self.dpdk());
+        }
         if self.mode() != Some(Mode::Fwdscope) || self.state_dir().join("no-start").exists() {
             return None;
         }
@@ -521,6 +513,8 @@ impl Lab {
     /// Delete every namespace of the lab that exists; returns how many.
     pub fn down(&self) -> Result<usize> {
         self.stop_forwarder();
+        // dpdk mode: l3fwd, and its runtime directory (also of a lab whose state is gone).
+        crate::dpdk::stop(&self.dpdk());
         // A forwarder killed with SIGKILL leaves libxdp's program attached: detach it (the
         // namespace's deletion below would release it too, with the interface).
         let _ = ip(&["-n", &self.ns("fwd"), "link", "set", "dev", &format!("{}-f0", self.name), "xdp", "off"]);
@@ -548,6 +542,10 @@ impl Lab {
             return Ok(false);
         }
         if mode == Mode::Fwdscope && !self.state_dir().join("no-start").exists() && self.forwarder_pid().is_none() {
+            return Ok(false);
+        }
+        if mode == Mode::Dpdk && !self.state_dir().join("no-start").exists() && crate::dpdk::pid(&self.dpdk()).is_none()
+        {
             return Ok(false);
         }
         for (ns, ifname) in [("snd", "s0"), ("fwd", "f0"), ("fwd", "f1"), ("sink", "k0")] {
@@ -639,7 +637,7 @@ impl Lab {
         if let Some(cpu) = opts.rps_cpu {
             self.steer_input(cpu)?;
         }
-        if mode == Mode::Fwdscope {
+        if matches!(mode, Mode::Fwdscope | Mode::Dpdk) {
             let note = self.drop_at_ingress()?;
             self.write_state("ingress", &note)?;
         }
@@ -885,6 +883,9 @@ impl Lab {
                     },
                 }
             }
+            if mode == Mode::Dpdk {
+                s.push_str(&crate::dpdk::status(&self.dpdk()));
+            }
         }
         for (file, what) in [("ingress", "input"), ("rps", "receive steered (RPS) to CPU")] {
             if let Ok(t) = std::fs::read_to_string(self.state_dir().join(file)) {
@@ -961,6 +962,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
         "forwarder_flags": a.forwarder_flags,
         "no_start": a.no_start,
         "queues": a.queues,
+        "dpdk": (a.mode == Mode::Dpdk).then(|| (a.dpdk.pmd().name(), a.dpdk.hugepages)),
     })
     .to_string();
     if lab.complete()? {
@@ -988,10 +990,22 @@ pub fn up(a: &UpOptions) -> Result<String> {
         None => 1,
     };
     let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu, queues };
+    let mut l3fwd_said = None;
     let started = lab.up(&routes, a.mode, &opts).and_then(|_| lab.set_driver(a.mode, driver)).and_then(|_| {
         match (a.mode, a.no_start) {
             (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some),
             (Mode::Fwdscope, true) => lab.write_state("no-start", "").map(|_| None),
+            (Mode::Dpdk, no_start) => {
+                let lcore = a.forwarder_cpu.unwrap_or(cpu_count().saturating_sub(1));
+                let next_hop = match a.sink {
+                    Sink::Ip => lab.mac("sink", "k0")?,
+                    Sink::Discard => DISCARD_MAC.to_string(),
+                };
+                crate::dpdk::start(&lab.dpdk(), &a.dpdk, &routes, lcore, &next_hop, no_start).map(|(p, said)| {
+                    l3fwd_said = Some(said);
+                    p
+                })
+            }
             _ => Ok(None),
         }
     });
@@ -1010,6 +1024,8 @@ pub fn up(a: &UpOptions) -> Result<String> {
         (Mode::Kernel, _) => "kernel forwarding".to_string(),
         (Mode::Fwdscope, Some(p)) => format!("fwdscope forwarder pid {p}, {driver_why}"),
         (Mode::Fwdscope, None) => format!("fwdscope mode, forwarder not started, {driver_why}"),
+        (Mode::Dpdk, Some(p)) => format!("DPDK l3fwd pid {p}, {} PMD", a.dpdk.pmd().name()),
+        (Mode::Dpdk, None) => format!("dpdk mode, l3fwd not started, {} PMD", a.dpdk.pmd().name()),
     };
     said.push_str(&format!(
         "lab {}: up: {} (198.18.0.1) -> {} (198.18.0.2 | 198.18.0.5, {who}, {} routes) -> {} (owns 198.18.0.0/15)\n",
@@ -1024,6 +1040,13 @@ pub fn up(a: &UpOptions) -> Result<String> {
             "run the forwarder with: {}\n",
             lab.forwarder_command(&a.forwarder, &a.forwarder_flags).join(" ")
         ));
+    }
+    if let Some(l) = l3fwd_said {
+        said.push_str(&format!("{l}\n{}\n", crate::dpdk::memory_note(&a.dpdk)));
+        if pid.is_none() {
+            let cmd = std::fs::read_to_string(lab.state_dir().join("l3fwd.cmd")).unwrap_or_default();
+            said.push_str(&format!("run l3fwd with: {cmd}"));
+        }
     }
     Ok(said)
 }
