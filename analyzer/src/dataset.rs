@@ -575,12 +575,17 @@ impl Dataset {
         use polars::prelude::*;
         for run in &self.runs {
             let file = run.dir.join(STACKS_FILE);
-            let (fh, _) = collector::files::open(&file, collector::files::Kind::Part)?;
+            let bytes = collector::files::read(&file, collector::files::Kind::Part)?;
+            collector::recording::part_check::check_part(&bytes)
+                .map_err(|e| err(&file, format!("corrupt stack table: {e}")))?;
             let cols = ["thread", "stage", "symbol", "attributed_by", "dso", "samples", "period"];
-            let df = ParquetReader::new(fh)
-                .with_columns(Some(cols.iter().map(|c| c.to_string()).collect()))
-                .finish()
-                .map_err(|e| err(&file, format!("unreadable stack table: {e}")))?;
+            let df = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                ParquetReader::new(std::io::Cursor::new(bytes))
+                    .with_columns(Some(cols.iter().map(|c| c.to_string()).collect()))
+                    .finish()
+            }))
+            .map_err(|_| err(&file, "malformed Parquet: the reader failed on its metadata"))?
+            .map_err(|e| err(&file, format!("unreadable stack table: {e}")))?;
             let text = |name: &str| -> Result<Vec<String>> {
                 let c = df.column(name).map_err(|e| err(&file, e.to_string()))?;
                 let s = c.str().map_err(|e| err(&file, format!("column {name}: {e}")))?;

@@ -321,9 +321,16 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
 pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
     use polars::prelude::*;
     let path = dir.join("results.parquet");
-    let (f, _) = collector::files::open(&path, collector::files::Kind::Part)?;
+    let bytes = collector::files::read(&path, collector::files::Kind::Part)?;
     let bad = |what: &str| Error::Results { path: path.clone(), msg: what.to_string() };
-    let df = ParquetReader::new(f).finish().map_err(|e| bad(&e.to_string()))?;
+    // The counts polars would trust are checked first (a padded footer hid millions of
+    // rows that took gigabytes to decode).
+    collector::recording::part_check::check_part(&bytes).map_err(|e| bad(&format!("corrupt: {e}")))?;
+    let df = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ParquetReader::new(std::io::Cursor::new(bytes)).finish()
+    }))
+    .map_err(|_| bad("malformed Parquet: the reader failed on its metadata"))?
+    .map_err(|e| bad(&e.to_string()))?;
     let col = |n: &str| df.column(n).map_err(|_| bad(&format!("no column `{n}`")));
     let settings: Vec<String> = col("setting")?
         .str()

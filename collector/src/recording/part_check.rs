@@ -32,7 +32,7 @@ const MAGIC: &[u8; 4] = b"PAR1";
 /// Parse the footer with the bounded Thrift reader, whose list lengths are capped by an
 /// allocation budget (polars' own footer decoder trusts list lengths, and a corrupt one made
 /// it reserve 131 GB).
-fn footer(bytes: &[u8]) -> std::result::Result<FileMetaData, String> {
+fn footer(bytes: &[u8]) -> std::result::Result<(FileMetaData, u64), String> {
     let len = bytes.len();
     if len < 12 || &bytes[..4] != MAGIC || &bytes[len - 4..] != MAGIC {
         return Err(format!("not a Parquet file ({len} bytes; expected PAR1 at both ends)"));
@@ -48,19 +48,25 @@ fn footer(bytes: &[u8]) -> std::result::Result<FileMetaData, String> {
     // field): 16 per footer byte admits every real footer, and no list longer than the
     // footer could hold.
     let mut prot = TCompactInputProtocol::new(&bytes[at..len - 8], flen.saturating_mul(16).saturating_add(4096));
-    FileMetaData::read_from_in_protocol(&mut prot).map_err(|e| format!("footer at offset {at}: {e}"))
+    let meta = FileMetaData::read_from_in_protocol(&mut prot).map_err(|e| format!("footer at offset {at}: {e}"))?;
+    // The column data lies between the leading magic and the footer.
+    Ok((meta, at.saturating_sub(4) as u64))
 }
 
 /// Check `bytes` (a whole part file); the error says which row group, column and page
 /// failed and at which file offset.
 pub fn check_part(bytes: &[u8]) -> std::result::Result<(), String> {
-    let meta = footer(bytes)?;
+    let (meta, data) = footer(bytes)?;
     let len = bytes.len() as u64;
-    let limit = len.saturating_mul(MAX_VALUES_PER_BYTE).saturating_add(1024);
+    // Counted against the column data alone: a footer padded with metadata adds bytes to
+    // the file, not room for values (a 59 MB file of padding claimed 100M rows).
+    let limit = data.saturating_mul(MAX_VALUES_PER_BYTE).saturating_add(1024);
     let count = |what: &str, n: i64| -> std::result::Result<u64, String> {
         let n = u64::try_from(n).map_err(|_| format!("{what}: negative count {n}"))?;
         if n > limit {
-            return Err(format!("{what} claims {n} values; a file of {len} bytes holds at most {limit}"));
+            return Err(format!(
+                "{what} claims {n} values; a file of {len} bytes with {data} bytes of column data holds at most {limit}"
+            ));
         }
         Ok(n)
     };
@@ -198,6 +204,33 @@ mod tests {
             }
         }
         assert!(refused > 0);
+    }
+
+    /// A hostile finding: a part of millions of rows of one repeated value (a few kB of
+    /// column data) with its footer padded by megabytes of metadata, so that rows per byte
+    /// of *file* looked plausible; decoded, it took gigabytes.
+    #[test]
+    fn refuses_a_footer_padded_to_hide_a_decompression_bomb() {
+        use polars_parquet_format::thrift::protocol::TCompactOutputProtocol;
+        let rows = 2_000_000usize;
+        let mut df = df!("time" => vec![7u64; rows]).expect("frame");
+        let mut bytes = Vec::new();
+        ParquetWriter::new(&mut bytes).finish(&mut df).expect("write");
+        let e = check_part(&bytes).expect_err("unpadded: already refused");
+        assert!(e.contains("claims 2000000 values"), "{e}");
+        // Pad the footer: the same metadata plus 4 MB of key-value padding.
+        let (mut meta, data) = footer(&bytes).expect("footer");
+        meta.key_value_metadata =
+            Some(vec![polars_parquet_format::KeyValue { key: "pad".into(), value: Some("x".repeat(4 << 20)) }]);
+        let mut foot = Vec::new();
+        meta.write_to_out_protocol(&mut TCompactOutputProtocol::new(&mut foot)).expect("encode");
+        let mut padded = bytes[..4 + data as usize].to_vec();
+        padded.extend_from_slice(&foot);
+        padded.extend_from_slice(&(foot.len() as u32).to_le_bytes());
+        padded.extend_from_slice(b"PAR1");
+        assert!(padded.len() as u64 * MAX_VALUES_PER_BYTE > rows as u64, "the padding makes the file large enough");
+        let e = check_part(&padded).expect_err("padded bomb accepted");
+        assert!(e.contains("bytes of column data"), "{e}");
     }
 
     /// A fuzz finding: a page header claiming ~2^58 values made polars reserve 2^61 bytes
