@@ -131,6 +131,7 @@ fn bench_up(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[S
         forwarder: a.forwarder.clone(),
         driver: Some(if setup == Setup::FwdscopeXdp { LabDriver::Afxdp } else { LabDriver::Afpacket }),
         queues: None,
+        xdp_mode: Default::default(),
     };
     lab.down()?;
     up(&o)?;

@@ -3,12 +3,16 @@
 //! 198.18.0.0/15, the sink owning the range) and forwards between them with the kernel or
 //! the bundled forwarder over AF_PACKET; [`sender`] transmits the bundled traffic
 //! generator's frames from the sender namespace; [`bench`] measures the kernel against the
-//! forwarder on the same lab.
+//! forwarder on the same lab; [`xdp`] and [`xdp_forwarder`] are fwdscope's XDP forwarder
+//! (`lab up --mode xdp`): the program's loader and the process that holds it and publishes
+//! its counters.
 
 pub mod bench;
 mod error;
 pub mod netns;
 pub mod sender;
+pub mod xdp;
+pub mod xdp_forwarder;
 
 pub use error::{Error, Result};
 pub use netns::{Lab, Mode, Sink};

@@ -17,7 +17,10 @@
 //!   namespace on NAME-f0 -> NAME-f1 over the same routes, with `--driver afxdp` (the
 //!   default where libxdp and AF_XDP work; with N workers every veth gets N queues, one
 //!   per worker) or `--driver afpacket` (started detached, or with `no_start` the command is
-//!   printed, to run under `top`/`record`).
+//!   printed, to run under `top`/`record`);
+//! - `xdp`: fwdscope's XDP forwarder (bpf_fib_lookup over the kernel's FIB, as in kernel
+//!   mode, with forwarding on) attached to NAME-f0 by a `fwdscope lab xdp-forward` process
+//!   that publishes its counters (see [`crate::xdp_forwarder`]).
 //!
 //! Neighbours are static (nud permanent) both ways, so frames built by the sender and by
 //! the forwarder carry the right MACs from the first packet. IPv6 is off in the namespaces.
@@ -33,6 +36,7 @@
 //! lives in /run/fwdscope-lab/NAME/.
 
 use crate::error::{bail, Context};
+use crate::xdp_forwarder::XdpAttach;
 use crate::{Error, Result};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -64,7 +68,7 @@ pub struct UpOptions {
     /// Who forwards in the forwarding namespace.
     #[arg(long, value_enum, default_value_t = Mode::Kernel)]
     pub mode: Mode,
-    /// fwdscope mode: do not start the forwarder; print its command instead.
+    /// fwdscope and xdp modes: do not start the forwarder; print its command instead.
     #[arg(long)]
     pub no_start: bool,
     /// What the sink does with what arrives.
@@ -74,13 +78,17 @@ pub struct UpOptions {
     /// [default: none; it runs on the CPU that sent the frame].
     #[arg(long)]
     pub rps_cpu: Option<usize>,
-    /// fwdscope mode: run the forwarder on this CPU only [default: any CPU].
+    /// fwdscope and xdp modes: run the forwarder (xdp: the process publishing the XDP
+    /// forwarder's counters) on this CPU only [default: any CPU].
     #[arg(long)]
     pub forwarder_cpu: Option<usize>,
     /// fwdscope mode: flags for the forwarder (after `--`), e.g. `--cache nocache`.
     #[arg(last = true)]
     pub forwarder_flags: Vec<String>,
-    /// fwdscope mode: the forwarder program (not a flag: the caller's choice).
+    /// xdp mode: how the XDP forwarder attaches to NAME-f0.
+    #[arg(long, value_enum, default_value_t = XdpAttach::Auto)]
+    pub xdp_mode: XdpAttach,
+    /// fwdscope and xdp modes: the fwdscope program (not a flag: the caller's choice).
     #[arg(skip)]
     pub forwarder: ForwarderProgram,
     /// fwdscope mode: the forwarder's packet I/O [default: afxdp where libxdp and AF_XDP
@@ -154,6 +162,8 @@ pub enum Mode {
     Kernel,
     /// The bundled forwarder over AF_PACKET.
     Fwdscope,
+    /// fwdscope's XDP forwarder (bpf_fib_lookup over the kernel's FIB, devmap redirect).
+    Xdp,
 }
 
 /// What the lab's sink does with what arrives.
@@ -194,10 +204,17 @@ pub struct LabOptions {
 }
 
 impl Mode {
+    /// Whether the forwarding namespace's FIB holds the lab's routes, with forwarding on
+    /// (the kernel forwards, or the XDP forwarder's bpf_fib_lookup looks them up).
+    pub fn kernel_fib(self) -> bool {
+        matches!(self, Mode::Kernel | Mode::Xdp)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Mode::Kernel => "kernel",
             Mode::Fwdscope => "fwdscope",
+            Mode::Xdp => "xdp",
         }
     }
 }
@@ -412,6 +429,7 @@ impl Lab {
         match std::fs::read_to_string(self.state_dir().join("mode")).ok()?.trim() {
             "kernel" => Some(Mode::Kernel),
             "fwdscope" => Some(Mode::Fwdscope),
+            "xdp" => Some(Mode::Xdp),
             _ => None,
         }
     }
@@ -481,7 +499,7 @@ impl Lab {
     /// When the lab started a forwarder that no longer runs: its PID and the last lines of
     /// its log, for a message that says it is dead.
     pub fn dead_forwarder(&self) -> Option<String> {
-        if self.mode() != Some(Mode::Fwdscope) || self.state_dir().join("no-start").exists() {
+        if !matches!(self.mode(), Some(Mode::Fwdscope | Mode::Xdp)) || self.state_dir().join("no-start").exists() {
             return None;
         }
         let (pid, started) = self.recorded_forwarder()?;
@@ -524,6 +542,8 @@ impl Lab {
         // A forwarder killed with SIGKILL leaves libxdp's program attached: detach it (the
         // namespace's deletion below would release it too, with the interface).
         let _ = ip(&["-n", &self.ns("fwd"), "link", "set", "dev", &format!("{}-f0", self.name), "xdp", "off"]);
+        // The XDP forwarder's pass program on the egress veth's peer (xdp mode), likewise.
+        let _ = ip(&["-n", &self.ns("sink"), "link", "set", "dev", &format!("{}-k0", self.name), "xdp", "off"]);
         let _ = std::fs::remove_dir_all(self.state_dir());
         let _ = std::fs::remove_file(self.segment_path());
         let existing = self.existing()?;
@@ -543,11 +563,11 @@ impl Lab {
             .args(["netns", "exec", &self.ns("fwd"), "sysctl", "-n", "net.ipv4.ip_forward"])
             .output()
             .context("running `ip netns exec ... sysctl`")?;
-        let want = if mode == Mode::Kernel { "1" } else { "0" };
+        let want = if mode.kernel_fib() { "1" } else { "0" };
         if String::from_utf8_lossy(&out.stdout).trim() != want {
             return Ok(false);
         }
-        if mode == Mode::Fwdscope && !self.state_dir().join("no-start").exists() && self.forwarder_pid().is_none() {
+        if mode != Mode::Kernel && !self.state_dir().join("no-start").exists() && self.forwarder_pid().is_none() {
             return Ok(false);
         }
         for (ns, ifname) in [("snd", "s0"), ("fwd", "f0"), ("fwd", "f1"), ("sink", "k0")] {
@@ -616,7 +636,7 @@ impl Lab {
         };
         ip_batch(&snd, &format!("neigh replace 198.18.0.2 lladdr {f0} dev {n}-s0 nud permanent\n"))?;
         ip_batch(&fwd, &format!("neigh replace 198.18.0.6 lladdr {k0} dev {n}-f1 nud permanent\n"))?;
-        sysctl(&fwd, &[&format!("net.ipv4.ip_forward={}", u8::from(mode == Mode::Kernel))])?;
+        sysctl(&fwd, &[&format!("net.ipv4.ip_forward={}", u8::from(mode.kernel_fib()))])?;
         let dir = self.state_dir();
         // Root's own: 0700, whatever the umask (it holds the forwarder's stats segment).
         std::fs::DirBuilder::new()
@@ -630,7 +650,7 @@ impl Lab {
         }
         let table = routes_text(routes);
         std::fs::write(dir.join("routes.txt"), &table).with_context(|| format!("writing {}", dir.display()))?;
-        if mode == Mode::Kernel {
+        if mode.kernel_fib() {
             let batch: String = table.lines().map(|l| format!("route replace {l}\n")).collect();
             ip_batch(&fwd, &batch)?;
         }
@@ -639,7 +659,7 @@ impl Lab {
         if let Some(cpu) = opts.rps_cpu {
             self.steer_input(cpu)?;
         }
-        if mode == Mode::Fwdscope {
+        if mode != Mode::Kernel {
             let note = self.drop_at_ingress()?;
             self.write_state("ingress", &note)?;
         }
@@ -699,6 +719,17 @@ impl Lab {
                 ),
             )?;
         }
+        if mode == Mode::Xdp {
+            let nft = std::fs::read_to_string(self.state_dir().join("ingress")).unwrap_or_default().contains("(nft)");
+            self.write_state(
+                "ingress",
+                &if nft {
+                    format!("frames forwarded by the XDP program at {}-f0; those it passes to the stack are dropped at ingress (nft), so only it forwards", self.name)
+                } else {
+                    format!("frames forwarded by the XDP program at {}-f0; those it passes go to the namespace's IP stack, which forwards them too (nft not installed)", self.name)
+                },
+            )?;
+        }
         Ok(())
     }
 
@@ -750,7 +781,13 @@ impl Lab {
     /// Start the lab's forwarder detached (output in the state directory's forwarder.log)
     /// and wait until its stats segment says it runs.
     pub fn start_forwarder(&self, fwd: &ForwarderProgram, extra: &[String], cpu: Option<usize>) -> Result<i32> {
-        let cmd = self.forwarder_command(fwd, extra);
+        self.spawn_forwarder(&self.forwarder_command(fwd, extra), cpu)
+    }
+
+    /// Start `cmd` as the lab's forwarder (detached, its output in forwarder.log, its PID
+    /// and start time in forwarder.pid, on `cpu` if given) and wait until its stats segment
+    /// says it runs; a forwarder that exits first is an error with its log.
+    pub(crate) fn spawn_forwarder(&self, cmd: &[String], cpu: Option<usize>) -> Result<i32> {
         let log_path = self.state_dir().join("forwarder.log");
         let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
         let mut command = Command::new(&cmd[0]);
@@ -862,8 +899,14 @@ impl Lab {
                 routes.lines().count(),
                 self.ns("fwd")
             ));
-            if mode == Mode::Fwdscope {
-                s.push_str(&format!("driver {}\n", self.driver().name()));
+            if mode == Mode::Xdp {
+                let note = crate::xdp_forwarder::attach_note(self);
+                s.push_str(&format!("xdp forwarder: {}\n", note.as_deref().unwrap_or("not attached")));
+            }
+            if mode != Mode::Kernel {
+                if mode == Mode::Fwdscope {
+                    s.push_str(&format!("driver {}\n", self.driver().name()));
+                }
                 match (self.forwarder_pid(), fwd_abi::Segment::open(&self.segment_path())) {
                     (Some(pid), Ok(seg)) => {
                         let snap = seg.snapshot();
@@ -942,6 +985,11 @@ pub fn up(a: &UpOptions) -> Result<String> {
     if let Some(c) = a.rps_cpu {
         check_cpu("--rps-cpu", c)?;
     }
+    if a.mode == Mode::Xdp {
+        if let Some(why) = crate::xdp_forwarder::unavailable() {
+            bail!("{why}");
+        }
+    }
     let routes = match (&a.table, a.routes) {
         (Some(p), _) => load_routes(p)?,
         (None, Some(n)) => generate_routes(n)?,
@@ -961,6 +1009,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
         "forwarder_flags": a.forwarder_flags,
         "no_start": a.no_start,
         "queues": a.queues,
+        "xdp_mode": a.xdp_mode.name(),
     })
     .to_string();
     if lab.complete()? {
@@ -991,7 +1040,13 @@ pub fn up(a: &UpOptions) -> Result<String> {
     let started = lab.up(&routes, a.mode, &opts).and_then(|_| lab.set_driver(a.mode, driver)).and_then(|_| {
         match (a.mode, a.no_start) {
             (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some),
-            (Mode::Fwdscope, true) => lab.write_state("no-start", "").map(|_| None),
+            (Mode::Fwdscope | Mode::Xdp, true) => lab.write_state("no-start", "").map(|_| None),
+            (Mode::Xdp, false) => lab
+                .spawn_forwarder(
+                    &crate::xdp_forwarder::command(&lab, &a.forwarder.program, a.xdp_mode),
+                    a.forwarder_cpu,
+                )
+                .map(Some),
             _ => Ok(None),
         }
     });
@@ -1010,6 +1065,10 @@ pub fn up(a: &UpOptions) -> Result<String> {
         (Mode::Kernel, _) => "kernel forwarding".to_string(),
         (Mode::Fwdscope, Some(p)) => format!("fwdscope forwarder pid {p}, {driver_why}"),
         (Mode::Fwdscope, None) => format!("fwdscope mode, forwarder not started, {driver_why}"),
+        (Mode::Xdp, Some(p)) => {
+            format!("XDP forwarder held by pid {p}: {}", crate::xdp_forwarder::attach_note(&lab).unwrap_or_default())
+        }
+        (Mode::Xdp, None) => "xdp mode, XDP forwarder not started".to_string(),
     };
     said.push_str(&format!(
         "lab {}: up: {} (198.18.0.1) -> {} (198.18.0.2 | 198.18.0.5, {who}, {} routes) -> {} (owns 198.18.0.0/15)\n",
@@ -1023,6 +1082,12 @@ pub fn up(a: &UpOptions) -> Result<String> {
         said.push_str(&format!(
             "run the forwarder with: {}\n",
             lab.forwarder_command(&a.forwarder, &a.forwarder_flags).join(" ")
+        ));
+    }
+    if a.mode == Mode::Xdp && pid.is_none() {
+        said.push_str(&format!(
+            "run the XDP forwarder with: {}\n",
+            crate::xdp_forwarder::command(&lab, &a.forwarder.program, a.xdp_mode).join(" ")
         ));
     }
     Ok(said)
