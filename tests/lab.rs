@@ -659,6 +659,72 @@ fn link_rx(ns: &str, ifname: &str) -> (u64, u64) {
     (rx["packets"].as_u64().unwrap(), rx["dropped"].as_u64().unwrap())
 }
 
+/// The MAC address of `ifname` in namespace `ns`, as bytes.
+fn mac_of(ns: &str, ifname: &str) -> [u8; 6] {
+    let out = Command::new("ip").args(["-n", ns, "-j", "link", "show", ifname]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j link");
+    let text = v[0]["address"].as_str().expect("a MAC address").to_string();
+    let b: Vec<u8> = text.split(':').map(|h| u8::from_str_radix(h, 16).unwrap()).collect();
+    b.try_into().unwrap()
+}
+
+/// Start capturing on `ifname` in namespace `ns` (an AF_PACKET socket on a thread that
+/// entered the namespace); the thread returns the first IPv4 frame to 198.19.0.0/16 it
+/// sees within 5 s. Returns once the socket is bound.
+fn capture_first(ns: &str, ifname: &str) -> std::thread::JoinHandle<Option<Vec<u8>>> {
+    let (ns, ifname) = (ns.to_string(), ifname.to_string());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: this thread alone enters the namespace; it ends with the capture.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain socket calls on a descriptor this thread owns and closes.
+        unsafe {
+            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto));
+            assert!(fd >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+            let name = std::ffi::CString::new(ifname).unwrap();
+            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+            sll.sll_family = libc::AF_PACKET as u16;
+            sll.sll_protocol = proto;
+            sll.sll_ifindex = libc::if_nametoindex(name.as_ptr()) as i32;
+            let len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            assert_eq!(libc::bind(fd, &sll as *const libc::sockaddr_ll as *const libc::sockaddr, len), 0);
+            let tv = libc::timeval { tv_sec: 5, tv_usec: 0 };
+            let tvp = &tv as *const libc::timeval as *const libc::c_void;
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tvp, std::mem::size_of::<libc::timeval>() as u32);
+            tx.send(()).unwrap();
+            let mut buf = vec![0u8; 2048];
+            let mut got = None;
+            loop {
+                let n = libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0);
+                if n <= 0 {
+                    break;
+                }
+                let frame = &buf[..n as usize];
+                if frame.len() >= 34 && frame[12..14] == [8, 0] && frame[30..32] == [198, 19] {
+                    got = Some(frame.to_vec());
+                    break;
+                }
+            }
+            libc::close(fd);
+            got
+        }
+    });
+    rx.recv().expect("the capture thread started");
+    h
+}
+
+/// The ones' complement sum of an IPv4 header, folded: 0xffff when its checksum is right.
+fn ipv4_header_sum(header: &[u8]) -> u16 {
+    let mut sum: u32 = header.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
 /// fwdscope's XDP forwarder in the lab: native on veth (an XDP_PASS program on the egress
 /// veth's peer, both reported by the kernel as native); 200k frames, some to prefixes
 /// taken out of the forwarding namespace's FIB after `lab up`: the program's forwarded
@@ -685,31 +751,51 @@ fn xdp_forwarder_matches_the_sink_accounts_for_every_packet_and_leaves_nothing_a
     let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
     assert!(status.contains(&format!("xdp forwarder: native XDP on {f0}")), "{status}");
 
+    // One frame, caught at the sink: the sender's frame with the TTL one less, a right
+    // checksum, and the MACs of the lookup's next hop (f1's as source, k0's as destination).
+    let capture = capture_first(&sink, &k0);
+    assert_eq!(send(&name, &["--count", "1", "--flows", "1", "--pkts-per-flow", "50", "--seed", "7"]), 1);
+    let got = capture.join().unwrap().expect("the frame reached the sink");
+    let want = first_frame_of(&name, 7);
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got[..6], mac_of(&sink, &k0), "destination MAC: the sink's");
+    assert_eq!(got[6..12], mac_of(&fwd, &format!("{name}-f1")), "source MAC: the egress interface's");
+    assert_eq!(got[22], want[22] - 1, "TTL decremented");
+    assert_eq!(ipv4_header_sum(&got[14..34]), 0xffff, "the header checksum is right after the update");
+    assert_eq!(
+        (&got[12..22], &got[23..24], &got[26..]),
+        (&want[12..22], &want[23..24], &want[26..]),
+        "the rest as sent"
+    );
+
     // Ten /24s out of the FIB: their hosts (but for the /32 routes inside them) have no
     // route any more; the sender still picks them from the lab's table.
     for i in 0..10 {
         let del = Command::new("ip").args(["-n", &fwd, "route", "del", &format!("198.19.{i}.0/24")]).output().unwrap();
         assert!(del.status.success(), "{}", String::from_utf8_lossy(&del.stderr));
     }
-    let (sink0, _) = link_rx(&sink, &k0);
-    let sent = send(&name, &["--count", "200000", "--rate", "100k", "--flows", "4096"]);
     let seg = fwd_abi::Segment::open(std::path::Path::new(&format!("/run/fwdscope-lab/{name}/forwarder.stats")))
         .expect("the XDP forwarder's segment");
     use fwd_abi::Ctr;
-    let (_, f0_dropped) = link_rx(&fwd, &f0);
+    // Counters from here on (the one frame above is in them already).
+    let (seg0, sink0, ip0) = (seg.snapshot(), link_rx(&sink, &k0), ip_counter(&sink, "InReceives"));
+    let f00 = link_rx(&fwd, &f0).1;
+    let sent = send(&name, &["--count", "200000", "--rate", "100k", "--flows", "4096"]);
+    let delta = |s: &fwd_abi::Snapshot, c: Ctr| s.total(c) - seg0.total(c);
+    let f0_dropped = link_rx(&fwd, &f0).1 - f00;
     let settled = common::wait_until(10, || {
         let s = seg.snapshot();
-        s.total(Ctr::RxPackets) + f0_dropped >= sent && s.total(Ctr::TxPackets) == link_rx(&sink, &k0).0 - sink0
+        delta(&s, Ctr::RxPackets) + f0_dropped >= sent && delta(&s, Ctr::TxPackets) == link_rx(&sink, &k0).0 - sink0.0
     });
     std::thread::sleep(std::time::Duration::from_millis(200));
     let snap = seg.snapshot();
-    let (rx, forwarded) = (snap.total(Ctr::RxPackets), snap.total(Ctr::TxPackets));
-    let drops = segment_drops(&snap, |_| true);
-    let no_route = snap.total(Ctr::DropNoRoute);
+    let (rx, forwarded) = (delta(&snap, Ctr::RxPackets), delta(&snap, Ctr::TxPackets));
+    let drops = segment_drops(&snap, |_| true) - segment_drops(&seg0, |_| true);
+    let no_route = delta(&snap, Ctr::DropNoRoute);
     let (k0_rx, k0_dropped) = link_rx(&sink, &k0);
-    let (_, f0_dropped) = link_rx(&fwd, &f0);
-    let received = k0_rx - sink0;
-    let ip_received = ip_counter(&sink, "InReceives");
+    let (received, k0_dropped) = (k0_rx - sink0.0, k0_dropped - sink0.1);
+    let f0_dropped = link_rx(&fwd, &f0).1 - f00;
+    let ip_received = ip_counter(&sink, "InReceives") - ip0;
     println!(
         "xdp: sent {sent}, program rx {rx}, forwarded {forwarded}, drops {drops} (no route {no_route}), \
          f0 rx dropped {f0_dropped}, sink k0 rx {received} (dropped {k0_dropped}), sink IP {ip_received}"
@@ -718,6 +804,7 @@ fn xdp_forwarder_matches_the_sink_accounts_for_every_packet_and_leaves_nothing_a
     assert_eq!(sent, 200_000);
     assert_eq!(forwarded, received, "the program's forwarded counter is what the sink's interface received");
     assert_eq!(received, ip_received, "and what its IP stack received");
+    assert_eq!(ip_counter(&sink, "InHdrErrors"), 0, "every forwarded header is right");
     assert_eq!(rx, forwarded + drops, "every frame the program saw is forwarded or counted once as a drop");
     assert_eq!(sent, received + drops + f0_dropped + k0_dropped, "sent = sink + every counted drop");
     // The random pattern picks one of the table's 500 prefixes uniformly per flow, so 10 of
@@ -731,7 +818,9 @@ fn xdp_forwarder_matches_the_sink_accounts_for_every_packet_and_leaves_nothing_a
     assert_eq!(drops, no_route, "no other reason than the missing routes");
     assert_eq!(ip_counter(&fwd, "InReceives"), 0, "no frame went through the forwarding namespace's IP stack");
     let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
-    assert!(status.contains(&format!(": rx {rx} tx {forwarded} dropped {drops} (segment")), "{status}");
+    let (all_rx, all_tx) = (snap.total(Ctr::RxPackets), snap.total(Ctr::TxPackets));
+    let all_drops = segment_drops(&snap, |_| true);
+    assert!(status.contains(&format!(": rx {all_rx} tx {all_tx} dropped {all_drops} (segment")), "{status}");
 
     // SIGKILL: no chance to detach; both programs stay until `lab down`.
     let pid = lab_forwarder_pid(&name);
@@ -759,7 +848,7 @@ fn xdp_forwarder_falls_back_to_generic_and_detaches_when_stopped() {
     if !xdp_usable() {
         return;
     }
-    let Some((name, _guard)) = lab_for_test('q') else { return };
+    let Some((name, _guard)) = lab_for_test('v') else { return };
     let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "50", "--mode", "xdp", "--no-start"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout);
