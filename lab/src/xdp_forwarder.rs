@@ -221,7 +221,8 @@ pub fn run(a: &XdpForwardArgs, stop: &AtomicBool) -> Result<String> {
     let driver = if flags == XDP_FLAGS_DRV_MODE { "xdp-native" } else { "xdp-generic" };
     let config = serde_json::json!({
         "config": {
-            "driver": driver, "workers": cpus, "fib": "kernel (bpf_fib_lookup)", "cache": "none",
+            "driver": driver, "workers": cpus, "workers_are_cpus": true,
+            "fib": "kernel (bpf_fib_lookup)", "cache": "none",
             "prefetch": 0, "stage_clock": false, "in": f0, "out": f1,
             "program": xdp::FWD_PROGRAM, "prog_id": prog_id,
         },
