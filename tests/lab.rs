@@ -892,6 +892,21 @@ fn xdp_forwarder_falls_back_to_generic_and_detaches_when_stopped() {
     assert!(common::wait_until(5, || seg.snapshot().total(fwd_abi::Ctr::TxPackets) == sent), "not all forwarded");
     assert_eq!(ip_counter(&sink, "InReceives"), sent);
 
+    // `stat -p` on the process: its worker blocks are CPUs, so its rows are CPUs (nothing
+    // forwarded meanwhile).
+    if common::perf_allows(common::Need::SystemWide) {
+        let pid = child.id().to_string();
+        let out = fwdscope(&["stat", "-p", &pid, "-I", "200", "--duration", "0.5", "--json", "-e", "task-clock"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|l: &serde_json::Value| l["type"] == "interval")
+            .collect();
+        assert!(rows.iter().any(|r| r["unit"] == "cpu 0"), "{rows:?}");
+        assert!(rows.iter().all(|r| r["unit"].as_str().unwrap().starts_with("cpu ") && r["packets"] == 0), "{rows:?}");
+    }
+
     // SAFETY: signalling the child started above.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let status = child.wait().unwrap();
