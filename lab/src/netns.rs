@@ -424,6 +424,17 @@ impl Lab {
         self.state_dir().join("forwarder.stats")
     }
 
+    /// What the XDP forwarder (xdp mode) uses of the lab: its names and paths.
+    pub fn xdp_site(&self) -> crate::xdp_forwarder::Site {
+        crate::xdp_forwarder::Site {
+            name: self.name.clone(),
+            fwd_ns: self.ns("fwd"),
+            sink_ns: self.ns("sink"),
+            state_dir: self.state_dir(),
+            segment: self.segment_path(),
+        }
+    }
+
     /// The mode the lab was built in (none when it is down).
     pub fn mode(&self) -> Option<Mode> {
         match std::fs::read_to_string(self.state_dir().join("mode")).ok()?.trim() {
@@ -900,7 +911,7 @@ impl Lab {
                 self.ns("fwd")
             ));
             if mode == Mode::Xdp {
-                let note = crate::xdp_forwarder::attach_note(self);
+                let note = crate::xdp_forwarder::attach_note(&self.state_dir());
                 s.push_str(&format!("xdp forwarder: {}\n", note.as_deref().unwrap_or("not attached")));
             }
             if mode != Mode::Kernel {
@@ -1043,7 +1054,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
             (Mode::Fwdscope | Mode::Xdp, true) => lab.write_state("no-start", "").map(|_| None),
             (Mode::Xdp, false) => lab
                 .spawn_forwarder(
-                    &crate::xdp_forwarder::command(&lab, &a.forwarder.program, a.xdp_mode),
+                    &crate::xdp_forwarder::command(&lab.xdp_site(), &a.forwarder.program, a.xdp_mode),
                     a.forwarder_cpu,
                 )
                 .map(Some),
@@ -1066,7 +1077,10 @@ pub fn up(a: &UpOptions) -> Result<String> {
         (Mode::Fwdscope, Some(p)) => format!("fwdscope forwarder pid {p}, {driver_why}"),
         (Mode::Fwdscope, None) => format!("fwdscope mode, forwarder not started, {driver_why}"),
         (Mode::Xdp, Some(p)) => {
-            format!("XDP forwarder held by pid {p}: {}", crate::xdp_forwarder::attach_note(&lab).unwrap_or_default())
+            format!(
+                "XDP forwarder held by pid {p}: {}",
+                crate::xdp_forwarder::attach_note(&lab.state_dir()).unwrap_or_default()
+            )
         }
         (Mode::Xdp, None) => "xdp mode, XDP forwarder not started".to_string(),
     };
@@ -1087,7 +1101,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
     if a.mode == Mode::Xdp && pid.is_none() {
         said.push_str(&format!(
             "run the XDP forwarder with: {}\n",
-            crate::xdp_forwarder::command(&lab, &a.forwarder.program, a.xdp_mode).join(" ")
+            crate::xdp_forwarder::command(&lab.xdp_site(), &a.forwarder.program, a.xdp_mode).join(" ")
         ));
     }
     Ok(said)

@@ -1,7 +1,8 @@
 //! `lab up --mode xdp`: fwdscope's XDP forwarder (bpf/xdp_fwd.c, through [`crate::xdp`])
 //! on the lab, and the process that holds it: `fwdscope lab xdp-forward` (hidden), which the
 //! lab starts inside the forwarding namespace and records as its forwarder (PID and start
-//! time), as it does the bundled forwarder.
+//! time), as it does the bundled forwarder. The lab's names and paths come in a [`Site`]
+//! (`netns` uses this module, not the other way round).
 //!
 //! That process loads the object, puts NAME-f1 in the program's devmap, attaches the
 //! program to NAME-f0 and then publishes the program's per-CPU counters every 20 ms into a
@@ -24,7 +25,6 @@
 //! not forward is counted once, by reason.
 
 use crate::error::Context;
-use crate::netns::Lab;
 use crate::xdp::{self, Object, COUNTERS, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE};
 use crate::{Error, Result};
 use std::ffi::{c_int, CString};
@@ -69,11 +69,25 @@ pub struct XdpForwardArgs {
     pub interval_ms: u64,
 }
 
+/// Where a lab keeps what its XDP forwarder uses (`netns::Lab::xdp_site`; this module
+/// knows the lab only through it).
+#[derive(Debug, Clone)]
+pub struct Site {
+    /// The lab's name: its interfaces are NAME-f0, NAME-f1, NAME-k0.
+    pub name: String,
+    /// The forwarding and sink namespaces.
+    pub fwd_ns: String,
+    pub sink_ns: String,
+    /// The lab's state directory (the attach note goes there) and stats segment path.
+    pub state_dir: std::path::PathBuf,
+    pub segment: std::path::PathBuf,
+}
+
 /// The command `lab up --mode xdp` runs: `ip netns exec NAME-fwd FWDSCOPE lab xdp-forward ...`.
-pub fn command(lab: &Lab, fwdscope: &std::path::Path, mode: XdpAttach) -> Vec<String> {
-    let mut v: Vec<String> = ["ip", "netns", "exec", &lab.ns("fwd")].map(String::from).to_vec();
+pub fn command(site: &Site, fwdscope: &std::path::Path, mode: XdpAttach) -> Vec<String> {
+    let mut v: Vec<String> = ["ip", "netns", "exec", &site.fwd_ns].map(String::from).to_vec();
     v.push(fwdscope.display().to_string());
-    v.extend(["lab", "xdp-forward", "--name", &lab.name, "--xdp-mode", mode.name()].map(String::from));
+    v.extend(["lab", "xdp-forward", "--name", &site.name, "--xdp-mode", mode.name()].map(String::from));
     v
 }
 
@@ -151,9 +165,9 @@ impl Drop for Attached {
 
 /// Attach as `mode` asks: the program's fd on `input`, and for native the pass program on
 /// the peer. Returns the attach flags on NAME-f0 and the line that says what was done.
-fn attach(lab: &Lab, mode: XdpAttach, obj: &Object, att: &mut Attached) -> Result<(u32, String)> {
+fn attach(site: &Site, mode: XdpAttach, obj: &Object, att: &mut Attached) -> Result<(u32, String)> {
     let lib = att.lib;
-    let (f0, k0, sink) = (format!("{}-f0", lab.name), format!("{}-k0", lab.name), lab.ns("sink"));
+    let (f0, k0, sink) = (format!("{}-f0", site.name), format!("{}-k0", site.name), site.sink_ns.clone());
     let input = ifindex(&f0)?;
     let (fwd, pass) = (obj.program_fd(xdp::FWD_PROGRAM)?, obj.program_fd(xdp::PASS_PROGRAM)?);
     let generic = |att: &mut Attached, why: String| -> Result<(u32, String)> {
@@ -195,28 +209,27 @@ fn attach(lab: &Lab, mode: XdpAttach, obj: &Object, att: &mut Attached) -> Resul
     generic(att, format!("{refused}; fell back to generic"))
 }
 
-/// Run the XDP forwarder until `stop` is set or the segment's control block asks it to
-/// stop; then detach. Returns the closing summary.
-pub fn run(a: &XdpForwardArgs, stop: &AtomicBool) -> Result<String> {
-    let lab = Lab::new(&a.name)?;
+/// Run the XDP forwarder on the lab at `site` until `stop` is set or the segment's control
+/// block asks it to stop; then detach. Returns the closing summary.
+pub fn run(a: &XdpForwardArgs, site: &Site, stop: &AtomicBool) -> Result<String> {
     if let Some(why) = unavailable() {
         return Err(Error::Config(why));
     }
     let lib = xdp::libbpf()?;
     let bytes = xdp::forwarder_object().map_err(|why| Error::Config(why.to_string()))?;
     let obj = Object::load(lib, bytes, "the XDP forwarder (bpf/xdp_fwd.c)")?;
-    let (f0, f1) = (format!("{}-f0", lab.name), format!("{}-f1", lab.name));
+    let (f0, f1) = (format!("{}-f0", site.name), format!("{}-f1", site.name));
     let out = ifindex(&f1)?;
     obj.map_set(obj.map_fd(xdp::PORTS_MAP)?, out, out).with_context(|| format!("putting {f1} in the devmap"))?;
     let stats = obj.map_fd(xdp::STATS_MAP)?;
     let cpus = lib.possible_cpus()?;
     let mut att = Attached { lib, input: None, peer: None };
-    let (flags, said) = attach(&lab, a.xdp_mode, &obj, &mut att)?;
+    let (flags, said) = attach(site, a.xdp_mode, &obj, &mut att)?;
     let prog_id = lib.attached_id(ifindex(&f0)?).unwrap_or(0);
     let line = format!("xdp on {f0}: {said}; program {} id {prog_id}", xdp::FWD_PROGRAM);
     println!("{line}");
     let _ = std::io::stdout().flush();
-    let state = lab.state_dir().join("xdp-attach");
+    let state = site.state_dir.join("xdp-attach");
     std::fs::write(&state, format!("{said}\n")).map_err(|e| Error::Io { path: state, source: e })?;
     let driver = if flags == XDP_FLAGS_DRV_MODE { "xdp-native" } else { "xdp-generic" };
     let config = serde_json::json!({
@@ -229,7 +242,7 @@ pub fn run(a: &XdpForwardArgs, stop: &AtomicBool) -> Result<String> {
         "info": { "tsc_hz": 0, "attach": said },
     })
     .to_string();
-    let seg = fwd_abi::Segment::create(&lab.segment_path(), cpus, &config, 0).context("creating the stats segment")?;
+    let seg = fwd_abi::Segment::create(&site.segment, cpus, &config, 0).context("creating the stats segment")?;
     let publish = |seg: &fwd_abi::Segment| -> Result<[u64; COUNTERS.len()]> {
         let per_cpu = lib.read_counters(stats, cpus).context("reading the XDP forwarder's counters")?;
         let mut values = vec![0u64; fwd_abi::N_COUNTERS];
@@ -270,7 +283,8 @@ pub fn run(a: &XdpForwardArgs, stop: &AtomicBool) -> Result<String> {
     Ok(s)
 }
 
-/// The lab's XDP attach line (`lab status`, `lab up`), as the forwarder wrote it.
-pub fn attach_note(lab: &Lab) -> Option<String> {
-    std::fs::read_to_string(lab.state_dir().join("xdp-attach")).ok().map(|s| s.trim().to_string())
+/// The lab's XDP attach line (`lab status`, `lab up`), as the forwarder wrote it in the
+/// lab's state directory.
+pub fn attach_note(state_dir: &std::path::Path) -> Option<String> {
+    std::fs::read_to_string(state_dir.join("xdp-attach")).ok().map(|s| s.trim().to_string())
 }

@@ -97,7 +97,8 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
         LabCmd::XdpForward(a) => {
             // SIGTERM (lab down), SIGINT or SIGHUP: detach and exit.
             let signals = forwarder::signals::StopSignals::install()?;
-            println!("{}", lab::xdp_forwarder::run(a, &signals.flag)?);
+            let site = Lab::new(&a.name)?.xdp_site();
+            println!("{}", lab::xdp_forwarder::run(a, &site, &signals.flag)?);
         }
     }
     Ok(())
