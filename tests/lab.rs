@@ -639,6 +639,291 @@ fn afxdp_falls_back_to_generic_where_native_is_refused() {
     assert!(kernel_xdp(&fwd, &f0).is_none(), "the forwarder detached its program when it stopped");
 }
 
+/// Where `--mode xdp` cannot run (this build has no XDP program, no libbpf), the reason,
+/// printed; the test then skips.
+fn xdp_usable() -> bool {
+    match lab::xdp_forwarder::unavailable() {
+        None => true,
+        Some(why) => {
+            println!("SKIP: {why}");
+            false
+        }
+    }
+}
+
+/// Interface packet counters from `ip -s -j link`: (rx packets, rx dropped).
+fn link_rx(ns: &str, ifname: &str) -> (u64, u64) {
+    let out = Command::new("ip").args(["-n", ns, "-s", "-j", "link", "show", ifname]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j link");
+    let rx = &v[0]["stats64"]["rx"];
+    (rx["packets"].as_u64().unwrap(), rx["dropped"].as_u64().unwrap())
+}
+
+/// The MAC address of `ifname` in namespace `ns`, as bytes.
+fn mac_of(ns: &str, ifname: &str) -> [u8; 6] {
+    let out = Command::new("ip").args(["-n", ns, "-j", "link", "show", ifname]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j link");
+    let text = v[0]["address"].as_str().expect("a MAC address").to_string();
+    let b: Vec<u8> = text.split(':').map(|h| u8::from_str_radix(h, 16).unwrap()).collect();
+    b.try_into().unwrap()
+}
+
+/// Start capturing on `ifname` in namespace `ns` (an AF_PACKET socket on a thread that
+/// entered the namespace); the thread returns the first IPv4 frame to 198.19.0.0/16 it
+/// sees within 5 s. Returns once the socket is bound.
+fn capture_first(ns: &str, ifname: &str) -> std::thread::JoinHandle<Option<Vec<u8>>> {
+    let (ns, ifname) = (ns.to_string(), ifname.to_string());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: this thread alone enters the namespace; it ends with the capture.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain socket calls on a descriptor this thread owns and closes.
+        unsafe {
+            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto));
+            assert!(fd >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+            let name = std::ffi::CString::new(ifname).unwrap();
+            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+            sll.sll_family = libc::AF_PACKET as u16;
+            sll.sll_protocol = proto;
+            sll.sll_ifindex = libc::if_nametoindex(name.as_ptr()) as i32;
+            let len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            assert_eq!(libc::bind(fd, &sll as *const libc::sockaddr_ll as *const libc::sockaddr, len), 0);
+            let tv = libc::timeval { tv_sec: 5, tv_usec: 0 };
+            let tvp = &tv as *const libc::timeval as *const libc::c_void;
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tvp, std::mem::size_of::<libc::timeval>() as u32);
+            tx.send(()).unwrap();
+            let mut buf = vec![0u8; 2048];
+            let mut got = None;
+            loop {
+                let n = libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0);
+                if n <= 0 {
+                    break;
+                }
+                let frame = &buf[..n as usize];
+                if frame.len() >= 34 && frame[12..14] == [8, 0] && frame[30..32] == [198, 19] {
+                    got = Some(frame.to_vec());
+                    break;
+                }
+            }
+            libc::close(fd);
+            got
+        }
+    });
+    rx.recv().expect("the capture thread started");
+    h
+}
+
+/// The ones' complement sum of an IPv4 header, folded: 0xffff when its checksum is right.
+fn ipv4_header_sum(header: &[u8]) -> u16 {
+    let mut sum: u32 = header.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// fwdscope's XDP forwarder in the lab: native on veth (an XDP_PASS program on the egress
+/// veth's peer, both reported by the kernel as native); 200k frames, some to prefixes
+/// taken out of the forwarding namespace's FIB after `lab up`: the program's forwarded
+/// counter (read from the stats segment, as `lab status` shows it) equals what the sink
+/// received, every frame is forwarded or dropped for a counted reason (no route for the
+/// removed prefixes, nothing else), and no frame reached the namespace's IP stack. A
+/// publisher killed with SIGKILL leaves both programs attached until `lab down`, after
+/// which neither is loaded any more.
+#[test]
+fn xdp_forwarder_matches_the_sink_accounts_for_every_packet_and_leaves_nothing_attached() {
+    if !xdp_usable() {
+        return;
+    }
+    let Some((name, _guard)) = lab_for_test('p') else { return };
+    let (fwd, sink) = (format!("{name}-fwd"), format!("{name}-sink"));
+    let (f0, k0) = (format!("{name}-f0"), format!("{name}-k0"));
+    let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "500", "--mode", "xdp"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    let (mode, prog) = kernel_xdp(&fwd, &f0).expect("an XDP program on f0");
+    let (peer_mode, peer_prog) = kernel_xdp(&sink, &k0).expect("the XDP_PASS program on the egress veth's peer");
+    assert_eq!((mode, peer_mode), (1, 1), "native attaches on veth: {said}");
+    assert!(said.contains(&format!("native XDP on {f0}, with an XDP_PASS program on {k0}")), "{said}");
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    assert!(status.contains(&format!("xdp forwarder: native XDP on {f0}")), "{status}");
+
+    // One frame, caught at the sink: the sender's frame with the TTL one less, a right
+    // checksum, and the MACs of the lookup's next hop (f1's as source, k0's as destination).
+    let capture = capture_first(&sink, &k0);
+    assert_eq!(send(&name, &["--count", "1", "--flows", "1", "--pkts-per-flow", "50", "--seed", "7"]), 1);
+    let got = capture.join().unwrap().expect("the frame reached the sink");
+    let want = first_frame_of(&name, 7);
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got[..6], mac_of(&sink, &k0), "destination MAC: the sink's");
+    assert_eq!(got[6..12], mac_of(&fwd, &format!("{name}-f1")), "source MAC: the egress interface's");
+    assert_eq!(got[22], want[22] - 1, "TTL decremented");
+    assert_eq!(ipv4_header_sum(&got[14..34]), 0xffff, "the header checksum is right after the update");
+    assert_eq!(
+        (&got[12..22], &got[23..24], &got[26..]),
+        (&want[12..22], &want[23..24], &want[26..]),
+        "the rest as sent"
+    );
+
+    // Ten /24s out of the FIB: their hosts (but for the /32 routes inside them) have no
+    // route any more; the sender still picks them from the lab's table.
+    for i in 0..10 {
+        let del = Command::new("ip").args(["-n", &fwd, "route", "del", &format!("198.19.{i}.0/24")]).output().unwrap();
+        assert!(del.status.success(), "{}", String::from_utf8_lossy(&del.stderr));
+    }
+    let seg = fwd_abi::Segment::open(std::path::Path::new(&format!("/run/fwdscope-lab/{name}/forwarder.stats")))
+        .expect("the XDP forwarder's segment");
+    use fwd_abi::Ctr;
+    // Counters from here on (the one frame above is in them already).
+    let (seg0, sink0, ip0) = (seg.snapshot(), link_rx(&sink, &k0), ip_counter(&sink, "InReceives"));
+    let f00 = link_rx(&fwd, &f0).1;
+    let sent = send(&name, &["--count", "200000", "--rate", "100k", "--flows", "4096"]);
+    let delta = |s: &fwd_abi::Snapshot, c: Ctr| s.total(c) - seg0.total(c);
+    let f0_dropped = link_rx(&fwd, &f0).1 - f00;
+    let settled = common::wait_until(10, || {
+        let s = seg.snapshot();
+        delta(&s, Ctr::RxPackets) + f0_dropped >= sent && delta(&s, Ctr::TxPackets) == link_rx(&sink, &k0).0 - sink0.0
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let snap = seg.snapshot();
+    let (rx, forwarded) = (delta(&snap, Ctr::RxPackets), delta(&snap, Ctr::TxPackets));
+    let drops = segment_drops(&snap, |_| true) - segment_drops(&seg0, |_| true);
+    let no_route = delta(&snap, Ctr::DropNoRoute);
+    let (k0_rx, k0_dropped) = link_rx(&sink, &k0);
+    let (received, k0_dropped) = (k0_rx - sink0.0, k0_dropped - sink0.1);
+    let f0_dropped = link_rx(&fwd, &f0).1 - f00;
+    let ip_received = ip_counter(&sink, "InReceives") - ip0;
+    println!(
+        "xdp: sent {sent}, program rx {rx}, forwarded {forwarded}, drops {drops} (no route {no_route}), \
+         f0 rx dropped {f0_dropped}, sink k0 rx {received} (dropped {k0_dropped}), sink IP {ip_received}"
+    );
+    assert!(settled, "the counters did not settle");
+    assert_eq!(sent, 200_000);
+    assert_eq!(forwarded, received, "the program's forwarded counter is what the sink's interface received");
+    assert_eq!(received, ip_received, "and what its IP stack received");
+    assert_eq!(ip_counter(&sink, "InHdrErrors"), 0, "every forwarded header is right");
+    assert_eq!(rx, forwarded + drops, "every frame the program saw is forwarded or counted once as a drop");
+    assert_eq!(sent, received + drops + f0_dropped + k0_dropped, "sent = sink + every counted drop");
+    // The random pattern picks one of the table's 500 prefixes uniformly per flow, so 10 of
+    // them (the /24s removed; their one /32 inside still routes, 1/256 of their hosts) take
+    // 2% of the 20000 flows of 10 frames: 400 flows, 4000 frames, give or take sqrt(400) =
+    // 20 flows (5%); 25% either way is five of those.
+    assert!(
+        (3_000..=5_000).contains(&no_route),
+        "the removed prefixes' share of 200k frames is about 4000: {no_route}"
+    );
+    assert_eq!(drops, no_route, "no other reason than the missing routes");
+    assert_eq!(ip_counter(&fwd, "InReceives"), 0, "no frame went through the forwarding namespace's IP stack");
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    let (all_rx, all_tx) = (snap.total(Ctr::RxPackets), snap.total(Ctr::TxPackets));
+    let all_drops = segment_drops(&snap, |_| true);
+    assert!(status.contains(&format!(": rx {all_rx} tx {all_tx} dropped {all_drops} (segment")), "{status}");
+
+    // SIGKILL: no chance to detach; both programs stay until `lab down`.
+    let pid = lab_forwarder_pid(&name);
+    // SAFETY: killing the lab's XDP forwarder process, as a crash would.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    assert!(common::wait_until(10, || !common::running(pid as u32)));
+    assert_eq!(kernel_xdp(&fwd, &f0).map(|x| x.1), Some(prog), "the program stays attached after SIGKILL");
+    assert_eq!(kernel_xdp(&sink, &k0).map(|x| x.1), Some(peer_prog));
+    let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    assert!(status.contains("its forwarder is DEAD"), "{status}");
+    assert!(fwdscope(&["lab", "down", "--name", &name]).status.success());
+    assert!(
+        common::wait_until(10, || !bpf_prog_exists(prog) && !bpf_prog_exists(peer_prog)),
+        "programs {prog} and {peer_prog} are still loaded after lab down"
+    );
+}
+
+/// An input veth that refuses native XDP (its peer's MTU is too large for it): the XDP
+/// forwarder's process, run by hand as `lab up --no-start` prints it, falls back to generic
+/// XDP on NAME-f0 alone, says so and why, and forwards every frame; `--xdp-mode native`
+/// is refused naming the interface; a SIGTERM detaches the program before the process
+/// exits.
+#[test]
+fn xdp_forwarder_falls_back_to_generic_and_detaches_when_stopped() {
+    if !xdp_usable() {
+        return;
+    }
+    let Some((name, _guard)) = lab_for_test('v') else { return };
+    let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "50", "--mode", "xdp", "--no-start"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    let cmd: Vec<String> = said
+        .lines()
+        .find_map(|l| l.strip_prefix("run the XDP forwarder with: "))
+        .unwrap_or_else(|| panic!("{said}"))
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let (snd, fwd, sink) = (format!("{name}-snd"), format!("{name}-fwd"), format!("{name}-sink"));
+    let (s0, f0, k0) = (format!("{name}-s0"), format!("{name}-f0"), format!("{name}-k0"));
+    let mtu = Command::new("ip").args(["-n", &snd, "link", "set", "dev", &s0, "mtu", "9000"]).output().unwrap();
+    assert!(mtu.status.success(), "{}", String::from_utf8_lossy(&mtu.stderr));
+    let run = |mode: &str| {
+        let mut c = Command::new(&cmd[0]);
+        c.args(&cmd[1..cmd.len() - 1]).arg(mode);
+        c
+    };
+    assert_eq!(cmd[cmd.len() - 2], "--xdp-mode", "{cmd:?}");
+
+    let native = run("native").output().unwrap();
+    let err = String::from_utf8_lossy(&native.stderr);
+    assert!(
+        !native.status.success() && err.contains(&format!("--xdp-mode native on {f0}: native attach refused")),
+        "{err}"
+    );
+    assert!(kernel_xdp(&fwd, &f0).is_none(), "nothing left attached by the refused start");
+
+    let mut child = common::KillOnDrop(
+        run("auto").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap(),
+    );
+    let seg_path = format!("/run/fwdscope-lab/{name}/forwarder.stats");
+    let running =
+        || fwd_abi::Segment::open(std::path::Path::new(&seg_path)).is_ok_and(|s| s.state() == fwd_abi::State::Running);
+    assert!(common::wait_until(10, running), "the XDP forwarder did not start");
+    assert_eq!(kernel_xdp(&fwd, &f0).map(|x| x.0), Some(2), "the kernel shows a generic (skb) attach");
+    assert!(kernel_xdp(&sink, &k0).is_none(), "generic redirect needs nothing on the peer");
+    let sent = send(&name, &["--count", "2000", "--rate", "20k"]);
+    let seg = fwd_abi::Segment::open(std::path::Path::new(&seg_path)).unwrap();
+    assert!(common::wait_until(5, || seg.snapshot().total(fwd_abi::Ctr::TxPackets) == sent), "not all forwarded");
+    assert_eq!(ip_counter(&sink, "InReceives"), sent);
+
+    // `stat -p` on the process: its worker blocks are CPUs, so its rows are CPUs (nothing
+    // forwarded meanwhile).
+    if common::perf_allows(common::Need::SystemWide) {
+        let pid = child.id().to_string();
+        let out = fwdscope(&["stat", "-p", &pid, "-I", "200", "--duration", "0.5", "--json", "-e", "task-clock"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|l: &serde_json::Value| l["type"] == "interval")
+            .collect();
+        assert!(rows.iter().any(|r| r["unit"] == "cpu 0"), "{rows:?}");
+        assert!(rows.iter().all(|r| r["unit"].as_str().unwrap().starts_with("cpu ") && r["packets"] == 0), "{rows:?}");
+    }
+
+    // SAFETY: signalling the child started above.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    let mut text = String::new();
+    use std::io::Read;
+    child.0.stdout.take().unwrap().read_to_string(&mut text).unwrap();
+    assert!(status.success(), "{status:?}: {text}");
+    let line = text.lines().find(|l| l.starts_with(&format!("xdp on {f0}:"))).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(&format!("generic XDP on {f0} (native attach refused: ")), "{line}");
+    assert!(line.contains("fell back to generic"), "{line}");
+    assert!(
+        text.contains(&format!("detached; rx {sent}, ")) && text.contains(&format!("forwarded {sent}, ")),
+        "{text}"
+    );
+    assert!(kernel_xdp(&fwd, &f0).is_none(), "the stopped forwarder detached its program");
+}
+
 /// afxdp with two workers: the lab gives every veth two queues, each worker serves one
 /// input queue with a socket of its own (the sender, through AF_XDP sockets of its own,
 /// puts each flow on one queue by hash), and every packet is accounted for.

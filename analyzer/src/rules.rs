@@ -1,6 +1,7 @@
 //! Stage rules as data: which symbols belong to which stage (lookup, gc, slab, driver, ip,
 //! idle, nic), loaded from TOML. Built in: the bundled forwarder's published map
-//! (`fwd_abi::STAGE_MAP_TOML`), the Linux kernel's forwarding path
+//! (`fwd_abi::STAGE_MAP_TOML`), XDP forwarding (`rules/xdp-forwarding.toml`: the JIT'd
+//! program, bpf_fib_lookup, the redirect), the Linux kernel's forwarding path
 //! (`rules/linux-forwarding.toml`) and DPDK forwarders such as l3fwd
 //! (`rules/dpdk-forwarding.toml`, tried after the kernel's). Users add their own with `--stages FILE`; rules are
 //! tried in order and the first match wins; a symbol no rule matches is `other`.
@@ -84,6 +85,8 @@ pub const LINUX_RULES_TOML: &str = include_str!("../rules/linux-forwarding.toml"
 
 /// DPDK forwarders' rules (l3fwd, the PMDs, mbufs and mempools), tried after the kernel's.
 pub const DPDK_RULES_TOML: &str = include_str!("../rules/dpdk-forwarding.toml");
+/// XDP forwarding's rules (tried before the Linux rules).
+pub const XDP_RULES_TOML: &str = include_str!("../rules/xdp-forwarding.toml");
 
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -333,9 +336,15 @@ impl Rules {
         Self::parse(DPDK_RULES_TOML, "analyzer/rules/dpdk-forwarding.toml").unwrap_or_default()
     }
 
-    /// Built-in rules for everything: the forwarder's, then the kernel's, then DPDK's.
+    /// XDP forwarding's rules.
+    pub fn xdp() -> Rules {
+        Self::parse(XDP_RULES_TOML, "analyzer/rules/xdp-forwarding.toml").unwrap_or_default()
+    }
+
+    /// Built-in rules for everything: the forwarder's, then XDP's, then the kernel's, then
+    /// DPDK's.
     pub fn builtin() -> Rules {
-        Self::dpdk().prepend(Self::linux().prepend(Self::forwarder()))
+        Self::dpdk().prepend(Self::linux().prepend(Self::xdp()).prepend(Self::forwarder()))
     }
 
     /// The built-in rules with a user's rules file (`--stages FILE`) tried first.
@@ -467,6 +476,7 @@ mod tests {
         assert!(Rules::parse(LINUX_RULES_TOML, "linux").unwrap().rules.len() >= 6);
         let dpdk = Rules::parse(DPDK_RULES_TOML, "dpdk").unwrap();
         assert!(dpdk.rules.len() == 4 && dpdk.warnings.is_empty(), "{:?}", dpdk.warnings);
+        assert_eq!(Rules::parse(XDP_RULES_TOML, "xdp").unwrap().rules.len(), 3);
     }
 
     #[test]
@@ -533,6 +543,45 @@ mod tests {
         // Socket system calls stay unstaged (charged by callchain or thread), as in the
         // Linux rules.
         assert_eq!(r.rule_stage_in("__sys_recvfrom", Some("[kernel.kallsyms]")), None);
+    }
+
+    /// Names from a `perf record -a -g` of the lab's XDP forwarder (native on veth), each
+    /// with the file that names it: the JIT'd program and the helpers by the XDP rules, the
+    /// FIB and the skb path beneath by the Linux rules.
+    #[test]
+    fn xdp_forwarding_symbols_map_as_the_lab_profile_reads() {
+        let r = Rules::builtin();
+        for (sym, stage) in [
+            ("bpf_prog_e9cdc7ea7967346a_fwd_xdp_fwd", "ip"),
+            ("bpf_prog_614b434cd8324ecc_fwd_xdp_pass", "driver"),
+            ("bpf_prog_run_xdp", "driver"),
+            ("bpf_dispatcher_xdp_func", "driver"),
+            ("bpf_xdp_fib_lookup", "lookup"),
+            ("bpf_ipv4_fib_lookup", "lookup"),
+            ("dev_get_by_index_rcu", "lookup"),
+            ("fib_table_lookup", "lookup"),
+            ("fib_lookup_good_nhc", "lookup"),
+            ("xdp_do_redirect", "driver"),
+            ("dev_hash_map_redirect", "driver"),
+            ("dev_map_enqueue", "driver"),
+            ("bq_enqueue", "driver"),
+            ("bq_xmit_all", "driver"),
+            ("__dev_flush", "driver"),
+            ("xdp_do_flush", "driver"),
+            ("veth_ndo_xdp_xmit", "driver"),
+            ("veth_xdp_rcv_skb", "driver"),
+            ("skb_pp_cow_data", "driver"),
+            ("__xdp_build_skb_from_frame", "driver"),
+            ("__xsk_generic_xmit", "driver"),
+            ("xsk_destruct_skb", "driver"),
+            ("kmem_cache_alloc_node_noprof", "slab"),
+        ] {
+            assert_eq!(r.stage_of(sym), stage, "{sym}");
+        }
+        // Which file: the program's stage comes from the XDP rules, not from a Linux rule.
+        assert_eq!(Rules::linux().stage_of("bpf_prog_e9cdc7ea7967346a_fwd_xdp_fwd"), "other");
+        assert_eq!(Rules::xdp().stage_of("bpf_prog_e9cdc7ea7967346a_fwd_xdp_fwd"), "ip");
+        assert_eq!(Rules::xdp().stage_of("fib_table_lookup"), "other", "the FIB is the Linux rules'");
     }
 
     #[test]
@@ -612,7 +661,7 @@ mod tests {
             assert_eq!(looks_like_regex(p), re, "{p}");
         }
         let b = Rules::builtin_with(None).unwrap();
-        assert_eq!(b.sources.len(), 3);
+        assert_eq!(b.sources.len(), 4);
         assert_eq!(b.sources.iter().map(|s| s.1).sum::<usize>(), b.rules.len());
         assert!(b.warnings.is_empty(), "built-in rules warn: {:?}", b.warnings);
         // An empty file and a misspelled table name load no rule: refused, not silently empty.

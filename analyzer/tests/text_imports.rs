@@ -31,6 +31,20 @@ fn perf_report_of_veth_forwarding() {
     check("perf-report-veth-forwarding", "cpu-clock");
 }
 
+/// The lab's XDP forwarder, profiled here (source at the top of the file): the XDP rules
+/// name the program, bpf_fib_lookup's helper and the redirect, the Linux rules the FIB and
+/// the skb path beneath; under 1% is `other`.
+#[test]
+fn perf_report_of_the_labs_xdp_forwarder() {
+    check("xdp-lab-veth.perf-report", "cpu-clock");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let p = load_text(&data.join("xdp-lab-veth.perf-report.txt")).unwrap();
+    let t = profile_table(&p, &Rules::builtin());
+    assert!(t.text(5).contains("analyzer/rules/xdp-forwarding.toml 3"), "the report names the XDP rule file");
+    let other = t.stages.iter().find(|r| r.stage == "other").map_or(0.0, |r| r.percent);
+    assert!(other < 1.0, "other {other}%");
+}
+
 #[test]
 fn opreport_of_a_2_6_route_cache_flood() {
     check("opreport-2.6-rtcache-flood", "CPU_CLK_UNHALTED");

@@ -165,6 +165,14 @@ impl Counted {
         let mut info = Vec::new();
         let mut units = Vec::new();
         match (self.pid, &self.segment) {
+            (Some(_), Some(seg)) if workers_are_cpus(seg) => {
+                // An in-kernel forwarder: block N is what CPU N forwarded, in its softirq,
+                // whichever task it interrupted; CPU N is counted whole, kernel included.
+                for c in perf_abi::online_cpus().into_iter().filter(|&c| c < seg.n_workers()) {
+                    let scope = Scope { pid: None, cpu: Some(c), inherit: false, enable_on_exec: false, kernel: true };
+                    units.push(open_unit(format!("cpu {c}"), Some(c), events, &[scope], &mut info)?);
+                }
+            }
             (Some(p), Some(seg)) => {
                 // The segment is up before the workers are started: wait (up to 5 s) until
                 // every worker thread it announces exists.
@@ -204,6 +212,14 @@ impl Counted {
         }
         Ok((units, info))
     }
+}
+
+/// Whether a forwarder's worker blocks are CPUs: an in-kernel forwarder (the lab's XDP
+/// program) runs in each CPU's softirq, not in threads of its own, and the process that
+/// holds it publishes one block per CPU with `"workers_are_cpus": true` in its
+/// configuration JSON.
+pub fn workers_are_cpus(seg: &Segment) -> bool {
+    fwd_abi::Published::from_json(&seg.config_json()).is_some_and(|p| p.config.workers_are_cpus == Some(true))
 }
 
 impl Unit {

@@ -115,6 +115,9 @@ define_counters! {
     XdpFillRingEmpty => "xdp_fill_ring_empty",
     XdpFillInvalid => "xdp_fill_invalid",
     SwitchGcGoalMiss => "switch_gc_goal_miss",
+    DropNoNeighbour => "drop_no_neighbour",
+    DropFibOther => "drop_fib_other",
+    DropRedirectFailed => "drop_redirect_failed",
 }
 
 /// Number of counters per worker block.

@@ -28,6 +28,10 @@ pub struct PublishedConfig {
     pub driver: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
+    /// Its worker blocks are CPUs, not threads (the lab's XDP forwarder: one block per
+    /// CPU the program ran on): `stat` counts each CPU whole and `top` samples every CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_are_cpus: Option<bool>,
     /// Cache mode by name (`rtcache`, `nocache`, `nhcache`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<String>,
@@ -90,7 +94,18 @@ fn lenient(v: &serde_json::Value) -> Published {
     };
     let (mut config, bad): (PublishedConfig, _) = object_of(
         split(v.get("config")),
-        &["driver", "workers", "cache", "fib", "prefetch", "stage_clock", "clock_one_in", "gen_mode", "rt"],
+        &[
+            "driver",
+            "workers",
+            "workers_are_cpus",
+            "cache",
+            "fib",
+            "prefetch",
+            "stage_clock",
+            "clock_one_in",
+            "gen_mode",
+            "rt",
+        ],
     );
     config.other.extend(bad);
     let (mut info, bad): (PublishedInfo, _) =

@@ -132,6 +132,7 @@ fn bench_up(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[S
         driver: Some(if setup == Setup::FwdscopeXdp { LabDriver::Afxdp } else { LabDriver::Afpacket }),
         queues: None,
         dpdk: Default::default(),
+        xdp_mode: Default::default(),
     };
     lab.down()?;
     up(&o)?;

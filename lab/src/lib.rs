@@ -4,7 +4,9 @@
 //! the bundled forwarder over AF_PACKET; [`sender`] transmits the bundled traffic
 //! generator's frames from the sender namespace; [`bench`] measures the kernel against the
 //! forwarder on the same lab; [`dpdk`] runs DPDK's l3fwd as the lab's forwarder (`--mode
-//! dpdk`), built from the distribution's example source at first use.
+//! dpdk`), built from the distribution's example source at first use; [`xdp`] and
+//! [`xdp_forwarder`] are fwdscope's XDP forwarder (`lab up --mode xdp`): the program's
+//! loader and the process that holds it and publishes its counters.
 
 pub mod bench;
 pub mod dpdk;
@@ -12,6 +14,8 @@ mod error;
 pub mod netns;
 mod process;
 pub mod sender;
+pub mod xdp;
+pub mod xdp_forwarder;
 
 pub use error::{Error, Result};
 pub use netns::{Lab, Mode, Sink};

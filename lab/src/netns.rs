@@ -17,7 +17,10 @@
 //!   namespace on NAME-f0 -> NAME-f1 over the same routes, with `--driver afxdp` (the
 //!   default where libxdp and AF_XDP work; with N workers every veth gets N queues, one
 //!   per worker) or `--driver afpacket` (started detached, or with `no_start` the command is
-//!   printed, to run under `top`/`record`).
+//!   printed, to run under `top`/`record`);
+//! - `xdp`: fwdscope's XDP forwarder (bpf_fib_lookup over the kernel's FIB, as in kernel
+//!   mode, with forwarding on) attached to NAME-f0 by a `fwdscope lab xdp-forward` process
+//!   that publishes its counters (see [`crate::xdp_forwarder`]).
 //!
 //! Neighbours are static (nud permanent) both ways, so frames built by the sender and by
 //! the forwarder carry the right MACs from the first packet. IPv6 is off in the namespaces.
@@ -35,6 +38,7 @@
 use crate::error::{bail, Context};
 use crate::process::same_process;
 pub use crate::process::start_time;
+use crate::xdp_forwarder::XdpAttach;
 use crate::{Error, Result};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -66,7 +70,7 @@ pub struct UpOptions {
     /// Who forwards in the forwarding namespace.
     #[arg(long, value_enum, default_value_t = Mode::Kernel)]
     pub mode: Mode,
-    /// fwdscope mode: do not start the forwarder; print its command instead.
+    /// fwdscope and xdp modes: do not start the forwarder; print its command instead.
     #[arg(long)]
     pub no_start: bool,
     /// What the sink does with what arrives.
@@ -76,14 +80,18 @@ pub struct UpOptions {
     /// [default: none; it runs on the CPU that sent the frame].
     #[arg(long)]
     pub rps_cpu: Option<usize>,
-    /// fwdscope mode: run the forwarder on this CPU only [default: any CPU]. dpdk mode:
-    /// l3fwd's one lcore [default: the last CPU].
+    /// fwdscope and xdp modes: run the forwarder (xdp: the process publishing the XDP
+    /// forwarder's counters) on this CPU only [default: any CPU]. dpdk mode: l3fwd's one
+    /// lcore [default: the last CPU].
     #[arg(long)]
     pub forwarder_cpu: Option<usize>,
     /// fwdscope mode: flags for the forwarder (after `--`), e.g. `--cache nocache`.
     #[arg(last = true)]
     pub forwarder_flags: Vec<String>,
-    /// fwdscope mode: the forwarder program (not a flag: the caller's choice).
+    /// xdp mode: how the XDP forwarder attaches to NAME-f0.
+    #[arg(long, value_enum, default_value_t = XdpAttach::Auto)]
+    pub xdp_mode: XdpAttach,
+    /// fwdscope and xdp modes: the fwdscope program (not a flag: the caller's choice).
     #[arg(skip)]
     pub forwarder: ForwarderProgram,
     /// fwdscope mode: the forwarder's packet I/O [default: afxdp where libxdp and AF_XDP
@@ -163,6 +171,8 @@ pub enum Mode {
     /// DPDK's l3fwd (built from the distribution's example at first use) through the
     /// af_packet or af_xdp PMD (`--pmd`); see the `dpdk` module.
     Dpdk,
+    /// fwdscope's XDP forwarder (bpf_fib_lookup over the kernel's FIB, devmap redirect).
+    Xdp,
 }
 
 /// What the lab's sink does with what arrives.
@@ -203,11 +213,18 @@ pub struct LabOptions {
 }
 
 impl Mode {
+    /// Whether the forwarding namespace's FIB holds the lab's routes, with forwarding on
+    /// (the kernel forwards, or the XDP forwarder's bpf_fib_lookup looks them up).
+    pub fn kernel_fib(self) -> bool {
+        matches!(self, Mode::Kernel | Mode::Xdp)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Mode::Kernel => "kernel",
             Mode::Fwdscope => "fwdscope",
             Mode::Dpdk => "dpdk",
+            Mode::Xdp => "xdp",
         }
     }
 }
@@ -395,12 +412,24 @@ impl Lab {
         self.state_dir().join("forwarder.stats")
     }
 
+    /// What the XDP forwarder (xdp mode) uses of the lab: its names and paths.
+    pub fn xdp_site(&self) -> crate::xdp_forwarder::Site {
+        crate::xdp_forwarder::Site {
+            name: self.name.clone(),
+            fwd_ns: self.ns("fwd"),
+            sink_ns: self.ns("sink"),
+            state_dir: self.state_dir(),
+            segment: self.segment_path(),
+        }
+    }
+
     /// The mode the lab was built in (none when it is down).
     pub fn mode(&self) -> Option<Mode> {
         match std::fs::read_to_string(self.state_dir().join("mode")).ok()?.trim() {
             "kernel" => Some(Mode::Kernel),
             "fwdscope" => Some(Mode::Fwdscope),
             "dpdk" => Some(Mode::Dpdk),
+            "xdp" => Some(Mode::Xdp),
             _ => None,
         }
     }
@@ -473,7 +502,7 @@ impl Lab {
         if self.mode() == Some(Mode::Dpdk) {
             return crate::dpdk::dead(&self.dpdk());
         }
-        if self.mode() != Some(Mode::Fwdscope) || self.state_dir().join("no-start").exists() {
+        if !matches!(self.mode(), Some(Mode::Fwdscope | Mode::Xdp)) || self.state_dir().join("no-start").exists() {
             return None;
         }
         let (pid, started) = self.recorded_forwarder()?;
@@ -518,6 +547,8 @@ impl Lab {
         // A forwarder killed with SIGKILL leaves libxdp's program attached: detach it (the
         // namespace's deletion below would release it too, with the interface).
         let _ = ip(&["-n", &self.ns("fwd"), "link", "set", "dev", &format!("{}-f0", self.name), "xdp", "off"]);
+        // The XDP forwarder's pass program on the egress veth's peer (xdp mode), likewise.
+        let _ = ip(&["-n", &self.ns("sink"), "link", "set", "dev", &format!("{}-k0", self.name), "xdp", "off"]);
         let _ = std::fs::remove_dir_all(self.state_dir());
         let _ = std::fs::remove_file(self.segment_path());
         let existing = self.existing()?;
@@ -537,11 +568,14 @@ impl Lab {
             .args(["netns", "exec", &self.ns("fwd"), "sysctl", "-n", "net.ipv4.ip_forward"])
             .output()
             .context("running `ip netns exec ... sysctl`")?;
-        let want = if mode == Mode::Kernel { "1" } else { "0" };
+        let want = if mode.kernel_fib() { "1" } else { "0" };
         if String::from_utf8_lossy(&out.stdout).trim() != want {
             return Ok(false);
         }
-        if mode == Mode::Fwdscope && !self.state_dir().join("no-start").exists() && self.forwarder_pid().is_none() {
+        if matches!(mode, Mode::Fwdscope | Mode::Xdp)
+            && !self.state_dir().join("no-start").exists()
+            && self.forwarder_pid().is_none()
+        {
             return Ok(false);
         }
         if mode == Mode::Dpdk && !self.state_dir().join("no-start").exists() && crate::dpdk::pid(&self.dpdk()).is_none()
@@ -614,7 +648,7 @@ impl Lab {
         };
         ip_batch(&snd, &format!("neigh replace 198.18.0.2 lladdr {f0} dev {n}-s0 nud permanent\n"))?;
         ip_batch(&fwd, &format!("neigh replace 198.18.0.6 lladdr {k0} dev {n}-f1 nud permanent\n"))?;
-        sysctl(&fwd, &[&format!("net.ipv4.ip_forward={}", u8::from(mode == Mode::Kernel))])?;
+        sysctl(&fwd, &[&format!("net.ipv4.ip_forward={}", u8::from(mode.kernel_fib()))])?;
         let dir = self.state_dir();
         // Root's own: 0700, whatever the umask (it holds the forwarder's stats segment).
         std::fs::DirBuilder::new()
@@ -628,7 +662,7 @@ impl Lab {
         }
         let table = routes_text(routes);
         std::fs::write(dir.join("routes.txt"), &table).with_context(|| format!("writing {}", dir.display()))?;
-        if mode == Mode::Kernel {
+        if mode.kernel_fib() {
             let batch: String = table.lines().map(|l| format!("route replace {l}\n")).collect();
             ip_batch(&fwd, &batch)?;
         }
@@ -637,7 +671,7 @@ impl Lab {
         if let Some(cpu) = opts.rps_cpu {
             self.steer_input(cpu)?;
         }
-        if matches!(mode, Mode::Fwdscope | Mode::Dpdk) {
+        if mode != Mode::Kernel {
             let note = self.drop_at_ingress()?;
             self.write_state("ingress", &note)?;
         }
@@ -697,6 +731,17 @@ impl Lab {
                 ),
             )?;
         }
+        if mode == Mode::Xdp {
+            let nft = std::fs::read_to_string(self.state_dir().join("ingress")).unwrap_or_default().contains("(nft)");
+            self.write_state(
+                "ingress",
+                &if nft {
+                    format!("frames forwarded by the XDP program at {}-f0; those it passes to the stack are dropped at ingress (nft), so only it forwards", self.name)
+                } else {
+                    format!("frames forwarded by the XDP program at {}-f0; those it passes go to the namespace's IP stack, which forwards them too (nft not installed)", self.name)
+                },
+            )?;
+        }
         Ok(())
     }
 
@@ -748,7 +793,13 @@ impl Lab {
     /// Start the lab's forwarder detached (output in the state directory's forwarder.log)
     /// and wait until its stats segment says it runs.
     pub fn start_forwarder(&self, fwd: &ForwarderProgram, extra: &[String], cpu: Option<usize>) -> Result<i32> {
-        let cmd = self.forwarder_command(fwd, extra);
+        self.spawn_forwarder(&self.forwarder_command(fwd, extra), cpu)
+    }
+
+    /// Start `cmd` as the lab's forwarder (detached, its output in forwarder.log, its PID
+    /// and start time in forwarder.pid, on `cpu` if given) and wait until its stats segment
+    /// says it runs; a forwarder that exits first is an error with its log.
+    pub(crate) fn spawn_forwarder(&self, cmd: &[String], cpu: Option<usize>) -> Result<i32> {
         let log_path = self.state_dir().join("forwarder.log");
         let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
         let mut command = Command::new(&cmd[0]);
@@ -860,8 +911,14 @@ impl Lab {
                 routes.lines().count(),
                 self.ns("fwd")
             ));
-            if mode == Mode::Fwdscope {
-                s.push_str(&format!("driver {}\n", self.driver().name()));
+            if mode == Mode::Xdp {
+                let note = crate::xdp_forwarder::attach_note(&self.state_dir());
+                s.push_str(&format!("xdp forwarder: {}\n", note.as_deref().unwrap_or("not attached")));
+            }
+            if mode != Mode::Kernel {
+                if mode == Mode::Fwdscope {
+                    s.push_str(&format!("driver {}\n", self.driver().name()));
+                }
                 match (self.forwarder_pid(), fwd_abi::Segment::open(&self.segment_path())) {
                     (Some(pid), Ok(seg)) => {
                         let snap = seg.snapshot();
@@ -943,6 +1000,11 @@ pub fn up(a: &UpOptions) -> Result<String> {
     if let Some(c) = a.rps_cpu {
         check_cpu("--rps-cpu", c)?;
     }
+    if a.mode == Mode::Xdp {
+        if let Some(why) = crate::xdp_forwarder::unavailable() {
+            bail!("{why}");
+        }
+    }
     let routes = match (&a.table, a.routes) {
         (Some(p), _) => load_routes(p)?,
         (None, Some(n)) => generate_routes(n)?,
@@ -963,6 +1025,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
         "no_start": a.no_start,
         "queues": a.queues,
         "dpdk": (a.mode == Mode::Dpdk).then(|| (a.dpdk.pmd().name(), a.dpdk.hugepages)),
+        "xdp_mode": a.xdp_mode.name(),
     })
     .to_string();
     if lab.complete()? {
@@ -994,7 +1057,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
     let started = lab.up(&routes, a.mode, &opts).and_then(|_| lab.set_driver(a.mode, driver)).and_then(|_| {
         match (a.mode, a.no_start) {
             (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some),
-            (Mode::Fwdscope, true) => lab.write_state("no-start", "").map(|_| None),
+            (Mode::Fwdscope | Mode::Xdp, true) => lab.write_state("no-start", "").map(|_| None),
             (Mode::Dpdk, no_start) => {
                 let lcore = a.forwarder_cpu.unwrap_or(cpu_count().saturating_sub(1));
                 let next_hop = match a.sink {
@@ -1006,6 +1069,12 @@ pub fn up(a: &UpOptions) -> Result<String> {
                     p
                 })
             }
+            (Mode::Xdp, false) => lab
+                .spawn_forwarder(
+                    &crate::xdp_forwarder::command(&lab.xdp_site(), &a.forwarder.program, a.xdp_mode),
+                    a.forwarder_cpu,
+                )
+                .map(Some),
             _ => Ok(None),
         }
     });
@@ -1026,6 +1095,13 @@ pub fn up(a: &UpOptions) -> Result<String> {
         (Mode::Fwdscope, None) => format!("fwdscope mode, forwarder not started, {driver_why}"),
         (Mode::Dpdk, Some(p)) => format!("DPDK l3fwd pid {p}, {} PMD", a.dpdk.pmd().name()),
         (Mode::Dpdk, None) => format!("dpdk mode, l3fwd not started, {} PMD", a.dpdk.pmd().name()),
+        (Mode::Xdp, Some(p)) => {
+            format!(
+                "XDP forwarder held by pid {p}: {}",
+                crate::xdp_forwarder::attach_note(&lab.state_dir()).unwrap_or_default()
+            )
+        }
+        (Mode::Xdp, None) => "xdp mode, XDP forwarder not started".to_string(),
     };
     said.push_str(&format!(
         "lab {}: up: {} (198.18.0.1) -> {} (198.18.0.2 | 198.18.0.5, {who}, {} routes) -> {} (owns 198.18.0.0/15)\n",
@@ -1047,6 +1123,12 @@ pub fn up(a: &UpOptions) -> Result<String> {
             let cmd = std::fs::read_to_string(lab.state_dir().join("l3fwd.cmd")).unwrap_or_default();
             said.push_str(&format!("run l3fwd with: {cmd}"));
         }
+    }
+    if a.mode == Mode::Xdp && pid.is_none() {
+        said.push_str(&format!(
+            "run the XDP forwarder with: {}\n",
+            crate::xdp_forwarder::command(&lab.xdp_site(), &a.forwarder.program, a.xdp_mode).join(" ")
+        ));
     }
     Ok(said)
 }

@@ -26,6 +26,10 @@ pub enum LabCmd {
     Down(NameArg),
     /// Namespaces, interfaces and their packet counters.
     Status(NameArg),
+    /// The process `lab up --mode xdp` starts in the forwarding namespace: holds the XDP
+    /// forwarder attached and publishes its counters until stopped.
+    #[command(hide = true)]
+    XdpForward(lab::xdp_forwarder::XdpForwardArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -90,6 +94,12 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
             println!("lab {}: down ({} namespaces removed)", lab.name, removed);
         }
         LabCmd::Status(n) => print!("{}", Lab::new(&n.name)?.status()?),
+        LabCmd::XdpForward(a) => {
+            // SIGTERM (lab down), SIGINT or SIGHUP: detach and exit.
+            let signals = forwarder::signals::StopSignals::install()?;
+            let site = Lab::new(&a.name)?.xdp_site();
+            println!("{}", lab::xdp_forwarder::run(a, &site, &signals.flag)?);
+        }
     }
     Ok(())
 }

@@ -394,6 +394,13 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
                 TopTarget::Forwarder { program, args } => {
                     (Target::Forwarder { program: program.clone(), args: args.clone() }, "forwarder".to_string(), true)
                 }
+                // An in-kernel forwarder's process (the lab's XDP forwarder) does its work
+                // in every CPU's softirq: its samples are the whole machine's.
+                TopTarget::Pid(p)
+                    if fwd_abi::Segment::find_for(*p as u32).is_some_and(|s| collector::stat::workers_are_cpus(&s)) =>
+                {
+                    (Target::All, format!("pid {p}'s in-kernel forwarder, every CPU"), false)
+                }
                 TopTarget::Pid(p) => (Target::Pid(*p), format!("pid {p}"), false),
                 _ => (Target::All, "system-wide".to_string(), false),
             };
