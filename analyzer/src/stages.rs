@@ -861,7 +861,7 @@ impl StageTable {
             let _ = writeln!(s, "# stage rules (file, rules): {}", list.join(", "));
         }
         for src in &self.symbol_sources {
-            let _ = writeln!(s, "# symbols: {src}");
+            let _ = writeln!(s, "# symbols: {}", crate::printable(src.clone()));
         }
         let unnamed = self.unnamed();
         if !unnamed.is_empty() {
@@ -951,7 +951,17 @@ impl StageTable {
         }
         let _ = writeln!(s, "\n{:>10} {:>8}  {:<40} {:<w$} dso", "samples", "%", "symbol", "stage");
         for r in self.symbols.iter().take(top) {
-            let _ = writeln!(s, "{:>10} {:>7.2}%  {:<40} {:<w$} {}", r.samples, r.percent, r.symbol, r.stage, r.dso);
+            // Names come from the input (a binary's path in maps.json, a symbol of a text
+            // profile): a terminal's escape sequences in them are shown escaped.
+            let _ = writeln!(
+                s,
+                "{:>10} {:>7.2}%  {:<40} {:<w$} {}",
+                r.samples,
+                r.percent,
+                crate::printable(r.symbol.clone()),
+                r.stage,
+                crate::printable(r.dso.clone())
+            );
         }
         if !self.unmatched.is_empty() {
             let list: Vec<String> = self.unmatched.iter().take(5).map(|(n, c)| format!("{n} ({c})")).collect();

@@ -194,12 +194,17 @@ pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
         };
         if s.runs == 0 {
             // Missing is not a figure: no NaN, no zero.
-            let _ = write!(out, "{mark} {:<w$} {:>4} {:>28}", s.setting, 0, "no counted run");
+            let _ =
+                write!(out, "{mark} {:<w$} {:>4} {:>28}", collector::printable(s.setting.clone()), 0, "no counted run");
         } else {
             let _ = write!(
                 out,
                 "{mark} {:<w$} {:>4} {:>8.3} [{:>7.3}, {:>7.3}]",
-                s.setting, s.runs, s.median, s.ci95.0, s.ci95.1
+                collector::printable(s.setting.clone()),
+                s.runs,
+                s.median,
+                s.ci95.0,
+                s.ci95.1
             );
         }
         for st in stages {
@@ -551,5 +556,14 @@ mod tests {
         assert!(lines[1].starts_with("* cache rtcache") && lines[1].ends_with("best"), "{t}");
         assert!(lines[2].contains("-25.") && lines[2].contains("significant") && lines[2].contains("150.0"), "{t}");
         assert!(lines[2].contains(" - "), "a stage without figures shows -: {t}");
+    }
+
+    /// An experiment file's label reaches the terminal escaped: an ESC sequence or a
+    /// bidirectional override in it is shown, not obeyed.
+    #[test]
+    fn settings_are_printed_with_control_characters_escaped() {
+        let t = table_text(&summarize(&runs("pf \u{1b}]0;owned\u{7} \u{202e}x", 2.0, 0.01, 3, 1)), &[], "ns");
+        assert!(!t.contains('\u{1b}') && !t.contains('\u{202e}'), "{t:?}");
+        assert!(t.contains("\\u{1b}]0;owned\\u{7}") && t.contains("\\u{202e}x"), "{t}");
     }
 }

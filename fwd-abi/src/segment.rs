@@ -263,6 +263,10 @@ pub struct Segment {
     block_size: usize,
     workers_off: usize,
     control_off: usize,
+    /// Where the counter names and the configuration text lie, checked at open.
+    names_off: usize,
+    config_off: usize,
+    config_len: usize,
     remove_on_drop: bool,
 }
 
@@ -343,6 +347,9 @@ impl Segment {
             block_size: lay.block_size,
             workers_off: lay.workers_off,
             control_off: lay.control_off,
+            names_off: lay.names_off,
+            config_off: lay.config_off,
+            config_len: config_json.len(),
             remove_on_drop: true,
         })
     }
@@ -370,6 +377,7 @@ impl Segment {
             || lay.workers_off != h.workers_off as usize
             || lay.block_size != h.block_size as usize
             || lay.config_off != h.config_off as usize
+            || lay.names_off != h.names_off as usize
             || lay.control_off != h.control_off as usize
         {
             return Err(bad(format!(
@@ -383,6 +391,9 @@ impl Segment {
             block_size: lay.block_size,
             workers_off: lay.workers_off,
             control_off: lay.control_off,
+            names_off: lay.names_off,
+            config_off: lay.config_off,
+            config_len: h.config_len as usize,
             map,
             path: path.to_path_buf(),
             remove_on_drop: false,
@@ -442,13 +453,14 @@ impl Segment {
         self.header().state.store(v, Ordering::Release);
     }
 
-    /// Counter names as published in the segment.
+    /// Counter names as published in the segment (at the offsets checked when it was
+    /// opened: the header is not read again, so a writer that changes it later moves
+    /// nothing out of the mapping).
     pub fn counter_names(&self) -> Vec<String> {
-        let h = self.header();
         (0..self.n_counters)
             .map(|i| {
-                let at = h.names_off as usize + i * NAME_LEN;
-                let raw = &self.map[at..at + NAME_LEN];
+                let at = self.names_off + i * NAME_LEN;
+                let raw = self.map.get(at..at + NAME_LEN).unwrap_or(&[]);
                 let end = raw.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
                 String::from_utf8_lossy(&raw[..end]).into_owned()
             })
@@ -457,9 +469,8 @@ impl Segment {
 
     /// The forwarder's configuration JSON.
     pub fn config_json(&self) -> String {
-        let h = self.header();
-        let at = h.config_off as usize;
-        String::from_utf8_lossy(&self.map[at..at + h.config_len as usize]).into_owned()
+        let raw = self.map.get(self.config_off..self.config_off + self.config_len).unwrap_or(&[]);
+        String::from_utf8_lossy(raw).into_owned()
     }
 
     pub fn control(&self) -> &Control {
@@ -670,6 +681,35 @@ mod tests {
         std::fs::write(&path, b"not a segment").unwrap();
         let e = Segment::create(&path, 1, "{}", 0).err().expect("refused").to_string();
         assert!(e.contains("not a fwdscope stats segment"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A header whose names offset points outside the file (a byte-flip fuzz case made
+    /// `metrics --segment` panic) is refused at open; one rewritten after the open moves
+    /// nothing the reader looks at.
+    #[test]
+    fn a_names_offset_outside_the_layout_is_refused_and_later_changes_ignored() {
+        let path = std::env::temp_dir().join(format!("fwdscope-namesoff-{}.stats", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut s = Segment::create(&path, 1, "{\"a\":1}", 0).unwrap();
+        s.remove_on_drop = false;
+        let names = s.counter_names();
+        // SAFETY: test-only rewrite of a header field in our own mapping.
+        unsafe { (*(s.map.as_mut_ptr() as *mut Header)).names_off = 0x7fff_ffff };
+        s.map.flush().unwrap();
+        let e = Segment::open(&path).err().expect("refused").to_string();
+        assert!(e.contains("header offsets do not match"), "{e}");
+        // Opened before the change: the offsets checked then are the ones used.
+        unsafe { (*(s.map.as_mut_ptr() as *mut Header)).names_off = 0 };
+        let opened_names = {
+            let mut fresh = Segment::create(&path.with_extension("b.stats"), 1, "{\"a\":1}", 0).unwrap();
+            // SAFETY: as above, after the open.
+            unsafe { (*(fresh.map.as_mut_ptr() as *mut Header)).names_off = 0x7fff_ffff };
+            unsafe { (*(fresh.map.as_mut_ptr() as *mut Header)).config_len = u32::MAX };
+            (fresh.counter_names(), fresh.config_json())
+        };
+        assert_eq!(opened_names, (names, "{\"a\":1}".to_string()));
+        drop(s);
         std::fs::remove_file(&path).unwrap();
     }
 

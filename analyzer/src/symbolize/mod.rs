@@ -362,7 +362,12 @@ impl Symbolizer {
         if ks.is_none() && id.build_id.is_some() {
             let found = kernel::kernel_symbols(&id, &kernel::KernelLookup::default(), &what)?;
             if found.kallsyms.is_some() {
-                warnings.clear();
+                // What was wrong with the snapshot is still said (a FIFO or a device planted
+                // as `kallsyms` is not passed over in silence), with what stood in for it.
+                let instead = format!("kernel symbols from {} instead", found.source.trim_start_matches("kernel: "));
+                for w in warnings.iter_mut() {
+                    *w = w.replace("kernel samples stay unnamed ([kernel.kallsyms]+0x...)", &instead);
+                }
                 kernel_source = found.source;
                 ks = found.kallsyms;
             }
