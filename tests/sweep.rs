@@ -227,5 +227,15 @@ fn an_interrupted_sweep_keeps_and_reports_its_finished_runs() {
     let r = common::run(&["report", "-i", &out.display().to_string(), "--html", &page.display().to_string()]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(std::fs::read_to_string(&page).unwrap().contains("Incomplete sweep:"));
+    // Every samples part of the first run unreadable: its flame graph says why in its
+    // place, and the page still stands.
+    let parts = out.join("runs/001/samples.parquet");
+    for e in std::fs::read_dir(&parts).expect("parts") {
+        std::fs::write(e.expect("part").path(), b"not parquet").expect("corrupt");
+    }
+    let r = common::run(&["report", "-i", &out.display().to_string(), "--html", &page.display().to_string()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("run 001") && html.contains("no flame graph"), "the broken run is not named");
     let _ = std::fs::remove_dir_all(&out);
 }

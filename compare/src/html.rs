@@ -436,11 +436,26 @@ pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<Str
     }
     html.push_str("<h2>Flame graphs</h2>\n");
     for (k, r) in runs.iter().enumerate() {
-        let rec = Recording::open(&run_dir(k))?;
-        let mut sym = analyzer::symbolize::Symbolizer::for_recording(&rec)?;
-        let p = analyzer::export::recording_profile(&rec, &mut sym, rules)?;
         let title = format!("run {:03}: {} (repeat {})", k + 1, r.setting, r.repeat + 1);
-        let svg = p.svg(&title)?;
+        // One run's recording that cannot be drawn (a part unreadable, no stacks left) is
+        // said in its place; the rest of the page stands.
+        let drawn = (|| -> Result<Vec<u8>> {
+            let rec = Recording::open(&run_dir(k))?;
+            let mut sym = analyzer::symbolize::Symbolizer::for_recording(&rec)?;
+            let p = analyzer::export::recording_profile(&rec, &mut sym, rules)?;
+            Ok(p.svg(&title)?)
+        })();
+        let svg = match drawn {
+            Ok(svg) => svg,
+            Err(e) => {
+                html.push_str(&format!(
+                    "<details><summary class=\"out\">{} &mdash; no flame graph: {}</summary></details>\n",
+                    escape(&title),
+                    escape(&e.to_string())
+                ));
+                continue;
+            }
+        };
         // A left-out run's rate is no result: its header says why, greyed.
         let head = if r.contention.is_empty() {
             format!("<summary>{} &mdash; {:.3} Mpps</summary>", escape(&title), r.mpps)
