@@ -332,3 +332,18 @@ fn a_copied_run_is_refused_not_counted_twice() {
     assert!(e.contains("stacks.parquet") && e.contains("is not a regular file"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A dataset whose `_dataset.json` is a FIFO is named as such (not waited on, and not
+/// called "a directory without meta.json").
+#[test]
+fn a_dataset_description_that_is_no_file_is_named() {
+    let dir = tmpdir("dataset-fifo");
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = std::ffi::CString::new(dir.join("_dataset.json").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let o = fwdscope().args(["report", "-i"]).arg(&dir).output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("_dataset.json is a FIFO"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

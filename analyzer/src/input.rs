@@ -45,6 +45,17 @@ pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
         if crate::dataset::root_of(path).is_some() {
             return Ok(Input::Dataset(crate::dataset::Dataset::open(path)?));
         }
+        // A dataset's description that is there but no file (a FIFO, a device): said as
+        // such, not taken for a directory without meta.json.
+        let described = path.join(crate::dataset::DATASET_FILE);
+        if let Ok(md) = std::fs::metadata(&described) {
+            if let Some(what) = collector::files::not_regular(md.file_type()) {
+                return Err(kind(format!(
+                    "a dataset whose {} is {what}, not a regular file: not read",
+                    crate::dataset::DATASET_FILE
+                )));
+            }
+        }
         if let Err(e) = std::fs::metadata(path.join("meta.json")) {
             if e.kind() == std::io::ErrorKind::PermissionDenied {
                 return Err(kind(format!(
