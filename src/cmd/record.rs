@@ -53,7 +53,9 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub chunk_ms: u64,
     /// Make the recording readable by other users [default: private, 0700 directory and
-    /// 0600 files, whatever the umask; a kallsyms snapshot with real addresses stays 0600].
+    /// 0600 files, whatever the umask; a kallsyms snapshot with real addresses stays 0600,
+    /// but the sample parts' kernel addresses, which reveal where the kernel was loaded,
+    /// become readable].
     /// Run as root, also allows writing into a directory or dataset another user owns
     /// (refused otherwise: its owner could plant symlinks there); another user's symlink
     /// on the path is refused with or without it.
