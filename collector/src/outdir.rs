@@ -118,7 +118,8 @@ fn parent_fd(path: &Path, shared: bool) -> Result<(OwnedFd, std::ffi::OsString)>
         .map(|n| n.to_os_string())
         .ok_or_else(|| refuse(path, "names no directory entry (a root or `..`); give a directory name"))?;
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    // O_PATH: a directory this user may write and search but not list is a parent too.
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let fd = if running_as_root() && shared {
         rustix::fs::openat2(rustix::fs::CWD, parent, flags, Mode::empty(), rustix::fs::ResolveFlags::NO_SYMLINKS)
             .map_err(|e| match e {
