@@ -34,6 +34,8 @@ enum Cmd {
     /// Compare settings: runs of every combination, repeated and interleaved, with statistics.
     Sweep(sweep::SweepArgs),
     /// The live, top-like view: stages, symbols, rtstat; keys change prefetch and cache mode.
+    // `--exec` comes with the shared target flags; top does not watch an arbitrary program.
+    #[command(mut_arg("exec", |a| a.hide(true)))]
     Top(top::TopArgs),
     /// Serve a running forwarder's counters to Prometheus (OpenMetrics over HTTP).
     Metrics(metrics::MetricsArgs),

@@ -401,6 +401,16 @@ fn report_names_the_kind_of_input_it_was_given() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `top` does not watch an arbitrary program, so its help does not offer `--exec` (the
+/// target flags it shares with `record` do).
+#[test]
+fn top_help_offers_only_what_top_watches() {
+    let help = |verb: &str| String::from_utf8_lossy(&common::run(&[verb, "--help"]).stdout).into_owned();
+    assert!(help("record").contains("--exec <EXEC>"));
+    let top = help("top");
+    assert!(!top.contains("--exec <EXEC>") && top.contains("--replay"), "{top}");
+}
+
 #[test]
 fn forward_help_groups_its_flags_and_says_which_switch_live() {
     let r = common::run(&["forward", "--help"]);
