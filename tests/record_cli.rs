@@ -269,6 +269,18 @@ fn errors_a_user_can_act_on() {
                 .into(),
         ));
     }
+    // A script whose `env` finds no interpreter: the exec succeeds (env runs), env exits
+    // 127; the recording says what 127 means.
+    if perf_ok() {
+        let script = scripts.join("envmissing.sh");
+        std::fs::write(&script, "#!/usr/bin/env fwdscope-no-such-interpreter\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let o =
+            fwdscope().args(["record", "-o"]).arg(dir.join("envmissing")).arg("--exec").arg(&script).output().unwrap();
+        let said = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains("status 127 (127: a command it runs"), "{said}");
+        let _ = std::fs::remove_dir_all(dir.join("envmissing"));
+    }
     for (args, want) in cases {
         let out = fwdscope().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -495,7 +495,16 @@ fn ended(opts: &RecordOptions, stop: &AtomicBool, start: Instant, target: &mut S
         return Some(format!("duration {:.1} s", start.elapsed().as_secs_f64()));
     }
     if let Some(c) = target.child.as_mut() {
-        return c.try_wait().map(|code| format!("target exited with status {code}"));
+        return c.try_wait().map(|code| {
+            // 126/127 are what a shell or `env` says when it could not run what it was
+            // given (a `#!/usr/bin/env missing` script execs, then env fails).
+            let why = match code {
+                127 => " (127: a command it runs, such as the one its #! line names through env, was not found)",
+                126 => " (126: a command it runs could not be executed)",
+                _ => "",
+            };
+            format!("target exited with status {code}{why}")
+        });
     }
     match target.pid {
         Some(p) if !perf_abi::process_alive(p) => Some(format!("process {p} exited")),
