@@ -176,9 +176,14 @@ pub fn summarize_with(runs: &[RunResult], keep_contended: bool) -> Vec<Summary> 
 
 /// The summary as a table: one row per setting, the best marked `*`, per-stage costs in
 /// `unit` per packet for `stages` (in that order).
+/// The widest the setting column of a table is padded to (longer labels overflow it).
+const MAX_LABEL_WIDTH: usize = 120;
+
 pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
     use std::fmt::Write;
-    let w = sums.iter().map(|s| s.setting.len()).max().unwrap_or(7).max(7);
+    // The column is as wide as the longest label, up to a bound: a label read from a file
+    // may be of any length (a width past 65535 made the formatter panic).
+    let w = sums.iter().map(|s| s.setting.len()).max().unwrap_or(7).clamp(7, MAX_LABEL_WIDTH);
     let mut out = format!("  {:<w$} {:>4} {:>8} {:>19}", "setting", "runs", "Mpps", "95% CI (mean)");
     for st in stages {
         let _ = write!(out, " {:>8}", format!("{st}"));
@@ -565,5 +570,10 @@ mod tests {
         let t = table_text(&summarize(&runs("pf \u{1b}]0;owned\u{7} \u{202e}x", 2.0, 0.01, 3, 1)), &[], "ns");
         assert!(!t.contains('\u{1b}') && !t.contains('\u{202e}'), "{t:?}");
         assert!(t.contains("\\u{1b}]0;owned\\u{7}") && t.contains("\\u{202e}x"), "{t}");
+        // A label longer than any format width (a hostile results.parquet held 70,000
+        // bytes): printed whole, padded no further, no panic.
+        let long = "x".repeat(70_000);
+        let t = table_text(&summarize(&runs(&long, 2.0, 0.01, 3, 1)), &[], "ns");
+        assert!(t.contains(&long), "the label is printed whole");
     }
 }
