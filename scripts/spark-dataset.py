@@ -1,4 +1,4 @@
-"""Per-host stage shares of a fwdscope dataset with Spark (pyspark), as README shows.
+"""Per-host stage shares of a fwdscope dataset with Spark (pyspark), as docs/datasets.md shows.
 
 Usage: python3 scripts/spark-dataset.py DATASET_DIR
 Prints one JSON line per (host, stage): host, stage, samples, percent.

@@ -1,4 +1,4 @@
-//! The Spark query README shows, run with pyspark on the fixture dataset: per-host stage
+//! The Spark query docs/datasets.md shows, run with pyspark on the fixture dataset: per-host stage
 //! samples equal `fwdscope report --by host`. Skips, saying why, without Java or pyspark.
 
 mod common;
@@ -9,11 +9,11 @@ use std::process::Command;
 #[test]
 fn spark_reads_the_dataset_as_fwdscope_reports_it() {
     if Command::new("java").arg("-version").output().map_or(true, |o| !o.status.success()) {
-        println!("SKIP: no Java runtime, so no Spark: the README's Spark query is not run");
+        println!("SKIP: no Java runtime, so no Spark: the Spark query of docs/datasets.md is not run");
         return;
     }
     if Command::new("python3").args(["-c", "import pyspark"]).output().map_or(true, |o| !o.status.success()) {
-        println!("SKIP: pyspark is not installed (pip install pyspark): the README's Spark query is not run");
+        println!("SKIP: pyspark is not installed (pip install pyspark): the Spark query of docs/datasets.md is not run");
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -472,7 +472,7 @@ fn counters_only_source_runs_and_stops_the_forwarder() {
 /// in tmux: the header keeps the prefetch depth, the stage rows keep their figures, the
 /// rtstat header keeps whole column names, the symbols panel has rows, the workers panel
 /// shows where there is room. Each capture is written to CARGO_TARGET_TMPDIR
-/// (`top-80x24.txt`, `top-160x48.txt`): README's screens are copied from them.
+/// (`top-80x24.txt`, `top-160x48.txt`): docs/top.md's screens are copied from them.
 #[test]
 fn live_top_at_80x24_and_160x48() {
     if !have_tmux() {

@@ -11,7 +11,8 @@ use lab::sender::SendOptions;
 pub enum LabCmd {
     /// Create the lab (or check it is complete).
     Up(UpOptions),
-    /// Send traffic from the sender namespace through AF_PACKET.
+    /// Send traffic from the sender namespace (AF_XDP tx sockets where libxdp works, else
+    /// an AF_PACKET tx ring; --via chooses).
     Send {
         #[command(flatten)]
         o: SendOptions,
