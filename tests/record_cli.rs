@@ -82,6 +82,17 @@ fn a_killed_recorder_leaves_every_finished_chunk_readable() {
     let r = common::run(&["report", "--strict", "-i", o]);
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(!r.status.success() && err.contains("part-000002.parquet"), "{err}");
+    // A read that would pass its memory budget stops, naming the part and the budget (a
+    // dense hostile part decoded to 175 times its size); it is not skipped like a corrupt
+    // part, which would change the figures without saying why.
+    let r = fwdscope().env("FWDSCOPE_MEMORY_BUDGET", "1K").args(["report", "-i", o]).output().unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "{err}");
+    assert!(
+        err.contains(".parquet/part-0")
+            && err.contains("over its memory budget of 1.0 KiB (FWDSCOPE_MEMORY_BUDGET=1K)"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&out).unwrap();
 }
 
@@ -393,7 +404,7 @@ fn both_instruments_find_the_planted_calibration_cost() {
     let sampled = row["sampled_ns"].as_f64().unwrap();
     // The spin is timed by the TSC itself and asks for its own call overhead less; it
     // really lasts longer while it is sampled, by the sampling interrupts that land in it
-    // (README: 20 ns planted reads 21.8 by clocks at 1 kHz, 23.7 at 4 kHz; here at 2 kHz
+    // (docs/reporting.md: 20 ns planted reads 21.8 by clocks at 1 kHz, 23.7 at 4 kHz; here at 2 kHz
     // 300 read 330.2 once): -10%..+15%. When other work took the CPU (the run-queue wait the report gives), the clocks leave
     // that time out in proportion, which a TSC-timed spin does not follow: the report
     // says the figures are less sure, and so the test only checks the sampled figure.

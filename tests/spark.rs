@@ -13,7 +13,9 @@ fn spark_reads_the_dataset_as_fwdscope_reports_it() {
         return;
     }
     if Command::new("python3").args(["-c", "import pyspark"]).output().map_or(true, |o| !o.status.success()) {
-        println!("SKIP: pyspark is not installed (pip install pyspark): the Spark query of docs/datasets.md is not run");
+        println!(
+            "SKIP: pyspark is not installed (pip install pyspark): the Spark query of docs/datasets.md is not run"
+        );
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

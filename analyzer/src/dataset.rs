@@ -572,24 +572,20 @@ impl Dataset {
 
     /// Read every run's stack table, one file at a time, folding rows with `f`.
     fn for_rows(&self, mut f: impl FnMut(&Run, Row)) -> Result<()> {
-        use polars::prelude::*;
+        // One budget for the whole read: every run's table is charged to it.
+        let mut budget = collector::recording::decode::DecodeBudget::from_env();
         for run in &self.runs {
             let file = run.dir.join(STACKS_FILE);
             let bytes = collector::files::read(&file, collector::files::Kind::Part)?;
-            collector::recording::part_check::check_part(&bytes)
-                .map_err(|e| err(&file, format!("corrupt stack table: {e}")))?;
             let cols = ["thread", "stage", "symbol", "attributed_by", "dso", "samples", "period"];
-            let df = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                ParquetReader::new(std::io::Cursor::new(bytes))
-                    .with_columns(Some(cols.iter().map(|c| c.to_string()).collect()))
-                    .finish()
-            }))
-            .map_err(|_| err(&file, "malformed Parquet: the reader failed on its metadata"))?
-            .map_err(|e| err(&file, format!("unreadable stack table: {e}")))?;
-            let text = |name: &str| -> Result<Vec<String>> {
-                let c = df.column(name).map_err(|e| err(&file, e.to_string()))?;
-                let s = c.str().map_err(|e| err(&file, format!("column {name}: {e}")))?;
-                Ok(s.iter().map(|v| v.unwrap_or("").to_string()).collect())
+            // Checked, charged to the read's memory budget, then decoded.
+            let df = collector::recording::decode::decode(bytes, Some(&cols), &mut budget)
+                .map_err(|e| err(&file, format!("unreadable stack table: {e}")))?;
+            // Symbols may be long (C++ and Rust generics); every other text is a name.
+            let mut text = |name: &str| -> Result<Vec<String>> {
+                let max = if name == "symbol" || name == "dso" { 64 * 1024 } else { 4096 };
+                collector::recording::decode::texts(&df, name, max, &mut budget)
+                    .map_err(|e| err(&file, format!("unreadable stack table: {e}")))
             };
             let num = |name: &str| -> Result<Vec<u64>> {
                 let c = df.column(name).map_err(|e| err(&file, e.to_string()))?;

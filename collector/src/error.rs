@@ -59,6 +59,10 @@ pub enum Error {
     /// A recording is missing parts or has malformed ones.
     #[error("recording {path}: {msg}")]
     Recording { path: PathBuf, msg: String },
+    /// Reading would pass the read's memory budget (see
+    /// [`crate::recording::decode::DecodeBudget`]): the read stops, nothing is skipped.
+    #[error("{path}: {msg}")]
+    Memory { path: PathBuf, msg: String },
     /// Parquet writing or reading failed.
     #[error("{path}: parquet: {msg}")]
     Parquet { path: PathBuf, msg: String },

@@ -177,7 +177,12 @@ pub fn summarize_with(runs: &[RunResult], keep_contended: bool) -> Vec<Summary> 
 /// The summary as a table: one row per setting, the best marked `*`, per-stage costs in
 /// `unit` per packet for `stages` (in that order).
 /// The widest the setting column of a table is padded to (longer labels overflow it).
-const MAX_LABEL_WIDTH: usize = 120;
+pub(crate) const MAX_LABEL_WIDTH: usize = 120;
+/// Longest setting label read back from results.parquet, in bytes (an experiment's
+/// labels are a few dozen).
+pub const MAX_LABEL_BYTES: usize = 4096;
+/// Longest contention note of one run read back (a few sentences).
+const MAX_CONTENTION_BYTES: usize = 64 * 1024;
 
 pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
     use std::fmt::Write;
@@ -329,25 +334,18 @@ pub fn write_parquet(path: &Path, runs: &[RunResult]) -> Result<()> {
 
 /// The runs of a sweep's results.parquet, in run order.
 pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
-    use polars::prelude::*;
     let path = dir.join("results.parquet");
     let bytes = collector::files::read(&path, collector::files::Kind::Part)?;
     let bad = |what: &str| Error::Results { path: path.clone(), msg: what.to_string() };
     // The counts polars would trust are checked first (a padded footer hid millions of
-    // rows that took gigabytes to decode).
-    collector::recording::part_check::check_part(&bytes).map_err(|e| bad(&format!("corrupt: {e}")))?;
-    let df = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        ParquetReader::new(std::io::Cursor::new(bytes)).finish()
-    }))
-    .map_err(|_| bad("malformed Parquet: the reader failed on its metadata"))?
-    .map_err(|e| bad(&e.to_string()))?;
+    // rows that took gigabytes to decode), and the decoded size charged to a budget.
+    let mut budget = collector::recording::decode::DecodeBudget::from_env();
+    let df = collector::recording::decode::decode(bytes, None, &mut budget).map_err(|e| bad(&e.to_string()))?;
     let col = |n: &str| df.column(n).map_err(|_| bad(&format!("no column `{n}`")));
-    let settings: Vec<String> = col("setting")?
-        .str()
-        .map_err(|_| bad("`setting` is not text"))?
-        .iter()
-        .map(|s| s.unwrap_or("").to_string())
-        .collect();
+    // Labels are at most MAX_LABEL_BYTES: a 1 MiB label repeated by a dictionary in every
+    // row of a 517 KB file took over 12 GB once copied per row.
+    let settings = collector::recording::decode::texts(&df, "setting", MAX_LABEL_BYTES, &mut budget)
+        .map_err(|e| bad(&e.to_string()))?;
     let repeats: Vec<u32> =
         col("repeat")?.u32().map_err(|_| bad("`repeat` is not u32"))?.iter().map(|v| v.unwrap_or(0)).collect();
     let mpps: Vec<f64> =
@@ -367,13 +365,10 @@ pub fn read_results(dir: &Path) -> Result<Vec<RunResult>> {
         Err(_) => vec![None; df.height()],
     };
     let contention: Vec<Vec<String>> = match df.column("contention") {
-        Ok(c) => c
-            .str()
-            .map_err(|_| bad("`contention` is not text"))?
-            .iter()
-            .map(|v| {
-                v.filter(|t| !t.is_empty()).map(|t| t.split("; ").map(str::to_string).collect()).unwrap_or_default()
-            })
+        Ok(_) => collector::recording::decode::texts(&df, "contention", MAX_CONTENTION_BYTES, &mut budget)
+            .map_err(|e| bad(&e.to_string()))?
+            .into_iter()
+            .map(|t| if t.is_empty() { Vec::new() } else { t.split("; ").map(str::to_string).collect() })
             .collect(),
         Err(_) => vec![Vec::new(); df.height()],
     };

@@ -17,8 +17,10 @@
 //! readable (`pl.scan_parquet("OUT/samples.parquet/*.parquet")` reads them all).
 //!
 //! Here: what meta.json holds; [`writer`] (parts, atomic renames), [`reader`] (parts read
-//! back, each checked by [`part_check`] before polars decodes it).
+//! back, each checked by [`part_check`] and charged to a memory budget by [`decode`]
+//! before polars decodes it).
 
+pub mod decode;
 pub mod part_check;
 mod reader;
 mod writer;

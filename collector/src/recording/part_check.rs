@@ -16,9 +16,11 @@
 //!   non-repeated column holds exactly one value per row.
 //!
 //! The checks read only footers and page headers, never page data (microseconds per part).
+//! They also estimate what decoding the file will take in memory, which
+//! [`super::decode`] charges to the read's budget.
 
 use polars_parquet_format::thrift::protocol::TCompactInputProtocol;
-use polars_parquet_format::{FileMetaData, PageHeader, PageType};
+use polars_parquet_format::{FileMetaData, PageHeader, PageType, Type};
 use std::io::Cursor;
 
 /// Largest value count accepted per byte of file (rows, chunk values, page values).
@@ -53,9 +55,24 @@ fn footer(bytes: &[u8]) -> std::result::Result<(FileMetaData, u64), String> {
     Ok((meta, at.saturating_sub(4) as u64))
 }
 
+/// Bytes one decoded value of a column of physical type `t` takes: its width, or for
+/// byte arrays the 16-byte view polars keeps per value (the bytes themselves are counted
+/// from the pages).
+fn value_width(t: Type) -> u64 {
+    match t {
+        Type::BOOLEAN => 1,
+        Type::INT32 | Type::FLOAT => 4,
+        Type::INT64 | Type::DOUBLE => 8,
+        Type::INT96 => 12,
+        _ => 16,
+    }
+}
+
 /// Check `bytes` (a whole part file); the error says which row group, column and page
-/// failed and at which file offset.
-pub fn check_part(bytes: &[u8]) -> std::result::Result<(), String> {
+/// failed and at which file offset. On success, the estimated bytes decoding it takes:
+/// per column chunk, its values times their decoded width, plus its uncompressed page
+/// bytes for byte arrays, plus 8 bytes of offsets per row for a list column.
+pub fn check_part(bytes: &[u8]) -> std::result::Result<u64, String> {
     let (meta, data) = footer(bytes)?;
     let len = bytes.len() as u64;
     // Counted against the column data alone: a footer padded with metadata adds bytes to
@@ -72,6 +89,7 @@ pub fn check_part(bytes: &[u8]) -> std::result::Result<(), String> {
     };
     let total = count("footer", meta.num_rows)?;
     let mut rows_total = 0u64;
+    let mut estimate = 0u64;
     for (g, rg) in meta.row_groups.iter().enumerate() {
         let rows = count(&format!("row group {g}"), rg.num_rows)?;
         rows_total = rows_total.saturating_add(rows);
@@ -96,12 +114,21 @@ pub fn check_part(bytes: &[u8]) -> std::result::Result<(), String> {
                 return Err(at(&format!("byte range {start}..{end} outside the file of {len} bytes")));
             }
             check_pages(bytes, start, end, values, limit).map_err(|e| at(&e))?;
+            let mut cost = values.saturating_mul(value_width(cm.type_));
+            if !matches!(cm.type_, Type::BOOLEAN | Type::INT32 | Type::FLOAT | Type::INT64 | Type::DOUBLE | Type::INT96)
+            {
+                cost = cost.saturating_add(u64::try_from(cm.total_uncompressed_size).unwrap_or(u64::MAX));
+            }
+            if cm.path_in_schema.len() > 1 {
+                cost = cost.saturating_add(rows.saturating_mul(8));
+            }
+            estimate = estimate.saturating_add(cost);
         }
     }
     if rows_total != total {
         return Err(format!("footer: {total} rows, but the row groups hold {rows_total}"));
     }
-    Ok(())
+    Ok(estimate)
 }
 
 /// Walk the page headers of one column chunk in `bytes[start..end]`.

@@ -1,7 +1,9 @@
 //! Reading a recording back: meta.json, every Parquet part (each checked by
-//! [`super::part_check`] before polars decodes it), counters, maps and tasks. Every file
-//! is opened through [`crate::files`] (regular files only, each size capped by its kind).
+//! [`super::part_check`] and charged to the read's memory budget by [`super::decode`]
+//! before polars decodes it), counters, maps and tasks. Every file is opened through
+//! [`crate::files`] (regular files only, each size capped by its kind).
 
+use super::decode::{decode, texts, DecodeBudget, DecodeError};
 use super::{pq_err, CounterRow, Meta, FORMAT_VERSION};
 use crate::records::{Mapping, Sample, TaskEvent};
 use crate::{Error, Result};
@@ -26,16 +28,22 @@ fn parts(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(v)
 }
 
-/// Read one Parquet part. A corrupt part can make the Parquet reader panic (it indexes
-/// by sizes from the file's metadata); that becomes an error naming the part.
-fn read_part(path: &Path) -> Result<DataFrame> {
-    // Whole part in memory: the counts polars would trust are checked first (a corrupt
-    // count aborts polars on allocation, which no catch_unwind can stop).
+/// A decoding failure as the collector's error: over the budget stops the read
+/// ([`Error::Memory`]); anything else names the part as unreadable.
+fn decode_err(path: &Path, e: DecodeError) -> Error {
+    match e {
+        DecodeError::Budget(msg) => Error::Memory { path: path.to_path_buf(), msg },
+        DecodeError::Corrupt(msg) => pq_err(path, format!("unreadable part: {msg}")),
+    }
+}
+
+/// Read one Parquet part. Whole part in memory: the counts polars would trust are
+/// checked first (a corrupt count aborts polars on allocation, which no catch_unwind can
+/// stop), and its decoded size charged to `budget`; a reader panic on malformed metadata
+/// becomes an error naming the part.
+fn read_part(path: &Path, budget: &mut DecodeBudget) -> Result<DataFrame> {
     let bytes = crate::files::read(path, crate::files::Kind::Part)?;
-    super::part_check::check_part(&bytes).map_err(|e| pq_err(path, format!("corrupt part: {e}")))?;
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ParquetReader::new(std::io::Cursor::new(bytes)).finish()))
-        .map_err(|_| pq_err(path, "malformed Parquet: the reader failed on its metadata"))?
-        .map_err(|e| pq_err(path, e))
+    decode(bytes, None, budget).map_err(|e| decode_err(path, e))
 }
 
 fn col<'a>(df: &'a DataFrame, path: &Path, name: &str) -> Result<&'a Column> {
@@ -100,10 +108,13 @@ impl Recording {
     }
 
     /// Every sample, in part order (parts that cannot be read are skipped and noted,
-    /// unless strict).
+    /// unless strict). The read runs under one [`DecodeBudget`] (see
+    /// [`DecodeBudget::from_env`]), charged for the decoded parts and for the samples made
+    /// of them; passing it is an [`Error::Memory`] naming the part.
     pub fn samples(&self) -> Result<Vec<Sample>> {
+        let mut budget = DecodeBudget::from_env();
         let per_part = self.sound_parts("samples.parquet", |path| {
-            let df = read_part(path)?;
+            let df = read_part(path, &mut budget)?;
             let path = path.to_path_buf();
             let (time, ip, period) = (u64s(&df, &path, "time")?, u64s(&df, &path, "ip")?, u64s(&df, &path, "period")?);
             let (pid, tid, cpu) = (u32s(&df, &path, "pid")?, u32s(&df, &path, "tid")?, u32s(&df, &path, "cpu")?);
@@ -117,6 +128,12 @@ impl Recording {
                 .list()
                 .map_err(|_| Error::Recording { path: path.clone(), msg: "column `callchain` is not a list".into() })?
                 .clone();
+            // The samples made of the part: one struct per row and its callchain's addresses.
+            let frames: u64 = chains.iter().map(|c| c.map_or(0, |s| s.len() as u64)).sum();
+            let made = (time.len() as u64)
+                .saturating_mul(std::mem::size_of::<Sample>() as u64)
+                .saturating_add(frames.saturating_mul(8));
+            budget.charge(made, "the samples of this part").map_err(|msg| Error::Memory { path: path.clone(), msg })?;
             let mut out = Vec::with_capacity(time.len());
             for (i, chain) in chains.amortized_iter().enumerate() {
                 let callchain: Vec<u64> = match chain {
@@ -146,6 +163,9 @@ impl Recording {
         for path in parts(&self.dir.join(sub))? {
             match read(&path) {
                 Ok(v) => out.push(v),
+                // Over the memory budget: the read stops (skipping would change the figures
+                // without the part being at fault).
+                Err(e @ Error::Memory { .. }) => return Err(e),
                 Err(e) if !self.strict => {
                     let note = format!("skipped {}: {e}", path.display());
                     if let Ok(mut s) = self.skipped.lock() {
@@ -205,8 +225,9 @@ impl Recording {
     /// no per-sample conversion, for aggregation in polars.
     pub fn samples_df(&self) -> Result<DataFrame> {
         let mut out: Option<DataFrame> = None;
+        let mut budget = DecodeBudget::from_env();
         self.sound_parts("samples.parquet", |path| {
-            let df = read_part(path)?;
+            let df = read_part(path, &mut budget)?;
             for name in ["time", "pid", "tid", "cpu", "ip", "period", "kernel", "callchain"] {
                 col(&df, path, name)?;
             }
@@ -240,32 +261,32 @@ impl Recording {
 
     /// Every counter row, in part order.
     pub fn counters(&self) -> Result<Vec<CounterRow>> {
+        let mut budget = DecodeBudget::from_env();
         let per_part = self.sound_parts("counters.parquet", |path| {
-            let df = read_part(path)?;
+            let df = read_part(path, &mut budget)?;
             let path = path.to_path_buf();
             let time = u64s(&df, &path, "time")?;
             let value = u64s(&df, &path, "value")?;
-            let strs = |name: &str| -> Result<Vec<String>> {
-                Ok(col(&df, &path, name)?
-                    .str()
-                    .map_err(|_| Error::Recording { path: path.clone(), msg: format!("column `{name}` is not text") })?
-                    .iter()
-                    .map(|v| v.unwrap_or("").to_string())
-                    .collect())
-            };
-            let (source, name) = (strs("source")?, strs("name")?);
+            // Counter sources and names are short (`forwarder`, `rx_packets`, an event
+            // name): 256 bytes is far above any.
+            let source = texts(&df, "source", 256, &mut budget).map_err(|e| decode_err(&path, e))?;
+            let name = texts(&df, "name", 256, &mut budget).map_err(|e| decode_err(&path, e))?;
             let worker: Vec<i32> = col(&df, &path, "worker")?
                 .i32()
                 .map_err(|_| Error::Recording { path: path.clone(), msg: "column `worker` is not i32".into() })?
                 .iter()
                 .map(|v| v.unwrap_or(-1))
                 .collect();
-            Ok((0..time.len())
-                .map(|i| CounterRow {
+            // The strings move into the rows (the budget counted them once).
+            Ok(source
+                .into_iter()
+                .zip(name)
+                .enumerate()
+                .map(|(i, (source, name))| CounterRow {
                     time: time[i],
-                    source: source[i].clone(),
+                    source,
                     worker: worker[i],
-                    name: name[i].clone(),
+                    name,
                     value: value[i],
                 })
                 .collect::<Vec<_>>())
