@@ -55,6 +55,10 @@ pub const UNLISTED: &str = "unlisted";
 /// with callchains such samples are charged to the nearest staged caller).
 pub const SHARED: &str = "shared";
 
+/// Longest stage name a rules file may give, in bytes (the stage column of a table is at
+/// most this wide).
+pub const MAX_STAGE_NAME: usize = 64;
+
 /// Where a stage sorts in tables: [`STAGE_ORDER`], with the kernel rules' `netfilter`
 /// after `ip` and `local`, and [`SHARED`], [`KERNEL_UNKNOWN`] and [`BINARY_UNKNOWN`] after `other`; any
 /// other stage after all of these (ties by name).
@@ -227,6 +231,16 @@ impl Rules {
             };
             if rule.stage.is_empty() {
                 return Err(Error::Rules { path: origin.into(), msg: format!("rule {}: `stage` is empty", i + 1) });
+            }
+            if rule.stage.len() > MAX_STAGE_NAME {
+                return Err(Error::Rules {
+                    path: origin.into(),
+                    msg: format!(
+                        "rule {}: a stage name of {} bytes: expected at most {MAX_STAGE_NAME}",
+                        i + 1,
+                        rule.stage.len()
+                    ),
+                });
             }
             // A stage name is printed in tables and on a terminal: no control characters.
             if rule.stage.chars().any(char::is_control) {
@@ -674,5 +688,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(e, "all.toml: rule 1 (stage lookup): an empty prefix pattern would match every symbol");
+        // A stage name of 70,000 bytes made the table's formatter panic (width past u16).
+        let long = format!("[[rule]]\nstage = \"{}\"\nprefix = \"a\"\n", "s".repeat(70_000));
+        let e = Rules::parse(&long, "long.toml").unwrap_err().to_string();
+        assert_eq!(e, "long.toml: rule 1: a stage name of 70000 bytes: expected at most 64");
     }
 }

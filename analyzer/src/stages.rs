@@ -888,8 +888,10 @@ impl StageTable {
         }
         let per = format!("{}/packet", self.unit);
         let with_packets = self.packets.is_some();
-        // The stage column fits the longest name (`kernel-unknown`), at least 8 wide.
-        let w = self.stages.iter().map(|r| r.stage.len()).max().unwrap_or(0).max(8);
+        // The stage column fits the longest name (`kernel-unknown`), at least 8 wide and at
+        // most MAX_STAGE_NAME (stage names from a dataset's stack table are not checked as a
+        // rules file's are; a width past 65,535 would panic the formatter).
+        let w = self.stages.iter().map(|r| r.stage.len()).max().unwrap_or(0).clamp(8, crate::rules::MAX_STAGE_NAME);
         let _ = writeln!(
             s,
             "{:<w$} {:>10} {:>8} {:>12}",

@@ -185,7 +185,9 @@ impl Experiment {
 /// route-cache sizes then and now when the experiment reports sizes, and whether the
 /// settings come out in the same order.
 pub fn then_and_now(sets: &[Setting], sums: &[Summary], unit: &str) -> String {
-    let w = sets.iter().map(|s| s.label.len()).max().unwrap_or(7).max(7);
+    // A label from an experiment file pads its column up to 120 characters (a longer one
+    // overflows its row; a width past 65,535 would panic the formatter).
+    let w = sets.iter().map(|s| s.label.len()).max().unwrap_or(7).clamp(7, crate::results::MAX_LABEL_WIDTH);
     let base_then = sets.first().and_then(|s| s.reported);
     let base_now = sums.first().map(|s| s.median);
     let sizes = sets.iter().any(|s| s.reported_entries.is_some());
