@@ -227,6 +227,25 @@ fn a_dataset_that_cannot_be_written_is_refused_before_recording() {
         .unwrap();
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && e.contains("schema version 9"), "{e}");
+    // As root with --share, a dataset is reached through no symlink (root's own included):
+    // refused before anything is made in it (it used to make `_dataset.json`, `.staging`
+    // and `host=` and only then refuse the recording).
+    if unsafe { libc::geteuid() } == 0 {
+        let real = dir.join("real");
+        std::fs::create_dir_all(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.join("link")).unwrap();
+        let o = fwdscope()
+            .args(["record", "--duration", "1", "--share", "--dataset"])
+            .arg(dir.join("link").join("ds"))
+            .args(["--", "--duration", "0"])
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && e.contains("is a symlink") && e.contains("give the path it leads to"), "{e}");
+        assert!(!real.join("ds").exists(), "a refused dataset was started: {:?}", std::fs::read_dir(&real));
+    } else {
+        println!("SKIP (part): not root, so the --share symlink case is not run");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

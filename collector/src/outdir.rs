@@ -254,7 +254,9 @@ impl PathRefusal {
 /// the path as given may be a symlink another user owns (their own link to root's
 /// directory), and the directory it resolves to and every directory above it must be
 /// root's. `shared` (`--share`) waives who owns the directories, never the symlinks: a
-/// user's symlink on the path is refused either way.
+/// user's symlink on the path is refused either way, and with `shared` root's own too (the
+/// output is then opened through no symlink at all, so a path with one would fail later,
+/// after the dataset or directory had been started).
 pub fn check_path(dir: &Path, shared: bool) -> std::result::Result<(), PathRefusal> {
     if !running_as_root() {
         return Ok(());
@@ -274,6 +276,18 @@ pub fn check_path(dir: &Path, shared: bool) -> std::result::Result<(), PathRefus
             Ok(md) if md.file_type().is_symlink() && md.uid() != 0 => {
                 return Err(PathRefusal {
                     why: format!("{} is a symlink user {} owns", p.display(), md.uid()),
+                    symlink: true,
+                });
+            }
+            // As root with --share, the output is later reached through no symlink at all
+            // (RESOLVE_NO_SYMLINKS, see parent_fd): refused here, before anything is made.
+            Ok(md) if md.file_type().is_symlink() && shared => {
+                return Err(PathRefusal {
+                    why: format!(
+                        "{} is a symlink, and with --share root reaches an output through none (a user could swap \
+                         one in)",
+                        p.display()
+                    ),
                     symlink: true,
                 });
             }
@@ -612,14 +626,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     write_atomic_with(path, mode, |f| f.write_all(bytes).map_err(|e| Error::io(path, e)))
 }
 
-/// `df` written as Parquet as `path`, through [`write_atomic_with`].
-pub fn write_parquet(path: &Path, mode: u32, df: &mut polars::prelude::DataFrame) -> Result<()> {
+/// `df` encoded as Parquet in memory (the errors of encoding apart from those of writing:
+/// a full disk while polars wrote its footer was reported as a Thrift error).
+pub fn parquet_bytes(path: &Path, df: &mut polars::prelude::DataFrame) -> Result<Vec<u8>> {
     use polars::prelude::ParquetWriter;
+    let mut buf = Vec::new();
+    ParquetWriter::new(&mut buf)
+        .finish(df)
+        .map_err(|e| Error::Parquet { path: path.into(), msg: format!("encoding: {e}") })?;
+    Ok(buf)
+}
+
+/// `df` written as Parquet as `path`, through [`write_atomic_with`]: encoded first, then
+/// written, so a full disk is said as one (the file named, "No space left on device").
+pub fn write_parquet(path: &Path, mode: u32, df: &mut polars::prelude::DataFrame) -> Result<()> {
+    let bytes = parquet_bytes(path, df)?;
     write_atomic_with(path, mode, |f| {
-        ParquetWriter::new(&mut *f)
-            .finish(df)
-            .map(|_| ())
-            .map_err(|e| Error::Parquet { path: path.into(), msg: e.to_string() })
+        use std::io::Write;
+        f.write_all(&bytes).map_err(|e| Error::io(path, e))
     })
 }
 

@@ -11,9 +11,7 @@ use std::path::{Path, PathBuf};
 /// Write `df` as the part `path`: a random temporary name (removed on error), renamed
 /// into place.
 fn write_df(path: &Path, df: &mut DataFrame, mode: u32) -> Result<()> {
-    crate::outdir::write_atomic_with(path, mode, |f| {
-        ParquetWriter::new(&mut *f).finish(df).map(|_| ()).map_err(|e| pq_err(path, e))
-    })
+    crate::outdir::write_parquet(path, mode, df)
 }
 
 /// Buffers rows and writes them as Parquet parts.
