@@ -28,7 +28,7 @@ pub struct Parting {
     pub fib: Vec<String>,
     /// Prefetch depths; empty matches any.
     #[serde(default)]
-    pub prefetch: Vec<u32>,
+    pub prefetch: Vec<fwd_abi::Prefetch>,
     /// The stages that part.
     pub stages: Vec<String>,
     /// What was measured.
@@ -44,7 +44,7 @@ pub struct Setting {
     pub tsc_hz: u64,
     pub cache: Option<String>,
     pub fib: Option<String>,
-    pub prefetch: Option<u32>,
+    pub prefetch: Option<fwd_abi::Prefetch>,
 }
 
 impl Setting {
@@ -57,7 +57,7 @@ impl Setting {
             tsc_hz,
             cache: c.cache.clone(),
             fib: c.fib.clone(),
-            prefetch: c.prefetch.and_then(|v| u32::try_from(v).ok()),
+            prefetch: c.prefetch,
         }
     }
 }

@@ -55,7 +55,7 @@ fn main() {
     std::thread::sleep(Duration::from_secs(1));
     let c = seg.control();
     let same = Request {
-        prefetch: Some(c.prefetch.load(Ordering::Relaxed)),
+        prefetch: Some(fwd_abi::Prefetch::clamped(u64::from(c.prefetch.load(Ordering::Relaxed)))),
         cache_mode: Some(c.cache_mode.load(Ordering::Relaxed)),
         spin_ns: Some(0),
         gc: Some(c.gc()),

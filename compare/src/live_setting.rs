@@ -4,14 +4,14 @@
 //! by live comparisons, `top`'s A/B and phased experiments.
 
 use crate::{Error, Result};
-use fwd_abi::{CacheMode, Request, Segment};
+use fwd_abi::{CacheMode, Prefetch, Request, Segment};
 
 /// One setting of a live comparison: what the control block is asked for.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LiveSetting {
     pub label: String,
-    pub prefetch: Option<u32>,
-    pub cache: Option<String>,
+    pub prefetch: Option<Prefetch>,
+    pub cache: Option<CacheMode>,
     pub spin_ns: Option<u32>,
     /// Route-cache GC tunables (`--gc-thresh`, `--gc-elasticity`, `--gc-min-interval-ms`,
     /// `--gc-timeout`); unset ones keep the forwarder's start values.
@@ -71,7 +71,13 @@ impl LiveSetting {
                 })
             };
             match name {
-                "--prefetch" => s.prefetch = Some(num(value()?, 8)?),
+                "--prefetch" => {
+                    let v = value()?;
+                    s.prefetch = Some(
+                        v.parse::<Prefetch>()
+                            .map_err(|e| Error::Config(format!("setting {label}: {name} {v}: {e}")))?,
+                    );
+                }
                 "--spin-ns" => s.spin_ns = Some(num(value()?, fwd_abi::segment::MAX_SPIN_NS)?),
                 // The route-cache GC tunables, within the bounds the forwarder takes at start
                 // (gc-thresh must also stay below the running forwarder's max_size: workers
@@ -84,12 +90,9 @@ impl LiveSetting {
                 "--gc-timeout" => s.gc.timeout_s = Some(num(value()?, 86_400)?),
                 "--cache" => {
                     let v = value()?;
-                    if CacheMode::from_name(&v).is_none() {
-                        return Err(Error::Config(format!(
-                            "setting {label}: --cache {v}: expected rtcache, nocache or nhcache"
-                        )));
-                    }
-                    s.cache = Some(v);
+                    s.cache = Some(CacheMode::from_name(&v).ok_or_else(|| {
+                        Error::Config(format!("setting {label}: --cache {v}: expected rtcache, nocache or nhcache"))
+                    })?);
                 }
                 other => {
                     return Err(Error::Config(format!(
@@ -121,7 +124,7 @@ impl LiveSetting {
     fn request_with(&self, tag: u64, gc: fwd_abi::GcTunables, spin_ns: u32) -> Request {
         Request {
             prefetch: self.prefetch,
-            cache_mode: self.cache.as_deref().and_then(CacheMode::from_name).map(|m| m.code()),
+            cache_mode: self.cache.map(CacheMode::code),
             spin_ns: Some(self.spin_ns.unwrap_or(spin_ns)),
             gc: Some(self.gc.over(gc)),
             flush: false,

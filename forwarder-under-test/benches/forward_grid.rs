@@ -21,7 +21,7 @@ fn main() {
         return;
     }
     let secs: f64 = std::env::var("FWDSCOPE_GRID_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
-    let depths: Vec<usize> = std::env::var("FWDSCOPE_GRID_PREFETCH")
+    let depths: Vec<fwd_abi::Prefetch> = std::env::var("FWDSCOPE_GRID_PREFETCH")
         .unwrap_or_else(|_| "0,1,2,3,4,5".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())

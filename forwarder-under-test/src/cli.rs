@@ -148,8 +148,8 @@ pub struct ForwarderArgs {
     pub workers: usize,
     /// Prefetch depth 0..8 (headers and route-cache bucket / FIB node of the next k packets).
     /// Switchable while running (top's `+`/`-`, sweep --live).
-    #[arg(help_heading = "Workers", long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=8))]
-    pub prefetch: u8,
+    #[arg(help_heading = "Workers", long, default_value_t = fwd_abi::Prefetch::DEFAULT)]
+    pub prefetch: fwd_abi::Prefetch,
     /// Packets per burst (1..64).
     #[arg(help_heading = "Workers", long, default_value_t = 32)]
     pub burst: usize,
@@ -230,7 +230,7 @@ impl ForwarderArgs {
             workers: self.workers,
             cache: self.cache,
             fib: self.fib,
-            prefetch: usize::from(self.prefetch),
+            prefetch: self.prefetch,
             table,
             nexthops: self.nexthops,
             rt: RtParams {

@@ -178,8 +178,8 @@ pub struct Config {
     pub cache: CacheMode,
     /// FIB engine (default lctrie, as Linux fib_trie).
     pub fib: FibKind,
-    /// Prefetch depth 0..=8 (default 2, the 2005 optimum).
-    pub prefetch: usize,
+    /// Prefetch depth (default 2, the 2005 optimum).
+    pub prefetch: fwd_abi::Prefetch,
     /// Routing table (default: generated, 123000 routes as in the 2005 test, seed 1).
     pub table: TableSource,
     /// Next hops that generated tables and ASN tables are spread over (default 16).
@@ -229,7 +229,7 @@ impl Default for Config {
             workers: 1,
             cache: CacheMode::Rtcache,
             fib: FibKind::Lctrie,
-            prefetch: 2,
+            prefetch: fwd_abi::Prefetch::DEFAULT,
             table: TableSource::Generated { routes: 123_000, seed: 1 },
             nexthops: 16,
             rt: RtParams::default(),
@@ -258,9 +258,6 @@ impl Config {
         }
         if self.workers == 0 || self.workers > 64 {
             return Err(Error::Config(format!("--workers {}: expected 1 to 64", self.workers)));
-        }
-        if self.prefetch > 8 {
-            return Err(Error::Config(format!("--prefetch {}: expected 0 to 8", self.prefetch)));
         }
         if self.burst == 0 || self.burst > crate::burst::MAX_BURST {
             return Err(Error::Config(format!("--burst {}: expected 1 to {}", self.burst, crate::burst::MAX_BURST)));

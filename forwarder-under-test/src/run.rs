@@ -402,7 +402,7 @@ impl Forwarder {
         let cfg_json = fwd_abi::Published::of(cfg, &info)?.to_json();
         let seg = Arc::new(Segment::create(&stats_path, cfg.workers, &cfg_json, hz)?);
         let c = seg.control();
-        c.prefetch.store(cfg.prefetch as u32, Ordering::Relaxed);
+        c.prefetch.store(u32::from(cfg.prefetch), Ordering::Relaxed);
         c.cache_mode.store(cfg.cache.code(), Ordering::Relaxed);
         c.stage_clock.store(u32::from(cfg.stage_clock), Ordering::Relaxed);
         c.spin_ns.store(cfg.spin_ns, Ordering::Relaxed);

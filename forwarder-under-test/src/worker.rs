@@ -128,7 +128,7 @@ impl Worker {
             rt: RtCache::new(&cfg.rt, 2 * MAX_BURST + n_nh + 64, seed),
             nh_dst: vec![NIL; n_nh],
             mode: cfg.cache,
-            prefetch: cfg.prefetch,
+            prefetch: cfg.prefetch.depth(),
             burst_size: cfg.burst,
             ctr: vec![0; N_COUNTERS],
             clk: StageClock::new(cfg.stage_clock, cfg.clock_one_in, 0x9e37_79b9_7f4a_7c15 ^ (id as u64 + 1)),
@@ -453,7 +453,7 @@ impl Worker {
         // GC's goal misses so far: a phased experiment counts the ones a step's switch
         // causes from here, not from the snapshot before it.
         self.ctr[Ctr::SwitchGcGoalMiss as usize] = self.rt.stat.gc_goal_miss;
-        self.prefetch = (c.prefetch.load(Ordering::Relaxed) as usize).min(8);
+        self.prefetch = fwd_abi::Prefetch::clamped(u64::from(c.prefetch.load(Ordering::Relaxed))).depth();
         if let Some(m) = CacheMode::from_code(c.cache_mode.load(Ordering::Relaxed)) {
             self.set_mode(m);
         }

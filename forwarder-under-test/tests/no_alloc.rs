@@ -43,7 +43,7 @@ fn per_packet_path_does_not_allocate() {
         let cfg = Config {
             cache,
             fib: FibKind::Hash,
-            prefetch: 4,
+            prefetch: fwd_abi::Prefetch::new(4).expect("depth"),
             stage_clock: true,
             traffic: TrafficProfile { flows: 4096, pkts_per_flow: 2, ..Default::default() },
             rx_ring: 256,

@@ -106,7 +106,7 @@ fn controller_in_another_process_steers_the_forwarder() {
     wait_for("packets", || seg.snapshot().total(Ctr::TxPackets) > 10_000);
     assert_eq!(seg.snapshot().get(0, Ctr::PrefetchDepth), 1);
 
-    seg.set_prefetch(5);
+    seg.set_prefetch(fwd_abi::Prefetch::new(5).expect("depth"));
     wait_for("prefetch 5", || seg.snapshot().get(0, Ctr::PrefetchDepth) == 5);
     seg.set_cache_mode(forwarder::config::CacheMode::Nocache.code());
     wait_for("nocache", || seg.snapshot().get(0, Ctr::CacheMode) == 1);

@@ -11,11 +11,11 @@ use forwarder::table::RouteTable;
 use forwarder::traffic::TrafficProfile;
 use fwd_abi::Ctr;
 
-fn config(cache: CacheMode, fib: FibKind, prefetch: usize) -> Config {
+fn config(cache: CacheMode, fib: FibKind, prefetch: u64) -> Config {
     Config {
         cache,
         fib,
-        prefetch,
+        prefetch: fwd_abi::Prefetch::new(prefetch).expect("a depth 0..=8"),
         traffic: TrafficProfile { flows: 512, pkts_per_flow: 4, ..Default::default() },
         rx_ring: 256,
         tx_ring: 256,

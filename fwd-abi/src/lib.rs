@@ -11,6 +11,7 @@
 //! - [`published`]: the configuration and run information a forwarder publishes in its
 //!   segment (and a recording keeps), typed for the writer and every reader.
 //! - [`CacheMode`]: the cache modes and their codes in the control block.
+//! - [`Prefetch`]: the prefetch depth with its one limit.
 //! - [`threads`]: the worker thread-name convention (`fwd-worker-N`).
 //! - [`rows`]: counters as rows (time, source, worker, name, value), the form recordings and
 //!   the live stream carry.
@@ -26,6 +27,7 @@ pub mod published;
 pub mod rows;
 pub mod rtstat;
 pub mod segment;
+mod setting;
 pub mod threads;
 
 pub use cache_mode::CacheMode;
@@ -34,6 +36,7 @@ pub use error::{Error, Result};
 pub use published::Published;
 pub use rows::{segment_rows, CounterRow, SOURCE_FORWARDER, SOURCE_PMU};
 pub use segment::{default_path, Control, GcTunables, Request, Segment, Snapshot, State, VERSION};
+pub use setting::Prefetch;
 
 /// The symbol-to-stage map of the bundled forwarder, as published for the analyzer.
 pub const STAGE_MAP_TOML: &str = include_str!("../stages.toml");

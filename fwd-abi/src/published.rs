@@ -39,7 +39,7 @@ pub struct PublishedConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fib: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefetch: Option<u64>,
+    pub prefetch: Option<crate::Prefetch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage_clock: Option<bool>,
     /// One poll in this many is clocked (and scaled up).
@@ -219,7 +219,10 @@ mod tests {
             "flows":7},"info":{"tsc_hz":2596000000,"tsc_source":"dmesg","device":"inline","routes":10}}"#;
         let p = Published::from_json(text).unwrap();
         assert_eq!(p.config.driver.as_deref(), Some("afxdp"));
-        assert_eq!((p.config.workers, p.config.prefetch, p.config.clock_one_in), (Some(2), Some(3), Some(8)));
+        assert_eq!(
+            (p.config.workers, p.config.prefetch, p.config.clock_one_in),
+            (Some(2), crate::Prefetch::new(3), Some(8))
+        );
         assert_eq!(p.config.rt.as_ref().and_then(|r| r.version.as_deref()), Some("v26"));
         assert_eq!(p.config.other["flows"], 7);
         assert_eq!(p.info.other["routes"], 10);

@@ -71,7 +71,7 @@ pub const MAX_SPIN_NS: u32 = 100_000;
 pub struct Control {
     /// Bumped by a controller after it changes any field below.
     pub generation: AtomicU64,
-    /// Requested prefetch depth 0..=8.
+    /// Requested prefetch depth ([`crate::Prefetch`]; a reader clamps what it finds).
     pub prefetch: AtomicU32,
     /// Requested cache mode (see [`crate::CacheMode::code`]).
     pub cache_mode: AtomicU32,
@@ -372,6 +372,9 @@ impl Segment {
         if h.version != VERSION {
             return Err(bad(format!("layout version {}, this reader understands {VERSION}", h.version)));
         }
+        if h.header_size as usize != HEADER_SIZE {
+            return Err(bad(format!("header size {}, this reader expects {HEADER_SIZE}", h.header_size)));
+        }
         let lay = layout(h.n_workers as usize, h.n_counters as usize, h.config_len as usize);
         if lay.total > len
             || lay.workers_off != h.workers_off as usize
@@ -556,8 +559,8 @@ impl Segment {
     }
 
     /// Ask for a prefetch depth change.
-    pub fn set_prefetch(&self, depth: u32) {
-        self.control().prefetch.store(depth.min(8), Ordering::Relaxed);
+    pub fn set_prefetch(&self, depth: crate::Prefetch) {
+        self.control().prefetch.store(u32::from(depth), Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
     }
     /// Ask for a cache-mode change.
@@ -587,7 +590,7 @@ impl Segment {
     pub fn apply(&self, req: &Request) -> u64 {
         let c = self.control();
         if let Some(p) = req.prefetch {
-            c.prefetch.store(p.min(8), Ordering::Relaxed);
+            c.prefetch.store(u32::from(p), Ordering::Relaxed);
         }
         if let Some(m) = req.cache_mode {
             c.cache_mode.store(m, Ordering::Relaxed);
@@ -614,7 +617,7 @@ impl Segment {
 /// Settings changed together through [`Segment::apply`] (`None`: left as they are).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Request {
-    pub prefetch: Option<u32>,
+    pub prefetch: Option<crate::Prefetch>,
     pub cache_mode: Option<u32>,
     pub spin_ns: Option<u32>,
     /// Route-cache GC tunables.
@@ -709,6 +712,23 @@ mod tests {
             (fresh.counter_names(), fresh.config_json())
         };
         assert_eq!(opened_names, (names, "{\"a\":1}".to_string()));
+        drop(s);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A header whose declared size is not this layout's is refused (it was not checked).
+    #[test]
+    fn a_header_of_another_size_is_refused() {
+        let path = std::env::temp_dir().join(format!("fwdscope-hdrsize-{}.stats", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut s = Segment::create(&path, 1, "{}", 0).unwrap();
+        s.remove_on_drop = false;
+        assert!(Segment::open(&path).is_ok());
+        // SAFETY: test-only rewrite of a header field in our own mapping.
+        unsafe { (*(s.map.as_mut_ptr() as *mut Header)).header_size = 4096 };
+        s.map.flush().unwrap();
+        let e = Segment::open(&path).err().expect("refused").to_string();
+        assert!(e.contains("header size 4096, this reader expects 256"), "{e}");
         drop(s);
         std::fs::remove_file(&path).unwrap();
     }

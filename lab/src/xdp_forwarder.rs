@@ -240,7 +240,7 @@ pub fn run(a: &XdpForwardArgs, site: &Site, stop: &AtomicBool) -> Result<String>
             workers_are_cpus: Some(true),
             fib: Some("kernel (bpf_fib_lookup)".into()),
             cache: Some("none".into()),
-            prefetch: Some(0),
+            prefetch: Some(fwd_abi::Prefetch::NONE),
             stage_clock: Some(false),
             other: other(serde_json::json!({"in": f0, "out": f1, "program": xdp::FWD_PROGRAM, "prog_id": prog_id})),
             ..Default::default()

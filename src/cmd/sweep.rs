@@ -16,7 +16,7 @@ use std::path::PathBuf;
 pub struct SweepArgs {
     /// Prefetch depths to sweep, e.g. 0,1,2,3,4,5.
     #[arg(long, value_delimiter = ',')]
-    pub prefetch: Vec<u8>,
+    pub prefetch: Vec<fwd_abi::Prefetch>,
     /// Cache modes to sweep, e.g. rtcache,nocache,nhcache.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub cache: Vec<CacheMode>,

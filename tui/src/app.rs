@@ -14,7 +14,7 @@ use analyzer::stages::Attributor;
 use analyzer::symbolize::{Kallsyms, Symbolizer};
 use collector::session::{RecordOptions, Target};
 use compare::live::{AbStatus, LiveSetting};
-use fwd_abi::{CacheMode, Segment};
+use fwd_abi::{CacheMode, Prefetch, Segment};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,9 +141,9 @@ struct App {
     segment: Option<Segment>,
     /// The setting before the last change made with a key (prefetch depth, cache mode):
     /// the A of an A/B.
-    prev: Option<(u32, String)>,
+    prev: Option<(Prefetch, CacheMode)>,
     /// The B an A/B left in force: the A of the next change.
-    base: Option<(u32, String)>,
+    base: Option<(Prefetch, CacheMode)>,
     /// A running A/B comparison.
     ab: Option<AbRun>,
 }
@@ -154,7 +154,7 @@ struct AbRun {
     status: Arc<Mutex<Option<AbStatus>>>,
     view: AbView,
     /// B's prefetch depth and cache mode (left in force at the end).
-    b: (u32, String),
+    b: (Prefetch, CacheMode),
 }
 
 /// A/B blocks: 100 ms with 50 ms discarded (the synthetic device on its own thread, as
@@ -242,24 +242,24 @@ impl App {
             // Each press counts from the setting last requested, not from the one the
             // forwarder has confirmed so far: quick presses are never lost.
             KeyCode::Char('+') | KeyCode::Char('=') => self.control(|s, f, ui| {
-                let to = (ui.requested_prefetch.unwrap_or(f.prefetch) + 1).min(8);
-                s.set_prefetch(to as u32);
+                let to = ui.requested_prefetch.unwrap_or(f.prefetch).deeper();
+                s.set_prefetch(to);
                 ui.requested_prefetch = Some(to);
                 format!("prefetch {to} requested (running {})", f.prefetch)
             }),
             KeyCode::Char('-') => self.control(|s, f, ui| {
-                let to = ui.requested_prefetch.unwrap_or(f.prefetch).saturating_sub(1);
-                s.set_prefetch(to as u32);
+                let to = ui.requested_prefetch.unwrap_or(f.prefetch).shallower();
+                s.set_prefetch(to);
                 ui.requested_prefetch = Some(to);
                 format!("prefetch {to} requested (running {})", f.prefetch)
             }),
             KeyCode::Char('c') => self.control(|s, f, ui| {
-                let all = CacheMode::ALL;
-                let from = ui.requested_cache.clone().unwrap_or_else(|| f.cache.clone());
-                let i = all.iter().position(|m| m.name() == from).map_or(0, |i| (i + 1) % all.len());
-                s.set_cache_mode(all[i].code());
-                ui.requested_cache = Some(all[i].name().to_string());
-                format!("cache {} requested (running {})", all[i].name(), f.cache)
+                // From the mode last asked for (or running); a name the forwarder published
+                // that is no mode of ours starts the cycle at its beginning.
+                let to = ui.requested_cache.or_else(|| f.cache_mode()).map_or(CacheMode::ALL[0], CacheMode::next);
+                s.set_cache_mode(to.code());
+                ui.requested_cache = Some(to);
+                format!("cache {to} requested (running {})", f.cache)
             }),
             KeyCode::Char('f') => self.control(|s, _, _| {
                 s.request_flush();
@@ -283,7 +283,7 @@ impl App {
             if let Some(b) = self.base.take() {
                 self.prev = Some(b);
             } else if self.ui.requested_prefetch.is_none() && self.ui.requested_cache.is_none() {
-                self.prev = Some((f.prefetch as u32, f.cache.clone()));
+                self.prev = f.cache_mode().map(|c| (f.prefetch, c));
             }
             act(s, f, &mut self.ui)
         } else {
@@ -297,7 +297,7 @@ impl App {
         if self.ui.requested_prefetch == Some(f.prefetch) {
             self.ui.requested_prefetch = None;
         }
-        if self.ui.requested_cache.as_deref() == Some(f.cache.as_str()) {
+        if self.ui.requested_cache.is_some() && self.ui.requested_cache == f.cache_mode() {
             self.ui.requested_cache = None;
         }
     }
@@ -315,9 +315,9 @@ impl App {
             self.ui.message = Some(format!("A/B stopped: {} left in force", view.b));
             // B is left in force: asked for until the forwarder is seen running it, and the
             // setting the next change starts from.
-            let (p, c) = run.b.clone();
-            self.ui.requested_prefetch = Some(u64::from(p));
-            self.ui.requested_cache = Some(c.clone());
+            let (p, c) = run.b;
+            self.ui.requested_prefetch = Some(p);
+            self.ui.requested_cache = Some(c);
             self.base = Some((p, c));
             self.ui.ab = Some(view);
             return;
@@ -326,22 +326,25 @@ impl App {
             self.ui.message = Some("A/B needs the bundled forwarder started by top (control)".into());
             return;
         };
-        let Some((p0, c0)) = self.prev.clone() else {
+        let Some((p0, c0)) = self.prev else {
             self.ui.message = Some("change a setting first (+, -, c): A/B compares it with the one before".into());
             return;
         };
-        let setting = |p: u32, c: &str| LiveSetting {
+        let setting = |p: Prefetch, c: CacheMode| LiveSetting {
             label: format!("prefetch {p} {c}"),
             prefetch: Some(p),
-            cache: Some(c.to_string()),
+            cache: Some(c),
             spin_ns: None,
             gc: Default::default(),
             reported: None,
         };
         // B is the setting last asked for, also when the forwarder has not confirmed it yet.
-        let p1 = self.ui.requested_prefetch.unwrap_or(f.prefetch) as u32;
-        let c1 = self.ui.requested_cache.clone().unwrap_or_else(|| f.cache.clone());
-        let (a, b) = (setting(p0, &c0), setting(p1, &c1));
+        let p1 = self.ui.requested_prefetch.unwrap_or(f.prefetch);
+        let Some(c1) = self.ui.requested_cache.or_else(|| f.cache_mode()) else {
+            self.ui.message = Some(format!("A/B needs a cache mode of the bundled forwarder, not `{}`", f.cache));
+            return;
+        };
+        let (a, b) = (setting(p0, c0), setting(p1, c1));
         let view = AbView { a: a.label.clone(), b: b.label.clone(), status: None, stopped: false };
         let stop = Arc::new(AtomicBool::new(false));
         let status = Arc::new(Mutex::new(None));

@@ -65,13 +65,19 @@ pub struct ForwarderInfo {
     pub workers: usize,
     pub cache: String,
     pub fib: String,
-    pub prefetch: u64,
+    pub prefetch: fwd_abi::Prefetch,
     pub stage_clock: bool,
     /// TSC ticks per second (stage clocks are in TSC cycles).
     pub tsc_hz: u64,
 }
 
 impl ForwarderInfo {
+    /// Its cache mode, when it is one of the bundled forwarder's (a peer publishes its own
+    /// words, such as `none`).
+    pub fn cache_mode(&self) -> Option<fwd_abi::CacheMode> {
+        fwd_abi::CacheMode::from_name(&self.cache)
+    }
+
     /// From what the forwarder published (its segment, or a recording's meta.json).
     pub fn from_published(p: &fwd_abi::Published) -> ForwarderInfo {
         let c = &p.config;
@@ -81,7 +87,7 @@ impl ForwarderInfo {
             workers: c.workers.unwrap_or(0),
             cache: s(&c.cache),
             fib: s(&c.fib),
-            prefetch: c.prefetch.unwrap_or(0),
+            prefetch: c.prefetch.unwrap_or(fwd_abi::Prefetch::NONE),
             stage_clock: c.stage_clock.unwrap_or(false),
             tsc_hz: p.tsc_hz().unwrap_or(0),
         }
@@ -463,7 +469,7 @@ impl Model {
         if let Some(cur) = &self.latest {
             if let Some(f) = &mut self.forwarder {
                 // The live setting (changed through the control block) as the workers run it.
-                f.prefetch = cur.get(0, Ctr::PrefetchDepth);
+                f.prefetch = fwd_abi::Prefetch::clamped(cur.get(0, Ctr::PrefetchDepth));
                 if let Some(m) = CacheMode::from_code(cur.get(0, Ctr::CacheMode) as u32) {
                     f.cache = m.name().to_string();
                 }

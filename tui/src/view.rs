@@ -102,8 +102,8 @@ pub struct Ui {
     pub ab: Option<AbView>,
     /// A prefetch depth and a cache mode requested with a key that the forwarder does not
     /// run yet: the header shows "requested 5 (running 3)" until it does.
-    pub requested_prefetch: Option<u64>,
-    pub requested_cache: Option<String>,
+    pub requested_prefetch: Option<fwd_abi::Prefetch>,
+    pub requested_cache: Option<fwd_abi::CacheMode>,
 }
 
 impl Default for Ui {
@@ -362,7 +362,7 @@ fn block(title: String, focused: bool) -> Block<'static> {
 
 /// A stage's name in the stage panel's first column ([`STAGE_COLUMNS`]\[0\] wide): the
 /// longer names written shorter rather than cut (`startup` is `start`, `binary-unknown`
-/// `bin?`, `kernel-unknown` `kern?`; README lists them).
+/// `bin?`, `kernel-unknown` `kern?`; docs/top.md lists them).
 pub fn stage_label(stage: &str) -> String {
     match stage {
         analyzer::rules::STARTUP => "start".into(),

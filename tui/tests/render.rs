@@ -149,7 +149,11 @@ fn lines(t: &Terminal<TestBackend>) -> Vec<String> {
 fn a_requested_setting_shows_beside_the_one_running() {
     // The golden forwarder runs prefetch 2 with nocache; a key asked for 5 and rtcache.
     let (_, m) = golden_model();
-    let ui = Ui { requested_prefetch: Some(5), requested_cache: Some("rtcache".into()), ..Ui::default() };
+    let ui = Ui {
+        requested_prefetch: fwd_abi::Prefetch::new(5),
+        requested_cache: Some(fwd_abi::CacheMode::Rtcache),
+        ..Ui::default()
+    };
     let head = lines(&render(&m, &ui, 160, 40)).remove(0);
     assert!(head.contains("prefetch requested 5 (running 2)"), "{head}");
     assert!(head.contains("cache requested rtcache (running nocache)"), "{head}");
