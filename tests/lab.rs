@@ -467,6 +467,8 @@ fn a_dead_forwarder_is_reported_and_restarted_and_lab_commands_take_turns() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("waiting for fwdscope lab pid 4242"), "{err}");
+    // Nothing of a lab that is down is left, its lock file neither.
+    assert!(!std::path::Path::new(&lock_path).exists(), "lab down left {lock_path}");
 }
 
 /// `lab up` in fwdscope mode with the afxdp driver and `routes` routes, its forwarder not

@@ -4,7 +4,9 @@
 //! followed. This is what `perf record -- COMMAND` does. The child is bound to its parent
 //! (PR_SET_PDEATHSIG): if the collector dies, even by SIGKILL, the target gets SIGTERM.
 //! The signal comes when the thread that forked exits, so a GatedChild is kept by the
-//! thread that waits for it.
+//! thread that waits for it. A child meant to outlive its starter (the lab's forwarder) is
+//! spawned unbound ([`SpawnOptions::die_with_parent`]) and [`GatedChild::detach`]ed.
+//! Every forwarder fwdscope starts is started here; [`crate::launch`] waits until it runs.
 
 use crate::{Error, Result};
 use std::ffi::CString;
@@ -20,6 +22,27 @@ pub struct GatedChild {
     exec_error: libc::c_int,
     program: std::path::PathBuf,
     reaped: Option<i32>,
+    /// Left running when dropped ([`GatedChild::detach`]).
+    detached: bool,
+}
+
+/// How a child is started.
+#[derive(Debug, Clone, Copy)]
+pub struct SpawnOptions<'a> {
+    /// Where its stdout and stderr go (default none: this process's).
+    pub output: Option<&'a std::fs::File>,
+    /// SIGTERM to the child when the thread that started it exits, even by SIGKILL
+    /// (default true). False for a child that outlives its starter (the lab's forwarder).
+    pub die_with_parent: bool,
+    /// Pinned to this CPU before it runs an instruction of its program, its threads
+    /// inheriting the mask (default none: unpinned).
+    pub cpu: Option<usize>,
+}
+
+impl Default for SpawnOptions<'_> {
+    fn default() -> Self {
+        SpawnOptions { output: None, die_with_parent: true, cpu: None }
+    }
 }
 
 impl GatedChild {
@@ -30,8 +53,27 @@ impl GatedChild {
 
     /// As [`GatedChild::spawn`], with the child's stdout and stderr sent to `output`.
     pub fn spawn_with_output(program: &Path, args: &[String], output: Option<&std::fs::File>) -> Result<GatedChild> {
+        Self::spawn_with(program, args, &SpawnOptions { output, ..Default::default() })
+    }
+
+    /// As [`GatedChild::spawn`], started as `opts` say.
+    pub fn spawn_with(program: &Path, args: &[String], opts: &SpawnOptions) -> Result<GatedChild> {
         use std::os::fd::AsRawFd;
-        let out_fd = output.map_or(-1, |f| f.as_raw_fd());
+        let out_fd = opts.output.map_or(-1, |f| f.as_raw_fd());
+        let die_with_parent = opts.die_with_parent;
+        // The CPU mask is made before the fork (the child only makes system calls).
+        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write within it.
+        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let pin = match opts.cpu {
+            Some(c) if c < libc::CPU_SETSIZE as usize => {
+                unsafe { libc::CPU_SET(c, &mut mask) };
+                true
+            }
+            Some(c) => {
+                return Err(Error::Config(format!("CPU {c}: beyond the {} CPUs a mask holds", libc::CPU_SETSIZE)))
+            }
+            None => false,
+        };
         let meta = std::fs::metadata(program).map_err(|e| Error::io(program, e))?;
         if !meta.is_file() {
             return Err(Error::Config(format!("{}: not an executable file", program.display())));
@@ -97,8 +139,15 @@ impl GatedChild {
                 // The target dies with us, however we end (SIGKILL included): SIGTERM, which
                 // a forwarder handles as Ctrl-C (it stops and removes its stats segment).
                 // If we died before this line, exit now rather than run orphaned.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                if libc::getppid() != parent {
+                if die_with_parent {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                    if libc::getppid() != parent {
+                        libc::_exit(127);
+                    }
+                }
+                if pin && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask) != 0 {
+                    let errno = *libc::__errno_location();
+                    libc::write(errp[1], &errno as *const i32 as *const libc::c_void, 4);
                     libc::_exit(127);
                 }
                 libc::close(fds[1]);
@@ -123,7 +172,14 @@ impl GatedChild {
             libc::close(fds[0]);
             libc::close(errp[1]);
         }
-        Ok(GatedChild { pid, gate: fds[1], exec_error: errp[0], program: program.to_path_buf(), reaped: None })
+        Ok(GatedChild {
+            pid,
+            gate: fds[1],
+            exec_error: errp[0],
+            program: program.to_path_buf(),
+            reaped: None,
+            detached: false,
+        })
     }
 
     /// Let the child exec its program, and wait until it has: an exec that fails (a
@@ -228,6 +284,13 @@ impl GatedChild {
         self.wait()
     }
 
+    /// Leave the (released) child running when this is dropped: it outlives its starter,
+    /// and whoever stops it finds it by PID. Returns the PID.
+    pub fn detach(mut self) -> i32 {
+        self.detached = true;
+        self.pid
+    }
+
     /// Send a signal to the child.
     pub fn signal(&self, sig: libc::c_int) {
         if self.reaped.is_none() {
@@ -257,7 +320,7 @@ impl Drop for GatedChild {
             // SAFETY: our descriptor, closed once.
             unsafe { libc::close(self.exec_error) };
         }
-        if self.reaped.is_none() {
+        if self.reaped.is_none() && !self.detached {
             self.signal(libc::SIGTERM);
             self.wait();
         }

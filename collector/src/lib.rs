@@ -9,7 +9,8 @@
 //! per record type, feeding the writer and the live stream); [`counting`] opens and reads
 //! counting groups for `record` and [`stat`] (interval counting); [`stream`] is the bounded
 //! live channel for the TUI; [`child`] starts a target held at a gate so its first
-//! instruction is already observed. The forwarder is seen only through its published ABI
+//! instruction is already observed, and [`launch`] waits until a started forwarder runs
+//! (every forwarder fwdscope starts is started and waited for there). The forwarder is seen only through its published ABI
 //! (the `fwd-abi` crate: stats segment, counter names, thread names).
 
 pub mod buildid;
@@ -19,6 +20,7 @@ pub mod counting;
 mod error;
 pub mod events;
 pub mod files;
+pub mod launch;
 pub mod outdir;
 pub mod perf_abi;
 pub mod recording;

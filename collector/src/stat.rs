@@ -12,7 +12,7 @@ use crate::perf_abi::{self, Scope};
 use crate::recording::CountingInfo;
 use crate::session::Target;
 use crate::{Error, Result};
-use fwd_abi::{Ctr, Segment, State};
+use fwd_abi::{Ctr, Segment};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,25 +73,6 @@ struct Unit {
     last_counters: Vec<u64>,
 }
 
-fn wait_for_segment(pid: i32, child: &mut Option<GatedChild>, timeout: Duration) -> Result<Option<Segment>> {
-    let t0 = Instant::now();
-    while t0.elapsed() < timeout {
-        // A segment left by an earlier, killed process with the same PID is not ours.
-        if let Some(s) = Segment::find_for(pid as u32).filter(|s| s.state() == State::Running) {
-            return Ok(Some(s));
-        }
-        if let Some(c) = child.as_mut() {
-            if let Some(code) = c.try_wait() {
-                return Err(Error::Config(format!(
-                    "the forwarder exited with status {code} before it started forwarding"
-                )));
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(None)
-}
-
 fn open_unit(
     name: String,
     worker: Option<usize>,
@@ -130,13 +111,12 @@ impl Counted {
                 let mut c = GatedChild::spawn_with_output(program, args, Some(&null))?;
                 c.release()?;
                 let pid = c.pid;
-                let mut child = Some(c);
                 let segment = if matches!(target, Target::Forwarder { .. }) {
-                    wait_for_segment(pid, &mut child, Duration::from_secs(60))?
+                    crate::launch::wait_running(&mut c, &Default::default())?
                 } else {
                     None
                 };
-                Counted { child, pid: Some(pid), segment }
+                Counted { child: Some(c), pid: Some(pid), segment }
             }
             Target::Pid(p) => {
                 if !perf_abi::process_alive(*p) {

@@ -31,9 +31,8 @@ use analyzer::rules::Rules;
 use collector::contention::{self, Contention, WorkerThread};
 use collector::recording::Recording;
 use collector::session::{record, RecordOptions, Target};
-use fwd_abi::{CacheMode, Ctr, Segment, Snapshot, State};
+use fwd_abi::{CacheMode, Ctr, Segment, Snapshot};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Default block length. Shorter blocks see nearer neighbours: on this project's 2-core VM
@@ -241,9 +240,10 @@ impl Recorder {
     }
 }
 
-/// The forwarder child: killed if still running when dropped.
+/// The forwarder child: started and waited for by the collector's one launcher, bound to
+/// this thread (it gets SIGTERM if this process dies), stopped when dropped.
 struct Forwarder {
-    child: Child,
+    child: collector::child::GatedChild,
     log: PathBuf,
 }
 
@@ -251,101 +251,52 @@ impl Forwarder {
     fn start(o: &LiveOptions) -> Result<Forwarder> {
         let log = o.output.join("forwarder.log");
         let out = collector::outdir::create_new(&log, 0o644)?;
-        let err = out.try_clone().map_err(|e| Error::io(&log, e))?;
-        let mut cmd = Command::new(&o.program);
-        cmd.args(&o.program_args).args(&o.shared_flags).args(["--duration", "0"]);
+        let mut args: Vec<String> = o.program_args.iter().chain(&o.shared_flags).cloned().collect();
+        args.extend(["--duration".to_string(), "0".to_string()]);
         if !device_given(&o.shared_flags) {
-            cmd.args(["--device", "inline"]);
+            args.extend(["--device".to_string(), "inline".to_string()]);
         }
         let base = &o.settings[0];
         if let Some(p) = base.prefetch {
-            cmd.args(["--prefetch".to_string(), p.to_string()]);
+            args.extend(["--prefetch".to_string(), p.to_string()]);
         }
-        if let Some(c) = &base.cache {
-            cmd.args(["--cache", c]);
+        if let Some(c) = base.cache {
+            args.extend(["--cache".to_string(), c.name().to_string()]);
         }
         if let Some(ns) = base.spin_ns {
-            cmd.args(["--spin-ns".to_string(), ns.to_string()]);
+            args.extend(["--spin-ns".to_string(), ns.to_string()]);
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::from(out)).stderr(Stdio::from(err));
-        // The forwarder dies with this process, whatever ends it.
-        use std::os::unix::process::CommandExt;
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().map_err(|e| Error::io(&o.program, e))?;
+        let opts = collector::child::SpawnOptions { output: Some(&out), ..Default::default() };
+        let mut child = collector::child::GatedChild::spawn_with(&o.program, &args, &opts)?;
+        child.release()?;
         Ok(Forwarder { child, log })
     }
 
     /// Why it is no longer running, if it is not: its exit status and last log lines.
     fn ended(&mut self) -> Option<String> {
-        match self.child.try_wait() {
-            Ok(Some(st)) => Some(format!("the forwarder exited ({st}): {}", self.tail())),
-            Ok(None) => None,
-            Err(e) => Some(format!("the forwarder could not be waited for: {e}")),
-        }
+        collector::launch::ended(&mut self.child, Some(&self.log))
     }
 
-    fn tail(&self) -> String {
-        match collector::files::log_tail(&self.log, 3) {
-            t if t.is_empty() => format!("nothing in {}", self.log.display()),
-            t => format!("{t} (from {})", self.log.display()),
-        }
-    }
-
-    /// Its stats segment once every worker runs.
+    /// Its stats segment once every worker runs (a large table takes a while to build).
     fn segment(&mut self) -> Result<Segment> {
-        let t0 = Instant::now();
-        let pid = self.child.id();
-        loop {
-            if let Some(why) = self.ended() {
-                return Err(Error::Config(why));
-            }
-            if let Some(seg) = Segment::find_for(pid) {
-                if seg.state() == State::Running {
-                    return Ok(seg);
-                }
-            }
-            if t0.elapsed() > Duration::from_secs(180) {
-                return Err(Error::Config(format!(
-                    "the forwarder (pid {pid}) did not start running within 180 s: {}",
-                    self.tail()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let how =
+            collector::launch::Wait { log: Some(&self.log), timeout: Duration::from_secs(180), ..Default::default() };
+        Ok(collector::launch::running(&mut self.child, &how)?)
     }
 
     fn stop(&mut self, seg: Option<&Segment>) {
-        if let Some(s) = seg {
-            s.request_stop();
-        }
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.stop(seg, Duration::from_secs(5));
     }
 }
 
 impl Drop for Forwarder {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        let pid = self.child.pid as u32;
+        self.child.stop(None, Duration::from_secs(5));
         // A forwarder that was killed leaves its segment behind: it is gone now, and the
         // segment names it as its owner.
-        for path in fwd_abi::segment::named_for(self.child.id()) {
-            if Segment::open(&path).is_ok_and(|s| s.pid() == self.child.id()) {
+        for path in fwd_abi::segment::named_for(pid) {
+            if Segment::open(&path).is_ok_and(|s| s.pid() == pid) {
                 let _ = std::fs::remove_file(&path);
             }
         }
@@ -444,7 +395,7 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
             return Err(e);
         }
     };
-    let pid = fwd.child.id();
+    let pid = fwd.child.pid as u32;
     let threads = wait_threads(pid, seg.n_workers())?;
     let recorder = o.record.map(|r| Recorder::start(o, r, pid));
     // A setting that leaves a field unset runs with the forwarder's starting value of it
@@ -528,8 +479,8 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
 pub fn fill_unset(settings: &mut [LiveSetting], seg: &Segment) {
     use std::sync::atomic::Ordering;
     let c = seg.control();
-    let prefetch = c.prefetch.load(Ordering::Relaxed);
-    let cache = CacheMode::from_code(c.cache_mode.load(Ordering::Relaxed)).map(|m| m.name().to_string());
+    let prefetch = fwd_abi::Prefetch::clamped(u64::from(c.prefetch.load(Ordering::Relaxed)));
+    let cache = CacheMode::from_code(c.cache_mode.load(Ordering::Relaxed));
     let spin = c.spin_ns.load(Ordering::Relaxed);
     let gc = c.gc();
     for s in settings.iter_mut() {
@@ -539,7 +490,7 @@ pub fn fill_unset(settings: &mut [LiveSetting], seg: &Segment) {
         s.gc.timeout_s.get_or_insert(gc.timeout_s);
         s.prefetch.get_or_insert(prefetch);
         if s.cache.is_none() {
-            s.cache = cache.clone();
+            s.cache = cache;
         }
         s.spin_ns.get_or_insert(spin);
     }
@@ -1040,11 +991,11 @@ mod tests {
     fn settings_from_flags_accept_live_ones_and_refuse_the_rest() {
         let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let s = LiveSetting::from_flags("x", &f(&["--prefetch", "2", "--cache=nocache", "--spin-ns", "20"])).unwrap();
-        assert_eq!((s.prefetch, s.cache.as_deref(), s.spin_ns), (Some(2), Some("nocache"), Some(20)));
+        assert_eq!((s.prefetch, s.cache, s.spin_ns), (fwd_abi::Prefetch::new(2), Some(CacheMode::Nocache), Some(20)));
         let e = LiveSetting::from_flags("y", &f(&["--fib", "dir24"])).unwrap_err().to_string();
         assert!(e.contains("--fib cannot change while the forwarder runs") && e.contains("without --live"), "{e}");
         let e = LiveSetting::from_flags("z", &f(&["--prefetch", "9"])).unwrap_err().to_string();
-        assert!(e.contains("--prefetch 9: expected a whole number 0..=8"), "{e}");
+        assert!(e.contains("--prefetch 9: 9 is not in 0..=8"), "{e}");
         assert!(LiveSetting::from_flags("w", &f(&["--cache", "bogus"])).is_err());
         // The GC tunables switch live too; unset ones keep the forwarder's values.
         let s = LiveSetting::from_flags("g", &f(&["--gc-min-interval-ms", "0", "--gc-thresh=512"])).unwrap();
@@ -1059,7 +1010,7 @@ mod tests {
     fn prefetch_0(l: &str) -> LiveSetting {
         LiveSetting {
             label: l.into(),
-            prefetch: Some(0),
+            prefetch: Some(fwd_abi::Prefetch::NONE),
             cache: None,
             spin_ns: None,
             gc: GcSetting::default(),

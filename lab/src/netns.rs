@@ -280,7 +280,25 @@ pub(crate) fn with_stdin(cmd: &mut Command, input: &str, what: &str) -> Result<s
 }
 
 /// The held lock of a lab (released when dropped: the file closes).
-pub struct LabLock(#[allow(dead_code)] std::fs::File);
+pub struct LabLock(std::fs::File, std::path::PathBuf);
+
+impl LabLock {
+    /// Remove the lock file, still holding it (`lab down`: nothing of the lab is left). A
+    /// command waiting on the removed file finds, once it holds it, that the name now
+    /// leads elsewhere or nowhere, and locks afresh (see [`Lab::lock`]).
+    pub fn remove(self) {
+        let _ = std::fs::remove_file(&self.1);
+    }
+
+    /// Whether the held file is still the one at the lock's name.
+    fn current(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (self.0.metadata(), std::fs::symlink_metadata(&self.1)) {
+            (Ok(held), Ok(named)) => held.dev() == named.dev() && held.ino() == named.ino(),
+            _ => false,
+        }
+    }
+}
 
 /// Whether `pid` still runs the lab's forwarder: it exists, is not a zombie (a dead child
 /// not reaped yet, or an orphan whose init does not reap), it is the process the lab
@@ -436,7 +454,18 @@ impl Lab {
 
     /// Hold the lab's lock (`/run/fwdscope-lab/NAME.lock`, flock) until the guard drops.
     /// When another process holds it, this says which one (on stderr) and waits for it.
+    /// `lab down` removes the file while it holds it: a waiter that then gets the removed
+    /// file locks the one at the name instead.
     pub fn lock(&self) -> Result<LabLock> {
+        loop {
+            let held = self.lock_once()?;
+            if held.current() {
+                return Ok(held);
+            }
+        }
+    }
+
+    fn lock_once(&self) -> Result<LabLock> {
         use std::io::{Read, Seek};
         use std::os::fd::AsRawFd;
         let dir = self.state_dir();
@@ -477,7 +506,7 @@ impl Lab {
         let _ = f.set_len(0);
         let _ = f.rewind();
         let _ = write!(f, "{}", std::process::id());
-        Ok(LabLock(f))
+        Ok(LabLock(f, path))
     }
 
     /// The lab's forwarder, if one was started and still runs (the same process: its PID
@@ -796,54 +825,31 @@ impl Lab {
         self.spawn_forwarder(&self.forwarder_command(fwd, extra), cpu)
     }
 
-    /// Start `cmd` as the lab's forwarder (detached, its output in forwarder.log, its PID
-    /// and start time in forwarder.pid, on `cpu` if given) and wait until its stats segment
-    /// says it runs; a forwarder that exits first is an error with its log.
+    /// Start `cmd` as the lab's forwarder (detached: it outlives `lab up`; its output in
+    /// forwarder.log, its PID and start time in forwarder.pid, on `cpu` if given) with the
+    /// collector's one launcher, and wait until its stats segment says it runs; a
+    /// forwarder that exits first is an error at once, with its status and log.
     pub(crate) fn spawn_forwarder(&self, cmd: &[String], cpu: Option<usize>) -> Result<i32> {
+        let Some((program, args)) = cmd.split_first() else { bail!("no forwarder command") };
         let log_path = self.state_dir().join("forwarder.log");
-        let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let mut command = Command::new(&cmd[0]);
-        if let Some(c) = cpu {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: sched_setaffinity is a plain system call, safe between fork and exec;
-            // the forwarder (started with --no-pin) and its threads inherit the mask.
-            unsafe {
-                command.pre_exec(move || {
-                    if forwarder::cpu::pin_to_cpu(c) {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                })
-            };
-        }
-        let mut child = command
-            .args(&cmd[1..])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().with_context(|| format!("{}", log_path.display()))?)
-            .stderr(log)
-            .spawn()
-            .context("starting the forwarder")?;
-        let pid = child.id() as i32;
+        // Replaced, never written through (a symlink planted at the name is removed).
+        let _ = std::fs::remove_file(&log_path);
+        let log = collector::outdir::create_new(&log_path, 0o644)?;
+        let opts = collector::child::SpawnOptions { output: Some(&log), die_with_parent: false, cpu };
+        let mut child = collector::child::GatedChild::spawn_with(std::path::Path::new(program), args, &opts)
+            .context("starting the lab's forwarder")?;
+        child.release().context("starting the lab's forwarder")?;
+        let pid = child.pid;
         // The start time with the PID: the pair names this process and no later one.
         let started = start_time(pid).map_or(String::new(), |t| format!(" {t}"));
         self.write_state("forwarder.pid", &format!("{pid}{started}"))?;
-        let t0 = std::time::Instant::now();
-        loop {
-            if let Ok(seg) = fwd_abi::Segment::open(&self.segment_path()) {
-                if seg.state() == fwd_abi::State::Running {
-                    return Ok(pid);
-                }
-            }
-            // A forwarder that failed at once is reported at once, with its exit status.
-            let exited = child.try_wait().ok().flatten();
-            if exited.is_some() || t0.elapsed() > std::time::Duration::from_secs(30) {
-                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                let how = exited.map_or("did not start within 30 s".to_string(), |s| format!("exited ({s})"));
-                bail!("the lab's forwarder {how}; its log ({}):\n{log}", log_path.display());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        let how = collector::launch::Wait {
+            at: collector::launch::SegmentAt::Path(self.segment_path()),
+            log: Some(&log_path),
+            timeout: std::time::Duration::from_secs(30),
+        };
+        collector::launch::running(&mut child, &how).context("the lab's forwarder")?;
+        Ok(child.detach())
     }
 
     /// What arrived at the sink: its IP InReceives, or with `--sink discard` the frames

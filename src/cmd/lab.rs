@@ -90,8 +90,10 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
         }
         LabCmd::Down(n) => {
             let lab = Lab::new(&n.name)?;
-            let _lock = lab.lock()?;
+            let lock = lab.lock()?;
             let removed = lab.down()?;
+            // Nothing of the lab is left, its lock file neither.
+            lock.remove();
             println!("lab {}: down ({} namespaces removed)", lab.name, removed);
         }
         LabCmd::Status(n) => print!("{}", Lab::new(&n.name)?.status()?),
