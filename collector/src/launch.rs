@@ -68,8 +68,12 @@ pub fn wait_running(child: &mut GatedChild, how: &Wait) -> Result<Option<Segment
         if let Some(s) = seg.filter(|s| s.state() == State::Running) {
             return Ok(Some(s));
         }
-        if let Some(why) = ended(child, how.log) {
-            return Err(Error::Config(format!("{why}, before it started forwarding")));
+        if let Some(code) = child.try_wait() {
+            return Err(Error::Config(format!(
+                "the forwarder (pid {}) exited with status {code} before it started forwarding{}",
+                child.pid,
+                tail(how.log)
+            )));
         }
         if t0.elapsed() >= how.timeout {
             return Ok(None);
@@ -118,7 +122,7 @@ mod tests {
         let t0 = Instant::now();
         let e = running(&mut child, &how).err().expect("refused").to_string();
         assert!(t0.elapsed() < Duration::from_secs(30), "waited out the timeout");
-        assert!(e.contains("exited with status 2, before it started forwarding"), "{e}");
+        assert!(e.contains("exited with status 2 before it started forwarding;"), "{e}");
         assert!(e.contains("ends: fwdscope forward: --table x: no such file"), "{e}");
 
         let prog = script(&dir, "#!/bin/sh\nexec sleep 30\n");

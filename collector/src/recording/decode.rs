@@ -205,7 +205,7 @@ mod tests {
         let mut b = DecodeBudget::with_limit(1000, "a test");
         b.charge(600, "part 1").expect("fits");
         let e = b.charge(500, "part 2").expect_err("passes");
-        assert!(e.starts_with("part 2 would take about 500 B, bringing this read to 1100 B"), "{e}");
+        assert!(e.starts_with("part 2 would take about 500 B, bringing this read to 1.1 KiB"), "{e}");
         assert!(e.contains("memory budget of 1000 B (a test)") && e.contains(BUDGET_VAR), "{e}");
         assert_eq!(b.used(), 600);
         b.charge(400, "part 3").expect("fits exactly");
