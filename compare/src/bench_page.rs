@@ -47,6 +47,20 @@ pub struct BenchPage {
     pub notes: Vec<String>,
 }
 
+/// A stage's fill colour: the other pages' (`analyzer::export::stage_colour`), and for a
+/// stage that has none there (which all share one grey), one of its own, so that no two
+/// legend keys look alike.
+fn colour(stage: &str) -> &'static str {
+    const GREY: &str = "#c7c7c7";
+    let c = analyzer::export::stage_colour(stage);
+    if c != GREY || stage == analyzer::rules::OTHER {
+        return c;
+    }
+    const MORE: [&str; 6] = ["#ff9da6", "#17becf", "#8c564b", "#bcbd22", "#393b79", "#e377c2"];
+    let h = stage.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+    MORE[h % MORE.len()]
+}
+
 /// The bar arithmetic: a stage split's samples per stage (`stages`) turned into nanoseconds
 /// per packet, given the CPU per packet `ns`. Stages apart from forwarding work (the idle
 /// loop, the machine's own traffic and the sender's program, the synthetic device, start-up:
@@ -64,8 +78,8 @@ pub fn stage_ns(ns: f64, stages: &[(String, u64)]) -> Vec<(String, f64)> {
     work.iter().map(|(s, n)| (s.to_string(), ns * *n as f64 / total as f64)).collect()
 }
 
-const BAR_W: f64 = 560.0;
-const LABEL_W: f64 = 150.0;
+const BAR_W: f64 = 360.0;
+const LABEL_W: f64 = 124.0;
 const ROW_H: f64 = 34.0;
 const BAR_H: f64 = 22.0;
 
@@ -128,7 +142,7 @@ fn chart(bars: &[BenchBar]) -> String {
                 "<rect class=\"seg\" data-stage=\"{}\" data-ns=\"{ns:.3}\" x=\"{x:.2}\" y=\"{y:.1}\" width=\"{width:.2}\" \
                  height=\"{BAR_H}\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"0.5\"><title>{}: {}: {ns:.0} ns/packet</title></rect>\n",
                 escape(stage),
-                analyzer::export::stage_colour(stage),
+                colour(stage),
                 escape(&b.name),
                 escape(stage),
             ));
@@ -162,11 +176,17 @@ pub fn bench_page(p: &BenchPage) -> String {
     stages.sort_by(|a, b| stage_rank(a).cmp(&stage_rank(b)).then(a.cmp(b)));
     stages.dedup();
     let keys: Vec<(String, String, Key)> =
-        stages.iter().map(|s| (s.to_string(), analyzer::export::stage_colour(s).to_string(), Key::Box)).collect();
+        stages.iter().map(|s| (s.to_string(), colour(s).to_string(), Key::Box)).collect();
+    // The chart's column is as wide as the chart (its legend wraps under it), the table
+    // beside it on a page 1150 px wide or more.
+    let chart_w = LABEL_W + BAR_W + 30.0;
     let mut h = format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope lab bench</title>\n<style>{STYLE}\
-         body{{max-width:1500px}}.side{{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}}\
-         .side .chart{{flex:0 0 auto}}.side table.data{{flex:1 1 480px}}.legend{{margin-left:{LABEL_W}px}}</style></head><body>\n\
+         body{{max-width:1500px}}.side{{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}}\
+         @media (min-width:1150px){{.side{{flex-wrap:nowrap}}}}.side .chart svg{{max-width:none}}\
+         .side .chart{{max-width:{chart_w:.0}px}}\
+         .side table.data td.l,.side table.data th.l{{white-space:nowrap;overflow-wrap:normal}}\
+         .side .chart{{flex:0 0 auto;margin-top:0}}.side table.data{{flex:0 1 auto;margin-top:0;font-size:13px}}.side table.data th,.side table.data td{{padding:.2em .45em}}.legend{{margin-left:{LABEL_W}px}}</style></head><body>\n\
          <h1>fwdscope lab bench</h1>\n<p class=\"src\">{}</p>\n",
         escape(&p.heading)
     );
@@ -223,6 +243,14 @@ mod tests {
         // Shares of three add up to the whole, whatever the rounding of each.
         let s = stage_ns(100.0, &st(&[("lookup", 1), ("driver", 1), ("other", 1)]));
         assert!((s.iter().map(|x| x.1).sum::<f64>() - 100.0).abs() < 1e-9);
+    }
+
+    /// Stages without a colour of their own (netfilter) are told apart from `other`.
+    #[test]
+    fn every_stage_has_a_colour_of_its_own() {
+        assert_eq!(colour("lookup"), analyzer::export::stage_colour("lookup"));
+        assert_eq!(colour("other"), analyzer::export::stage_colour("other"));
+        assert_ne!(colour("netfilter"), colour("other"));
     }
 
     #[test]

@@ -848,6 +848,8 @@ fn report(
                 cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], "-", "-"
             );
             let mut c = cells;
+            c[0] = f.name().to_string();
+            c.remove(5);
             c.extend(["-".to_string(), "-".to_string(), "-".to_string()]);
             rows.push(c);
             continue;
@@ -899,7 +901,13 @@ fn report(
             "{:<40} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8} {:>11} {:>10}  {}",
             cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], cells[7], cells[8], cells[9]
         );
-        rows.push(cells);
+        // The page's row is narrower, to sit beside the chart: the forwarder's name, and
+        // what limited it in a word.
+        let mut c = cells;
+        c[0] = f.name().to_string();
+        c[9] = if itself { "itself" } else { "the sender" }.to_string();
+        c.remove(5);
+        rows.push(c);
         figures.push(fig);
     }
     let alone_text = if alone.is_empty() { "-".to_string() } else { format!("{alone_med:.0}") };
@@ -1124,7 +1132,9 @@ fn report(
     let page = compare::bench_page::BenchPage {
         heading,
         bars,
-        header: header.iter().map(|h| h.to_string()).collect(),
+        // The page's table leaves the offered load to the text report: it sits beside the
+        // chart.
+        header: header.iter().enumerate().filter(|(i, _)| *i != 5).map(|(_, h)| h.to_string()).collect(),
         rows,
         provenance,
         notes: page_notes,
@@ -1280,6 +1290,8 @@ mod tests {
         // fwdscope-afpacket has no CPU time of its own in these runs.
         assert_eq!(bars[2].missing.as_deref(), Some("no positive CPU-per-packet figure"));
         assert_eq!(r.page.rows.len(), 4);
+        assert_eq!((r.page.rows[0][0].as_str(), r.page.rows[0][8].as_str()), ("kernel", "itself"));
+        assert!(r.page.rows.iter().all(|row| row.len() == r.page.header.len()));
         assert!(r.page.notes.iter().any(|n| n == "skipped xdp: no libbpf"));
     }
 
