@@ -347,7 +347,24 @@ fn discard_sink_rps_and_cpu_placement() {
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--cpu 4096"));
 }
 
-/// `lab bench`, briefly: every setup measured and listed, the ratio line, both stage
+/// The forwarder rows of a bench report: (`--forwarders` name, the columns after its label).
+fn bench_rows(text: &str) -> Vec<(String, Vec<String>)> {
+    const NAMES: [&str; 7] =
+        ["kernel", "kernel-rps", "xdp", "dpdk-afpacket", "dpdk-afxdp", "fwdscope-afpacket", "fwdscope-afxdp"];
+    text.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(" (")?;
+            if !NAMES.contains(&name) || l.starts_with("ratio") {
+                return None;
+            }
+            let cols = rest.split_once(')')?.1.split_whitespace().map(String::from).collect();
+            Some((name.to_string(), cols))
+        })
+        .collect()
+}
+
+/// `lab bench`, briefly, with its default forwarders: each of the seven is measured (a row)
+/// or named in the notes with the reason it could not run here; the ratio lines, the stage
 /// splits, and the lab removed afterwards.
 #[test]
 fn lab_bench_runs_every_setup_and_cleans_up() {
@@ -370,35 +387,51 @@ fn lab_bench_runs_every_setup_and_cleans_up() {
     println!("{text}");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let two_cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-    let mut setups = vec!["kernel (softirq on the sender's CPU)", "fwdscope afpacket"];
-    if forwarder::nic::xdp_sys::libxdp().is_ok() {
-        setups.push("fwdscope afxdp");
-    }
+    let rows = bench_rows(&text);
+    // Always measured here: the kernel and the bundled forwarder over AF_PACKET, and with
+    // two CPUs the kernel with RPS; afxdp where libxdp loads.
+    let mut must = vec!["kernel", "fwdscope-afpacket"];
     if two_cpus {
-        setups.push("kernel (RPS: receive on CPU 1)");
+        must.push("kernel-rps");
     }
-    for s in setups {
-        let row = text.lines().find(|l| l.starts_with(s)).unwrap_or_else(|| panic!("no row for {s}: {text}"));
-        // After the label: runs counted, runs left out (contention), forwarded pps.
-        let nums: Vec<f64> =
-            row[s.len()..].split_whitespace().filter_map(|w| w.trim_end_matches('%').parse().ok()).collect();
-        let (counted, left_out) = (nums.first().copied().unwrap_or(0.0), nums.get(1).copied().unwrap_or(-1.0));
-        assert_eq!(counted + left_out, 2.0, "{row}");
-        assert!(counted == 0.0 || nums.get(2).is_some_and(|&pps| pps > 1000.0), "forwarded something: {row}");
+    if forwarder::nic::xdp_sys::libxdp().is_ok() {
+        must.push("fwdscope-afxdp");
+    }
+    for f in ["kernel", "kernel-rps", "xdp", "dpdk-afpacket", "dpdk-afxdp", "fwdscope-afpacket", "fwdscope-afxdp"] {
+        let row = rows.iter().find(|r| r.0 == f);
+        let skipped = text.lines().find(|l| l.starts_with(&format!("note: skipped {f}: ")));
+        match (row, skipped) {
+            (Some((_, cols)), None) => {
+                // Runs counted, runs left out (contention), forwarded pps.
+                let n = |i: usize| cols.get(i).and_then(|c| c.parse::<f64>().ok());
+                assert_eq!(n(0).unwrap_or(0.0) + n(1).unwrap_or(-1.0), 2.0, "{f}: {cols:?}");
+                assert!(n(0) == Some(0.0) || n(2).is_some_and(|pps| pps > 1000.0), "{f} forwarded something: {cols:?}");
+                // The last column: what limited it (`-` when every run was left out).
+                let all = cols.join(" ");
+                assert!(
+                    all.ends_with("itself (it lost frames)")
+                        || all.ends_with("the sender (nothing lost: its capacity is higher)")
+                        || (n(0) == Some(0.0) && all.ends_with(" -")),
+                    "limited by: {all}"
+                );
+                assert!(text.contains(&format!("== {f}: stage split (")), "{f}'s stage split: {text}");
+            }
+            (None, Some(line)) => {
+                assert!(!must.contains(&f), "{f} can run here, yet: {line}");
+                // A reason after the name, not an empty one.
+                assert!(line.len() > format!("note: skipped {f}: ").len() + 5, "{line}");
+            }
+            (r, s) => panic!("{f}: expected a row or a skipped note, one only: {r:?} {s:?}\n{text}"),
+        }
     }
     assert!(text.contains("contention: ") && text.contains("runs left out"), "{text}");
-    assert!(text.contains("ratio fwdscope afpacket / best kernel setup"), "{text}");
-    if forwarder::nic::xdp_sys::libxdp().is_ok() {
-        assert!(text.contains("ratio fwdscope afxdp / best kernel setup"), "{text}");
-        assert!(text.contains("ratio fwdscope afxdp / fwdscope afpacket"), "{text}");
-        assert!(text.contains("== fwdscope afxdp: stage split"), "{text}");
+    assert!(text.contains("ratio fwdscope-afpacket / best kernel setup"), "{text}");
+    if rows.iter().any(|r| r.0 == "fwdscope-afxdp") {
+        assert!(text.contains("ratio fwdscope-afxdp / best kernel setup"), "{text}");
+        assert!(text.contains("ratio fwdscope-afxdp / fwdscope-afpacket"), "{text}");
     }
-    for l in text.lines().filter(|l| l.starts_with("kernel (") || l.starts_with("fwdscope a")) {
-        // A setup whose every run was left out for contention has no figure and says `-`.
-        assert!(
-            l.contains("itself (it lost frames)") || l.contains("the sender (nothing lost") || l.ends_with("  -"),
-            "limited by: {l}"
-        );
+    if rows.iter().any(|r| r.0 == "dpdk-afxdp") && rows.iter().any(|r| r.0 == "dpdk-afpacket") {
+        assert!(text.contains("ratio dpdk-afxdp / dpdk-afpacket"), "{text}");
     }
     let alone =
         text.lines().find(|l| l.starts_with("sender alone")).unwrap_or_else(|| panic!("no sender-alone line: {text}"));
@@ -411,8 +444,95 @@ fn lab_bench_runs_every_setup_and_cleans_up() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{alone}"));
     assert!(counted == 2 || (counted < 2 && text.contains("runs left out")), "{alone}");
-    assert!(text.contains("== kernel forwarding: stage split") && text.contains("== fwdscope afpacket: stage split"));
     assert!(text.contains("--cache nocache"), "the default forwarder flags are printed: {text}");
+    let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
+    assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}-"))), "the bench removed its lab: {ns}");
+}
+
+/// The value of attribute `name` in an HTML tag's text.
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+    tag[at..].split('"').next()
+}
+
+/// `lab bench --forwarders kernel,xdp,fwdscope-afpacket --html FILE`: one row per forwarder
+/// asked for, with a positive rate; every other forwarder named in the notes with why it
+/// was not measured; and the page: one bar per forwarder whose stage segments add up to
+/// the ns per packet the text table gives for the core it forwards on (the sender's for
+/// the kernel and XDP, its own for fwdscope), drawn to scale.
+#[test]
+fn lab_bench_named_forwarders_and_their_page() {
+    if !xdp_usable() {
+        return;
+    }
+    let Some((name, _guard)) = lab_for_test('h') else { return };
+    let page = std::env::temp_dir().join(format!("fwdscope-bench-{name}.html"));
+    let _ = std::fs::remove_file(&page);
+    let out = fwdscope(&[
+        "lab",
+        "bench",
+        "--name",
+        &name,
+        "--forwarders",
+        "kernel,xdp,fwdscope-afpacket",
+        "--routes",
+        "300",
+        "--flows",
+        "256",
+        "--seconds",
+        "0.5",
+        "--repeat",
+        "1",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{text}");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = bench_rows(&text);
+    let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(names, ["kernel", "xdp", "fwdscope-afpacket"], "{text}");
+    for f in ["kernel-rps", "dpdk-afpacket", "dpdk-afxdp", "fwdscope-afxdp"] {
+        assert!(text.contains(&format!("note: skipped {f}: not in --forwarders")), "{f}: {text}");
+    }
+    let html = std::fs::read_to_string(&page).expect("the page was written");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&page).unwrap().permissions().mode() & 0o777, 0o644);
+    let ns_per_px: f64 = html
+        .split("data-ns-per-px=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|v| v.parse().ok())
+        .expect("the chart's scale");
+    let groups: Vec<&str> = html.split("<g class=\"bar\"").skip(1).map(|g| g.split("</g>").next().unwrap()).collect();
+    assert_eq!(groups.len(), 3, "one bar per forwarder");
+    for ((f, cols), g) in rows.iter().zip(&groups) {
+        assert_eq!(attr(g, "data-forwarder"), Some(f.as_str()));
+        let n = |i: usize| cols.get(i).and_then(|c| c.parse::<f64>().ok());
+        if n(0) == Some(0.0) {
+            // Its one run was left out for contention: no figure, and the page says so.
+            println!("NOTE: {f}'s run was left out (a busy machine): no bar to check");
+            assert!(!g.contains("class=\"seg\""), "{g}");
+            continue;
+        }
+        assert!(n(2).is_some_and(|pps| pps > 0.0), "{f}: a positive rate: {cols:?}");
+        // The table's figure for the core it forwards on: own core (column 8) for fwdscope,
+        // the sender's (column 9) for the kernel and XDP, which forward in its softirq.
+        let table_ns = if f == "fwdscope-afpacket" { n(8) } else { n(9) }.unwrap_or_else(|| panic!("{f}: {cols:?}"));
+        let segs: Vec<&str> = g.split("<rect class=\"seg\"").skip(1).collect();
+        assert!(!segs.is_empty(), "{f} has stage segments: {g}");
+        let sum: f64 = segs.iter().map(|s| attr(s, "data-ns").unwrap().parse::<f64>().unwrap()).sum();
+        let width: f64 = segs.iter().map(|s| attr(s, "width").unwrap().parse::<f64>().unwrap()).sum();
+        // The table rounds to whole ns.
+        assert!((sum - table_ns).abs() <= 0.5 + 1e-6, "{f}: segments {sum} against the table's {table_ns}");
+        assert!((width * ns_per_px - sum).abs() <= 0.01 * sum + 0.5, "{f}: drawn {width} px x {ns_per_px} ns/px");
+        assert!(segs.iter().all(|s| attr(s, "data-stage").is_some_and(|st| st != "idle" && st != "local")));
+    }
+    // A legend where there are stages to name.
+    assert_eq!(html.contains("<div class=\"legend\">"), html.contains("class=\"seg\""), "{html}");
+    assert!(html.contains("<table class=\"data\" id=\"table\">"), "{html}");
+    assert!(html.contains("id=\"provenance\"") && html.contains("analyzer/rules/linux-forwarding.toml"), "{html}");
+    let _ = std::fs::remove_file(&page);
     let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
     assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}-"))), "the bench removed its lab: {ns}");
 }

@@ -1,9 +1,13 @@
-//! `lab bench`: packets per second forwarded by the kernel and by the bundled forwarder on
-//! the same lab and routes, the sender at full speed on one CPU and the device under test
-//! on another, a discarding sink, in interleaved rounds; the ratio with Welch's test, CPU
-//! per packet, and each one's stage split from a recording. Everything runs in this
-//! process (the sender on a thread that enters the sender namespace, the recorder on
-//! another) except the lab's forwarder, which is a process of its own.
+//! `lab bench`: packets per second forwarded by every forwarder the lab can run (the
+//! kernel, the kernel with RPS, fwdscope's XDP program, DPDK's l3fwd through its af_packet
+//! and af_xdp PMDs, the bundled forwarder over AF_PACKET and AF_XDP: [`Forwarder`]) on the
+//! same lab and routes, the sender at full speed on one CPU and the device under test on
+//! another, a discarding sink, in interleaved rounds with the sender alone as a baseline;
+//! runs the contention rules flag left out; CPU per packet on the forwarder's own core and
+//! on the sender's; the ratios with Welch's test; each forwarder's stage split from a
+//! recording, and the [`compare::bench_page`] page of it all (`--html`). Everything runs in
+//! this process (the sender on a thread that enters the sender namespace, the recorder on
+//! another) except the lab's forwarders, which are processes of their own.
 
 use crate::error::{bail, Context};
 use crate::netns::{cpu_count, default_driver, up, ForwarderProgram, Lab, LabDriver, Mode, Sink, UpOptions};
@@ -16,7 +20,7 @@ pub struct BenchOptions {
     /// Lab name (built and removed by the benchmark).
     #[arg(long, default_value = "fsb")]
     pub name: String,
-    /// Routes inside 198.19.0.0/16, the same table for both.
+    /// Routes inside 198.19.0.0/16, the same table for every forwarder.
     #[arg(long, default_value_t = 8000)]
     pub routes: u32,
     /// Concurrent flows of the sender.
@@ -25,7 +29,7 @@ pub struct BenchOptions {
     /// Seconds of traffic per measurement.
     #[arg(long, default_value_t = 3.0, value_parser = forwarder::cli::parse_seconds)]
     pub seconds: f64,
-    /// Measurements per setup (interleaved rounds), 1 to 1000.
+    /// Measurements per forwarder (interleaved rounds), 1 to 1000.
     #[arg(long, default_value_t = 3, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..=1000), |v| v as usize))]
     pub repeat: usize,
     /// Frame size in bytes.
@@ -35,7 +39,16 @@ pub struct BenchOptions {
     /// else afpacket].
     #[arg(long, value_enum)]
     pub via: Option<Via>,
-    /// Forwarder flags for the fwdscope run (after `--`) [default: `--cache nocache`, like
+    /// Forwarders to measure, comma-separated [default: every one that can run here; the
+    /// others are named in the report's notes with the reason]. A forwarder named here that
+    /// cannot run is an error saying why. The sender alone is always measured.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub forwarders: Option<Vec<Forwarder>>,
+    /// Also write a self-contained HTML page to FILE: a stacked bar per forwarder (ns of CPU
+    /// per packet by stage), the table, where the figures come from [default: none].
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+    /// Forwarder flags for the fwdscope runs (after `--`) [default: `--cache nocache`, like
     /// the kernel, which has had no route cache since Linux 3.6].
     #[arg(last = true)]
     pub forwarder_flags: Vec<String>,
@@ -48,18 +61,172 @@ pub struct BenchOptions {
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
-/// What `lab bench` measures: the kernel forwarding as it does by default (in the receive
-/// softirq, on the CPU that delivered the frame: the sender's), the kernel with its
-/// receive processing steered (RPS) to the device-under-test CPU, and the bundled
-/// forwarder over AF_PACKET and over AF_XDP on that CPU.
+/// A forwarder `lab bench` can measure (`--forwarders`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Forwarder {
+    /// The kernel, as it forwards by default: in the receive softirq of the CPU that
+    /// delivered the frame (on a veth, the sender's).
+    Kernel,
+    /// The kernel with the input's receive processing steered (RPS) to the device-under-test
+    /// CPU (needs two CPUs).
+    KernelRps,
+    /// fwdscope's XDP forwarder (`lab up --mode xdp`): bpf_fib_lookup and a devmap
+    /// redirect, in the softirq of the CPU that receives (on a veth, the sender's).
+    Xdp,
+    /// DPDK's l3fwd through the af_packet PMD (`lab up --mode dpdk --pmd af_packet`),
+    /// polling on the device-under-test CPU.
+    DpdkAfpacket,
+    /// DPDK's l3fwd through the af_xdp PMD, polling on the device-under-test CPU.
+    DpdkAfxdp,
+    /// The bundled forwarder over AF_PACKET on the device-under-test CPU.
+    FwdscopeAfpacket,
+    /// The bundled forwarder over AF_XDP on the device-under-test CPU.
+    FwdscopeAfxdp,
+}
+
+/// Every forwarder, in the report's order.
+pub const FORWARDERS: [Forwarder; 7] = [
+    Forwarder::Kernel,
+    Forwarder::KernelRps,
+    Forwarder::Xdp,
+    Forwarder::DpdkAfpacket,
+    Forwarder::DpdkAfxdp,
+    Forwarder::FwdscopeAfpacket,
+    Forwarder::FwdscopeAfxdp,
+];
+
+impl Forwarder {
+    /// Its `--forwarders` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Forwarder::Kernel => "kernel",
+            Forwarder::KernelRps => "kernel-rps",
+            Forwarder::Xdp => "xdp",
+            Forwarder::DpdkAfpacket => "dpdk-afpacket",
+            Forwarder::DpdkAfxdp => "dpdk-afxdp",
+            Forwarder::FwdscopeAfpacket => "fwdscope-afpacket",
+            Forwarder::FwdscopeAfxdp => "fwdscope-afxdp",
+        }
+    }
+
+    /// The kernel's own forwarding (the comparisons' baseline).
+    fn is_kernel(self) -> bool {
+        matches!(self, Forwarder::Kernel | Forwarder::KernelRps)
+    }
+
+    /// A process of its own that forwards (its CPU time is read from the process).
+    fn is_process(self) -> bool {
+        matches!(
+            self,
+            Forwarder::DpdkAfpacket | Forwarder::DpdkAfxdp | Forwarder::FwdscopeAfpacket | Forwarder::FwdscopeAfxdp
+        )
+    }
+
+    fn is_fwdscope(self) -> bool {
+        matches!(self, Forwarder::FwdscopeAfpacket | Forwarder::FwdscopeAfxdp)
+    }
+
+    fn is_dpdk(self) -> bool {
+        matches!(self, Forwarder::DpdkAfpacket | Forwarder::DpdkAfxdp)
+    }
+
+    /// Whether its forwarding work runs on a core of its own (the device-under-test CPU),
+    /// rather than in the softirq of the CPU that sent the frame.
+    fn own_core(self) -> bool {
+        self.is_process() || self == Forwarder::KernelRps
+    }
+
+    /// The forwarder it is compared with besides the best kernel setup: its other packet
+    /// I/O (afxdp against afpacket).
+    fn sibling(self) -> Option<Forwarder> {
+        match self {
+            Forwarder::DpdkAfxdp => Some(Forwarder::DpdkAfpacket),
+            Forwarder::FwdscopeAfxdp => Some(Forwarder::FwdscopeAfpacket),
+            _ => None,
+        }
+    }
+
+    /// The stage rules its split is named by, and how it is recorded.
+    fn rules(self) -> (analyzer::rules::Rules, &'static str) {
+        use analyzer::rules::Rules;
+        match self {
+            Forwarder::Kernel | Forwarder::KernelRps => (Rules::linux(), "record -a with callchains"),
+            // The XDP program's rules first: its helpers are also kernel functions.
+            Forwarder::Xdp => (Rules::linux().prepend(Rules::xdp()), "record -a with callchains"),
+            // As the built-in set orders them: the kernel's, then DPDK's.
+            Forwarder::DpdkAfpacket | Forwarder::DpdkAfxdp => {
+                (Rules::dpdk().prepend(Rules::linux()), "record -a with callchains")
+            }
+            Forwarder::FwdscopeAfpacket | Forwarder::FwdscopeAfxdp => {
+                (Rules::builtin(), "record -p on the lab's forwarder, with callchains")
+            }
+        }
+    }
+}
+
+/// Why `f` cannot run on this machine, if it cannot: what a check finds without building a
+/// lab (an attach the kernel refuses is found when the lab is brought up).
+fn cannot_run(f: Forwarder, two_cpus: bool) -> Option<String> {
+    let afxdp = || {
+        let (d, why) = default_driver();
+        (d != LabDriver::Afxdp).then(|| why.trim_start_matches("afpacket: ").to_string())
+    };
+    match f {
+        Forwarder::Kernel => None,
+        Forwarder::KernelRps => (!two_cpus).then(|| "one CPU: RPS needs a second CPU to steer to".to_string()),
+        Forwarder::Xdp => crate::xdp_forwarder::unavailable(),
+        Forwarder::DpdkAfpacket => crate::dpdk::l3fwd().err().map(|e| e.to_string()),
+        Forwarder::DpdkAfxdp => {
+            crate::dpdk::l3fwd().err().map(|e| e.to_string()).or_else(|| afxdp().map(|w| format!("af_xdp PMD: {w}")))
+        }
+        Forwarder::FwdscopeAfpacket => None,
+        Forwarder::FwdscopeAfxdp => afxdp(),
+    }
+}
+
+/// A reason on one line, cut to `max` characters (a build or start-up failure quotes logs).
+fn one_line(why: &str, max: usize) -> String {
+    let s = why.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s,
+    }
+}
+
+/// What `--forwarders` asks for (`None`: every forwarder) split into those to measure and
+/// those skipped with their reasons (one not asked for: `not in --forwarders`); a forwarder
+/// named explicitly that cannot run is an error. `why` says why one cannot run (None: it
+/// can). Duplicates count once.
+fn select(
+    asked: Option<&[Forwarder]>,
+    why: &mut dyn FnMut(Forwarder) -> Option<String>,
+) -> Result<(Vec<Forwarder>, Vec<(Forwarder, String)>)> {
+    let mut wanted: Vec<Forwarder> = asked.map_or(FORWARDERS.to_vec(), <[Forwarder]>::to_vec);
+    wanted.sort();
+    wanted.dedup();
+    let (mut run, mut skipped) = (Vec::new(), Vec::new());
+    for f in FORWARDERS.iter().filter(|f| !wanted.contains(f)) {
+        skipped.push((*f, "not in --forwarders".to_string()));
+    }
+    for f in wanted {
+        match why(f) {
+            None => run.push(f),
+            Some(w) if asked.is_some() => bail!("--forwarders {}: cannot run here: {}", f.name(), one_line(&w, 600)),
+            Some(w) => skipped.push((f, one_line(&w, 300))),
+        }
+    }
+    if run.is_empty() {
+        bail!("--forwarders: none of them can run here");
+    }
+    Ok((run, skipped))
+}
+
+/// A measurement's subject: a forwarder, or the sender alone (no forwarder: the forwarding
+/// namespace drops every frame at ingress; the sender's own ceiling, from which each
+/// forwarder's cost on the sender's CPU follows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Setup {
-    Kernel,
-    KernelRps,
-    Fwdscope,
-    FwdscopeXdp,
-    /// No forwarder: the forwarding namespace drops every frame at ingress. The sender's
-    /// own ceiling, from which the kernel's per-packet cost on the sender's CPU follows.
+    Fwd(Forwarder),
     SenderOnly,
 }
 
@@ -67,11 +234,23 @@ impl Setup {
     fn label(self, dut: Option<usize>) -> String {
         let cpu = dut.map_or("any CPU".to_string(), |c| format!("CPU {c}"));
         match self {
-            Setup::Kernel => "kernel (softirq on the sender's CPU)".into(),
-            Setup::KernelRps => format!("kernel (RPS: receive on {cpu})"),
-            Setup::Fwdscope => format!("fwdscope afpacket (forwarder on {cpu})"),
-            Setup::FwdscopeXdp => format!("fwdscope afxdp (forwarder on {cpu})"),
+            Setup::Fwd(f) => match f {
+                Forwarder::Kernel => "kernel (softirq on the sender's CPU)".into(),
+                Forwarder::KernelRps => format!("kernel-rps (receive on {cpu})"),
+                Forwarder::Xdp => "xdp (softirq on the sender's CPU)".into(),
+                Forwarder::DpdkAfpacket | Forwarder::DpdkAfxdp => format!("{} (l3fwd polling {cpu})", f.name()),
+                Forwarder::FwdscopeAfpacket | Forwarder::FwdscopeAfxdp => {
+                    format!("{} (forwarder on {cpu})", f.name())
+                }
+            },
             Setup::SenderOnly => "sender alone (frames dropped at the forwarding namespace's ingress)".into(),
+        }
+    }
+
+    fn forwarder(self) -> Option<Forwarder> {
+        match self {
+            Setup::Fwd(f) => Some(f),
+            Setup::SenderOnly => None,
         }
     }
 }
@@ -84,8 +263,24 @@ struct Placement {
     dut: Option<usize>,
 }
 
-/// A stage split for the report: its title and the stage table.
-type StageSplit = (String, String);
+/// A forwarder's stage split from its recorded run.
+#[derive(Debug, Clone, Default)]
+struct StageSplit {
+    forwarder: Option<Forwarder>,
+    /// The report's heading and stage table.
+    title: String,
+    table: String,
+    /// How it was recorded (`record -a with callchains`).
+    how: String,
+    /// Sum of sample periods per stage (the bars' shares), and the samples they are from
+    /// (with `record -a`, the forwarding threads' only: [`forwarding_threads_stages`]).
+    stages: Vec<(String, u64)>,
+    kept: u64,
+    /// The event sampled, samples, and the rule files (with their rule counts).
+    event: String,
+    samples: u64,
+    rule_files: String,
+}
 
 /// One measurement of `lab bench`.
 struct Measured {
@@ -93,12 +288,19 @@ struct Measured {
     sent: u64,
     arrived: u64,
     seconds: f64,
-    /// Was the machine busy: the sender thread's and (fwdscope) the forwarder workers'
-    /// run-queue wait, the host's steal. A flagged run is left out of the comparison.
+    /// Was the machine busy: the sender thread's and (fwdscope, l3fwd) the forwarder's
+    /// threads' run-queue wait, the host's steal. A flagged run is left out of the figures.
     contention: collector::contention::Contention,
     /// fwdscope: its stage clocks over the measured interval: forwarding stages' ns per
     /// forwarded packet (idle and run-queue waits excluded) and the idle share of its time.
     clock: Option<(f64, f64)>,
+    /// ns of CPU on the forwarder's own core over the measured interval: its process's
+    /// on-CPU time (fwdscope, l3fwd: every thread's /proc/PID/task/TID/schedstat), or the
+    /// device-under-test CPU's kernel time (kernel-rps: /proc/stat); None without a core of
+    /// its own.
+    own_cpu_ns: Option<f64>,
+    /// ns of softirq time /proc/stat counted on the sender's CPU over the interval.
+    sender_softirq_ns: Option<f64>,
 }
 
 impl Measured {
@@ -110,14 +312,71 @@ impl Measured {
     }
 }
 
+/// ns per USER_HZ tick of /proc/stat.
+fn tick_ns() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    1e9 / if hz > 0 { hz as f64 } else { 100.0 }
+}
+
+/// Per CPU (index: CPU number) from /proc/stat's `cpuN` lines: (kernel ticks, softirq
+/// ticks), kernel being system, irq and softirq time: a forwarding softirq's, whether it
+/// ran at an interrupt's end or in ksoftirqd, and not the user time of other programs.
+fn parse_cpu_ticks(text: &str) -> Vec<Option<(u64, u64)>> {
+    let mut out: Vec<Option<(u64, u64)>> = Vec::new();
+    for l in text.lines() {
+        let Some(rest) = l.strip_prefix("cpu") else { continue };
+        let Some((n, values)) = rest.split_once(' ') else { continue };
+        let Ok(n) = n.parse::<usize>() else { continue };
+        let v: Vec<u64> = values.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        if v.len() < 8 {
+            continue;
+        }
+        if n >= out.len() {
+            out.resize(n + 1, None);
+        }
+        out[n] = Some((v[2] + v[5] + v[6], v[6]));
+    }
+    out
+}
+
+fn cpu_ticks() -> Vec<Option<(u64, u64)>> {
+    std::fs::read_to_string("/proc/stat").map(|t| parse_cpu_ticks(&t)).unwrap_or_default()
+}
+
+/// On-CPU ns of every thread of process `pid` so far (schedstat's first field).
+fn process_run_ns(pid: i32) -> Option<u64> {
+    let dir = format!("/proc/{pid}/task");
+    let mut total = 0u64;
+    for e in std::fs::read_dir(&dir).ok()?.flatten() {
+        let s = std::fs::read_to_string(e.path().join("schedstat")).unwrap_or_default();
+        total += s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    Some(total)
+}
+
+/// The PID of the process forwarding for `f` on the lab, if it is one.
+fn forwarder_process(lab: &Lab, f: Forwarder) -> Option<i32> {
+    if f.is_fwdscope() {
+        lab.forwarder_pid()
+    } else if f.is_dpdk() {
+        crate::dpdk::pid(&lab.dpdk())
+    } else {
+        None
+    }
+}
+
 /// (Re)build the lab for `setup`, the sink discarding at its interface.
 fn bench_up(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<()> {
-    let mode = if matches!(setup, Setup::Fwdscope | Setup::FwdscopeXdp | Setup::SenderOnly) {
-        Mode::Fwdscope
-    } else {
-        Mode::Kernel
+    let f = setup.forwarder();
+    let mode = match f {
+        None => Mode::Fwdscope,
+        Some(Forwarder::Kernel | Forwarder::KernelRps) => Mode::Kernel,
+        Some(Forwarder::Xdp) => Mode::Xdp,
+        Some(Forwarder::DpdkAfpacket | Forwarder::DpdkAfxdp) => Mode::Dpdk,
+        Some(Forwarder::FwdscopeAfpacket | Forwarder::FwdscopeAfxdp) => Mode::Fwdscope,
     };
-    let forwarder_runs = matches!(setup, Setup::Fwdscope | Setup::FwdscopeXdp);
+    let fwdscope = f.is_some_and(Forwarder::is_fwdscope);
     let o = UpOptions {
         name: a.name.clone(),
         routes: Some(a.routes),
@@ -125,13 +384,22 @@ fn bench_up(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[S
         mode,
         no_start: setup == Setup::SenderOnly,
         sink: Sink::Discard,
-        rps_cpu: at.dut.filter(|_| setup == Setup::KernelRps),
-        forwarder_cpu: at.dut.filter(|_| forwarder_runs),
-        forwarder_flags: if forwarder_runs { flags.to_vec() } else { Vec::new() },
+        rps_cpu: at.dut.filter(|_| f == Some(Forwarder::KernelRps)),
+        // The forwarder (fwdscope), l3fwd's lcore (dpdk), the process that publishes the
+        // XDP program's counters (xdp: it only wakes every 20 ms) on the device-under-test CPU.
+        forwarder_cpu: at.dut.filter(|_| f.is_some_and(|f| f.is_process() || f == Forwarder::Xdp)),
+        forwarder_flags: if fwdscope { flags.to_vec() } else { Vec::new() },
         forwarder: a.forwarder.clone(),
-        driver: Some(if setup == Setup::FwdscopeXdp { LabDriver::Afxdp } else { LabDriver::Afpacket }),
+        driver: Some(if f == Some(Forwarder::FwdscopeAfxdp) { LabDriver::Afxdp } else { LabDriver::Afpacket }),
         queues: None,
-        dpdk: Default::default(),
+        dpdk: crate::dpdk::DpdkOptions {
+            pmd: Some(if f == Some(Forwarder::DpdkAfxdp) {
+                crate::dpdk::Pmd::AfXdp
+            } else {
+                crate::dpdk::Pmd::AfPacket
+            }),
+            hugepages: false,
+        },
         xdp_mode: Default::default(),
     };
     lab.down()?;
@@ -185,23 +453,28 @@ fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags
     bench_send(a, at, 0.5)?;
     std::thread::sleep(std::time::Duration::from_millis(100));
     let r0 = lab.sink_received()?;
-    // The forwarder's workers (fwdscope), watched over the measured interval like the
-    // sender thread and the host.
-    let workers = match (setup, lab.forwarder_pid()) {
-        (Setup::Fwdscope | Setup::FwdscopeXdp, Some(pid)) => {
+    let f = setup.forwarder();
+    let process = f.and_then(|f| forwarder_process(lab, f));
+    // The forwarder's threads (fwdscope's workers, l3fwd's main lcore), watched over the
+    // measured interval like the sender thread and the host.
+    let workers = match (f, process) {
+        (Some(f), Some(pid)) if f.is_fwdscope() => {
             collector::contention::worker_threads(pid as u32).unwrap_or_default()
         }
+        (Some(f), Some(pid)) if f.is_dpdk() => vec![collector::contention::WorkerThread::of(pid as u32, pid as u32, 0)],
         _ => Vec::new(),
     };
-    let seg = match setup {
-        Setup::Fwdscope | Setup::FwdscopeXdp => fwd_abi::Segment::open(&lab.segment_path()).ok(),
+    let seg = match f {
+        Some(f) if f.is_fwdscope() => fwd_abi::Segment::open(&lab.segment_path()).ok(),
         _ => None,
     };
     let snap0 = seg.as_ref().map(|s| s.snapshot());
     let before = collector::contention::read(&workers);
+    let (ticks0, run0) = (cpu_ticks(), process.and_then(process_run_ns));
     let t0 = std::time::Instant::now();
     let (sent, seconds, (s0, s1)) = bench_send(a, at, a.seconds)?;
     let elapsed = t0.elapsed().as_nanos() as u64;
+    let (ticks1, run1) = (cpu_ticks(), process.and_then(process_run_ns));
     let after = collector::contention::read(&workers);
     let clock = match (&seg, &snap0) {
         (Some(seg), Some(s0)) => {
@@ -212,6 +485,20 @@ fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags
         }
         _ => None,
     };
+    let tick = tick_ns();
+    let cpu_delta = |cpu: usize, pick: fn((u64, u64)) -> u64| -> Option<f64> {
+        let (b, e) = (ticks0.get(cpu).copied().flatten()?, ticks1.get(cpu).copied().flatten()?);
+        Some(pick(e).saturating_sub(pick(b)) as f64 * tick)
+    };
+    let own_cpu_ns = match f {
+        Some(f) if f.is_process() => match (run0, run1) {
+            (Some(b), Some(e)) => Some(e.saturating_sub(b) as f64),
+            _ => None,
+        },
+        Some(Forwarder::KernelRps) => at.dut.and_then(|c| cpu_delta(c, |t| t.0)),
+        _ => None,
+    };
+    let sender_softirq_ns = at.sender.and_then(|c| cpu_delta(c, |t| t.1));
     // Frames still in flight (rings, backlogs) arrive within milliseconds.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let arrived = lab.sink_received()?.saturating_sub(r0);
@@ -221,22 +508,28 @@ fn bench_measure(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags
         collector::contention::Reading { threads, host: r.host }
     };
     let contention = collector::contention::between(&with_sender(before, s0), &with_sender(after, s1), elapsed);
-    Ok(Measured { setup, sent, arrived, seconds, contention, clock })
+    Ok(Measured { setup, sent, arrived, seconds, contention, clock, own_cpu_ns, sender_softirq_ns })
 }
 
-/// The same load once more while recording (every CPU for the kernel, the lab's forwarder
-/// by its PID), then the stage table.
-fn bench_stages(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags: &[String]) -> Result<String> {
+/// The stage rules of the bench itself, tried first: the sender thread's own code (the
+/// traffic generator in this process) is the machine's own traffic, apart from forwarding
+/// work, when nothing else names a sample of it.
+const SENDER_RULES: &str = "[[rule]]\nstage = \"local\"\nprocess = [\"lab-sender\"]\n";
+
+/// The same load once more while recording (every CPU for the kernel, XDP and l3fwd; the
+/// lab's forwarder by its PID), then the stage table by `f`'s rules.
+fn bench_stages(a: &BenchOptions, lab: &Lab, f: Forwarder, at: Placement, flags: &[String]) -> Result<StageSplit> {
     use collector::session::{record, RecordOptions, Target};
-    bench_up(a, lab, setup, at, flags)?;
+    bench_up(a, lab, Setup::Fwd(f), at, flags)?;
     let dir = lab.state_dir().join("recording");
     // The lab's own state directory: its last recording (of an older fwdscope too, which
     // carries no output marker) is replaced.
     if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     }
-    let target = match (setup, lab.forwarder_pid()) {
-        (Setup::Fwdscope | Setup::FwdscopeXdp, Some(pid)) => Target::Pid(pid),
+    let target = match (f.is_fwdscope(), lab.forwarder_pid()) {
+        (true, Some(pid)) => Target::Pid(pid),
+        (true, None) => bail!("{}: the lab's forwarder is not running to record", f.name()),
         _ => Target::All,
     };
     let mut o = RecordOptions::new(dir.clone(), target);
@@ -254,12 +547,64 @@ fn bench_stages(a: &BenchOptions, lab: &Lab, setup: Setup, at: Placement, flags:
     sent?;
     recorded?;
     let rec = collector::recording::Recording::open(&dir)?;
-    Ok(analyzer::stages::stage_table(&rec, &analyzer::rules::Rules::builtin())?.text(8))
+    let (rules, how) = f.rules();
+    let rules = rules.prepend(analyzer::rules::Rules::parse(SENDER_RULES, "lab bench (the sender thread)")?);
+    let t = analyzer::stages::stage_table(&rec, &rules)?;
+    // Every CPU was sampled: the bars' shares count only the threads the forwarding runs
+    // in, not whatever else the machine ran meanwhile (a compiler's samples would be
+    // `other`, a forwarding stage).
+    let (stages, kept) = if f.is_fwdscope() {
+        (t.stages.iter().map(|r| (r.stage.clone(), r.period)).collect(), t.samples)
+    } else {
+        forwarding_threads_stages(&t.workers)
+    };
+    Ok(StageSplit {
+        forwarder: Some(f),
+        title: format!("{}: stage split ({how}; {})", f.name(), rules.sources_text()),
+        how: how.to_string(),
+        table: t.text(8),
+        stages,
+        kept,
+        event: format!("{}{}", t.event, t.fallback.as_ref().map_or(String::new(), |f| format!(" ({f})"))),
+        samples: t.samples,
+        rule_files: t.rule_sources.iter().map(|(f, n)| format!("{f} ({n} rules)")).collect::<Vec<_>>().join(", "),
+    })
 }
 
-/// Run the benchmark; returns its report (the table, ratios, CPU per packet, both stage
-/// splits). Progress goes to stderr. Builds and removes the lab `a.name`.
-pub fn bench(a: &BenchOptions) -> Result<String> {
+/// Whether thread `name` of an every-CPU recording is one the lab's forwarding runs in: the
+/// sender thread (veth delivers, and the kernel and XDP forward, in its softirq), the
+/// softirq threads, the idle task (a softirq run at an idle CPU's interrupt), l3fwd.
+fn forwarding_thread(name: &str) -> bool {
+    ["lab-sender", "ksoftirqd/", "swapper", "dpdk-l3fwd", "l3fwd"].iter().any(|p| name.starts_with(p))
+        || name == "tid 0"
+}
+
+/// Period per stage summed over the forwarding threads' tables, and their samples.
+fn forwarding_threads_stages(threads: &[analyzer::stages::WorkerTable]) -> (Vec<(String, u64)>, u64) {
+    let mut stages: Vec<(String, u64)> = Vec::new();
+    let mut kept = 0u64;
+    for w in threads.iter().filter(|w| forwarding_thread(&w.thread)) {
+        kept += w.samples;
+        for r in &w.stages {
+            match stages.iter_mut().find(|s| s.0 == r.stage) {
+                Some(s) => s.1 += r.period,
+                None => stages.push((r.stage.clone(), r.period)),
+            }
+        }
+    }
+    (stages, kept)
+}
+
+/// What `lab bench` found: the text report and the page's content.
+#[derive(Debug, Clone)]
+pub struct BenchReport {
+    pub text: String,
+    pub page: compare::bench_page::BenchPage,
+}
+
+/// Run the benchmark; returns its report (the table, ratios, CPU per packet, the stage
+/// splits) and the page. Progress goes to stderr. Builds and removes the lab `a.name`.
+pub fn bench(a: &BenchOptions) -> Result<BenchReport> {
     if a.repeat == 0 || !a.seconds.is_finite() || a.seconds <= 0.0 {
         bail!("--repeat must be at least 1 and --seconds positive");
     }
@@ -275,29 +620,57 @@ pub fn bench(a: &BenchOptions) -> Result<String> {
     } else {
         a.forwarder_flags.clone()
     };
-    let mut setups = vec![Setup::Kernel];
-    if at.dut.is_some() {
-        setups.push(Setup::KernelRps);
+    let two_cpus = at.dut.is_some();
+    let (chosen, mut skipped) = select(a.forwarders.as_deref(), &mut |f| cannot_run(f, two_cpus))?;
+    // Bring each one up once: an attach or a start the kernel or DPDK refuses shows here,
+    // before any measurement (l3fwd is built here at its first use, too).
+    let mut forwarders = Vec::new();
+    let mut attach_notes = Vec::new();
+    for f in chosen {
+        if a.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+            break;
+        }
+        match bench_up(a, &lab, Setup::Fwd(f), at, &flags) {
+            Ok(()) => {
+                if f == Forwarder::Xdp {
+                    if let Some(n) = crate::xdp_forwarder::attach_note(&lab.state_dir()) {
+                        attach_notes.push(format!("xdp attach: {n}"));
+                    }
+                }
+                forwarders.push(f);
+            }
+            Err(e) if a.forwarders.is_some() => {
+                let _ = lab.down();
+                bail!("--forwarders {}: cannot run here: {}", f.name(), one_line(&e.to_string(), 600));
+            }
+            Err(e) => skipped.push((f, one_line(&e.to_string(), 300))),
+        }
     }
-    setups.push(Setup::Fwdscope);
-    let (xdp, xdp_why) = default_driver();
-    if xdp == LabDriver::Afxdp {
-        setups.push(Setup::FwdscopeXdp);
-    }
+    let mut setups: Vec<Setup> = forwarders.iter().map(|f| Setup::Fwd(*f)).collect();
     setups.push(Setup::SenderOnly);
-    let result = measure_all(a, &lab, &setups, at, &flags);
+    let result = if forwarders.is_empty() {
+        Err(Error::Config(format!(
+            "no forwarder could be brought up here: {}",
+            skipped.iter().map(|(f, w)| format!("{}: {w}", f.name())).collect::<Vec<_>>().join("; ")
+        )))
+    } else {
+        measure_all(a, &lab, &setups, &forwarders, at, &flags)
+    };
     // The last lab's note says whether nft was there for the AF_PACKET setups' ingress drop.
     let last = std::fs::read_to_string(lab.state_dir().join("ingress")).unwrap_or_default();
-    let mut notes = if last.contains("nft") && !last.contains("not installed") {
+    let mut notes = vec![if last.contains("nft") && !last.contains("not installed") {
         format!(
-            "input frames: afpacket setups drop them at {0}-f0 ingress after the forwarder's tap (nft); afxdp takes them by XDP before the stack",
+            "input frames: afpacket setups drop them at {0}-f0 ingress after the forwarder's tap (nft); afxdp and \
+             xdp take them by XDP before the stack",
             a.name
         )
     } else {
         "no nft: in afpacket setups the forwarding namespace's IP stack also receives every frame".to_string()
-    };
-    if xdp != LabDriver::Afxdp {
-        notes.push_str(&format!("; no afxdp setup: {xdp_why}"));
+    }];
+    notes.extend(attach_notes);
+    skipped.sort();
+    for (f, why) in &skipped {
+        notes.push(format!("skipped {}: {why}", f.name()));
     }
     let _ = lab.down();
     let (runs, splits) = result?;
@@ -311,12 +684,11 @@ fn measure_all(
     a: &BenchOptions,
     lab: &Lab,
     setups: &[Setup],
+    forwarders: &[Forwarder],
     at: Placement,
     flags: &[String],
 ) -> Result<(Vec<Measured>, Vec<StageSplit>)> {
-    let recorded: Vec<Setup> =
-        setups.iter().copied().filter(|s| matches!(s, Setup::Kernel | Setup::Fwdscope | Setup::FwdscopeXdp)).collect();
-    let bar = indicatif::ProgressBar::new((setups.len() * a.repeat + recorded.len()) as u64);
+    let bar = indicatif::ProgressBar::new((setups.len() * a.repeat + forwarders.len()) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs  {eta} left  {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -340,16 +712,10 @@ fn measure_all(
             }
         }
         let mut splits = Vec::new();
-        for s in recorded {
+        for f in forwarders {
             stopped()?;
-            bar.set_message(format!("stage split: {}", s.label(at.dut)));
-            let how = if s == Setup::Kernel { "record -a, Linux rules" } else { "record -p on the lab forwarder" };
-            let title = match s {
-                Setup::Kernel => "kernel forwarding",
-                Setup::Fwdscope => "fwdscope afpacket",
-                _ => "fwdscope afxdp",
-            };
-            splits.push((format!("{title}: stage split ({how})"), bench_stages(a, lab, s, at, flags)?));
+            bar.set_message(format!("stage split: {}", f.name()));
+            splits.push(bench_stages(a, lab, *f, at, flags)?);
             bar.inc(1);
         }
         Ok((runs, splits))
@@ -358,22 +724,57 @@ fn measure_all(
     result
 }
 
-/// The report: the table of setups (each saying whether the sender or the setup itself
-/// limited it), the ratios, CPU per packet, the stage splits.
+/// One forwarder's figures from its clean runs.
+struct Figures {
+    f: Forwarder,
+    label: String,
+    counted: usize,
+    left_out: usize,
+    /// Median forwarded pps and every clean run's.
+    med: f64,
+    pps: Vec<f64>,
+    offered: f64,
+    lost_pct: f64,
+    /// It lost frames: limited by itself, not by the sender.
+    itself: bool,
+    /// ns of CPU per forwarded packet on its own core, and extra on the sender's (medians).
+    own_ns: Option<f64>,
+    sender_ns: Option<f64>,
+    /// /proc/stat's softirq time on the sender's CPU per forwarded packet (median).
+    softirq_ns: Option<f64>,
+}
+
+impl Figures {
+    /// The bar's length: CPU per packet on the core its forwarding runs on.
+    fn bar_ns(&self) -> Option<f64> {
+        if self.f.own_core() {
+            self.own_ns
+        } else {
+            self.sender_ns
+        }
+    }
+}
+
+fn fmt_ns(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.0}"))
+}
+
+/// The report: the table of forwarders (each saying whether the sender or the forwarder
+/// itself limited it, and its CPU per packet on its own core and on the sender's), the
+/// ratios, how CPU per packet was counted, the stage splits; and the page of the same.
 fn report(
     a: &BenchOptions,
     at: Placement,
     setups: &[Setup],
     flags: &[String],
-    notes: &str,
+    notes: &[String],
     runs: &[Measured],
-    splits: &[(String, String)],
-) -> String {
+    splits: &[StageSplit],
+) -> BenchReport {
     use analyzer::stats::{median, welch_p};
     use std::fmt::Write;
     let mut out = String::new();
-    let _ = writeln!(
-        out,
+    let heading = format!(
         "lab bench: {} routes, {} flows, {}-byte frames; {} runs x {:.1} s per setup, interleaved; sender at full speed \
          through {}{}; sink: counts frames at its interface and discards them",
         a.routes,
@@ -390,11 +791,27 @@ fn report(
             _ => " (one CPU: nothing pinned)".to_string(),
         }
     );
-    let _ = writeln!(out, "fwdscope forwarder flags: {}; {}", flags.join(" "), notes.trim());
+    let _ = writeln!(out, "{heading}");
+    let _ = writeln!(out, "fwdscope forwarder flags: {}", flags.join(" "));
+    for n in notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    let header = [
+        "forwarder",
+        "runs",
+        "left out",
+        "forwarded pps",
+        "[min .. max]",
+        "offered pps",
+        "lost",
+        "own core ns",
+        "sender ns",
+        "limited by",
+    ];
     let _ = writeln!(
         out,
-        "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}  limited by",
-        "setup", "runs", "left out", "forwarded pps", "[min .. max]", "offered pps", "lost"
+        "{:<40} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8} {:>11} {:>10}  {}",
+        header[0], header[1], header[2], header[3], header[4], header[5], header[6], header[7], header[8], header[9]
     );
     let clean = |s: Setup| -> Vec<&Measured> {
         runs.iter().filter(|m| m.setup == s && m.contention.flags.is_empty()).collect()
@@ -406,60 +823,105 @@ fn report(
         let out = left_out(s);
         (out * 4 > all || out == all).then(|| format!("{out} of {all} runs of {} left out", s.label(at.dut)))
     };
-    // (setup, median pps, the runs' pps, lost frames: limited by itself).
-    let mut medians: Vec<(Setup, f64, Vec<f64>, bool)> = Vec::new();
-    for s in setups.iter().filter(|s| **s != Setup::SenderOnly) {
-        let mine = clean(*s);
+    let alone: Vec<f64> = clean(Setup::SenderOnly).iter().map(|m| m.offered()).collect();
+    let alone_med = if alone.is_empty() { f64::NAN } else { median(&alone) };
+    let med_of = |v: Vec<f64>| (!v.is_empty()).then(|| median(&v));
+    let mut figures: Vec<Figures> = Vec::new();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for s in setups.iter().copied() {
+        let Some(f) = s.forwarder() else { continue };
+        let mine = clean(s);
+        if mine.is_empty() {
+            // Every run left out: no figure at all rather than a made-up one.
+            let cells = vec![
+                s.label(at.dut),
+                "0".into(),
+                left_out(s).to_string(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ];
+            let _ = writeln!(
+                out,
+                "{:<40} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8} {:>11} {:>10}  -",
+                cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], "-", "-"
+            );
+            let mut c = cells;
+            c[0] = f.name().to_string();
+            c.remove(5);
+            c.extend(["-".to_string(), "-".to_string(), "-".to_string()]);
+            rows.push(c);
+            continue;
+        }
         let pps: Vec<f64> = mine.iter().map(|m| m.pps()).collect();
         let (lo, hi) = pps.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
         let lost: u64 = mine.iter().map(|m| m.sent.saturating_sub(m.arrived)).sum();
         let sent: u64 = mine.iter().map(|m| m.sent).sum();
-        if mine.is_empty() {
-            // Every run left out: no figure at all rather than a made-up one.
-            let _ = writeln!(
-                out,
-                "{:<42} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8}  -",
-                s.label(at.dut),
-                0,
-                left_out(*s),
-                "-",
-                "-",
-                "-",
-                "-"
-            );
-            continue;
-        }
-        let med = median(&pps);
         // Under 0.1% lost: everything offered went through, so the sender set the pace.
         let itself = lost as f64 > 0.001 * sent as f64;
-        medians.push((*s, med, pps, itself));
+        let forwarded = |m: &Measured| m.arrived.max(1) as f64;
+        let own_ns = med_of(mine.iter().filter_map(|m| m.own_cpu_ns.map(|ns| ns / forwarded(m))).collect());
+        // The sender's CPU runs flat out in every run: whatever of its time did not go to
+        // sending (at its alone cost per packet) went to the forwarding path.
+        let sender_ns = alone_med
+            .is_finite()
+            .then(|| med_of(mine.iter().map(|m| (1.0 - m.offered() / alone_med) * 1e9 / m.pps().max(1e-9)).collect()));
+        let softirq_ns = med_of(mine.iter().filter_map(|m| m.sender_softirq_ns.map(|ns| ns / forwarded(m))).collect());
+        let fig = Figures {
+            f,
+            label: s.label(at.dut),
+            counted: mine.len(),
+            left_out: left_out(s),
+            med: median(&pps),
+            pps,
+            offered: median(&mine.iter().map(|m| m.offered()).collect::<Vec<_>>()),
+            lost_pct: 100.0 * lost as f64 / sent.max(1) as f64,
+            itself,
+            own_ns: if f.own_core() { own_ns } else { None },
+            sender_ns: sender_ns.flatten(),
+            softirq_ns,
+        };
+        let limited =
+            if itself { "itself (it lost frames)" } else { "the sender (nothing lost: its capacity is higher)" };
+        let cells = vec![
+            fig.label.clone(),
+            fig.counted.to_string(),
+            fig.left_out.to_string(),
+            format!("{:.0}", fig.med),
+            format!("[{lo:.0} .. {hi:.0}]"),
+            format!("{:.0}", fig.offered),
+            format!("{:.1}%", fig.lost_pct),
+            fmt_ns(fig.own_ns),
+            fmt_ns(fig.sender_ns),
+            limited.to_string(),
+        ];
         let _ = writeln!(
             out,
-            "{:<42} {:>4} {:>8} {:>14.0} {:>25} {:>14.0} {:>7.1}%  {}",
-            s.label(at.dut),
-            mine.len(),
-            left_out(*s),
-            med,
-            format!("[{lo:.0} .. {hi:.0}]"),
-            median(&mine.iter().map(|m| m.offered()).collect::<Vec<_>>()),
-            100.0 * lost as f64 / sent.max(1) as f64,
-            if itself { "itself (it lost frames)" } else { "the sender (nothing lost: its capacity is higher)" }
+            "{:<40} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8} {:>11} {:>10}  {}",
+            cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], cells[7], cells[8], cells[9]
         );
+        // The page's row is narrower, to sit beside the chart: the forwarder's name, and
+        // what limited it in a word.
+        let mut c = cells;
+        c[0] = f.name().to_string();
+        c[9] = if itself { "itself" } else { "the sender" }.to_string();
+        c.remove(5);
+        rows.push(c);
+        figures.push(fig);
     }
-    let alone: Vec<f64> = clean(Setup::SenderOnly).iter().map(|m| m.offered()).collect();
-    let alone_med = median(&alone);
     let alone_text = if alone.is_empty() { "-".to_string() } else { format!("{alone_med:.0}") };
-    let _ = writeln!(out, "{}: {} runs, {alone_text} pps sent (median)", Setup::SenderOnly.label(at.dut), alone.len());
-    let is_fwd = |s: Setup| matches!(s, Setup::Fwdscope | Setup::FwdscopeXdp);
-    let best = medians.iter().filter(|m| !is_fwd(m.0)).max_by(|x, y| x.1.total_cmp(&y.1));
+    let alone_line =
+        format!("{}: {} runs, {alone_text} pps sent (median)", Setup::SenderOnly.label(at.dut), alone.len());
+    let _ = writeln!(out, "{alone_line}");
+    let mut lines: Vec<String> = vec![alone_line];
     // Contention: which runs were left out and why.
     let flagged: Vec<&Measured> = runs.iter().filter(|m| !m.contention.flags.is_empty()).collect();
     let mut reasons: Vec<&str> = flagged.iter().flat_map(|m| m.contention.flags.iter().map(String::as_str)).collect();
     reasons.sort_unstable();
     reasons.dedup();
-    let _ = writeln!(
-        out,
-        "contention: {} of {} runs left out (the sender or a forwarder worker waiting to run over {:.0}% of a run, \
+    let contention = format!(
+        "contention: {} of {} runs left out (the sender or a forwarder's thread waiting to run over {:.0}% of a run, \
          or steal over {:.0}%){}",
         flagged.len(),
         runs.len(),
@@ -467,109 +929,217 @@ fn report(
         collector::contention::MAX_STEAL_SHARE * 100.0,
         if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join("; ")) }
     );
-    let name = |s: Setup| if s == Setup::FwdscopeXdp { "fwdscope afxdp" } else { "fwdscope afpacket" };
+    lines.push(contention.clone());
     // Each forwarder against the best kernel setup (or, with none measured, every kernel
-    // setup), and afxdp against afpacket.
-    let kernels: Vec<Setup> = match best {
-        Some(b) => vec![b.0],
-        None => setups.iter().copied().filter(|s| matches!(s, Setup::Kernel | Setup::KernelRps)).collect(),
+    // setup), and an afxdp forwarder against its afpacket sibling.
+    let best = figures.iter().filter(|m| m.f.is_kernel()).max_by(|x, y| x.med.total_cmp(&y.med));
+    let kernels: Vec<Forwarder> = match best {
+        Some(b) => vec![b.f],
+        None => setups.iter().filter_map(|s| s.forwarder()).filter(|f| f.is_kernel()).collect(),
     };
-    let mut pairs: Vec<(Setup, Vec<Setup>)> =
-        setups.iter().copied().filter(|s| is_fwd(*s)).map(|f| (f, kernels.clone())).collect();
-    if setups.contains(&Setup::FwdscopeXdp) && setups.contains(&Setup::Fwdscope) {
-        pairs.push((Setup::FwdscopeXdp, vec![Setup::Fwdscope]));
+    let present: Vec<Forwarder> = setups.iter().filter_map(|s| s.forwarder()).collect();
+    let mut pairs: Vec<(Forwarder, Vec<Forwarder>, String)> = present
+        .iter()
+        .filter(|f| !f.is_kernel() && !kernels.is_empty())
+        .map(|f| (*f, kernels.clone(), "best kernel setup".to_string()))
+        .collect();
+    for f in &present {
+        if let Some(sib) = f.sibling().filter(|s| present.contains(s)) {
+            pairs.push((*f, vec![sib], sib.name().to_string()));
+        }
     }
-    for (f, against) in pairs {
-        let other = if against == [Setup::Fwdscope] {
-            "fwdscope afpacket".to_string()
-        } else {
-            "best kernel setup".to_string()
-        };
-        let undecided: Vec<String> = std::iter::once(f).chain(against.iter().copied()).filter_map(busy).collect();
+    for (f, against, other) in pairs {
+        let undecided: Vec<String> =
+            std::iter::once(f).chain(against.iter().copied()).map(Setup::Fwd).filter_map(busy).collect();
         if !undecided.is_empty() {
-            let _ = writeln!(
-                out,
+            lines.push(format!(
                 "ratio {} / {other}: undecided: the machine was busy ({})",
-                name(f),
+                f.name(),
                 undecided.join("; ")
-            );
+            ));
             continue;
         }
-        let fm = medians.iter().find(|m| m.0 == f);
-        let om = against.first().and_then(|o| medians.iter().find(|m| m.0 == *o));
-        if let (Some((_, fv, fp, _)), Some((o, ov, op, _))) = (fm, om) {
+        let fm = figures.iter().find(|m| m.f == f);
+        let om = against.first().and_then(|o| figures.iter().find(|m| m.f == *o));
+        if let (Some(fm), Some(om)) = (fm, om) {
             // Welch's test needs two runs of each side to estimate a variance.
-            let test = if fp.len() < 2 || op.len() < 2 {
+            let test = if fm.pps.len() < 2 || om.pps.len() < 2 {
                 "no test of the difference (one run of a side: --repeat 2 or more gives one)".to_string()
             } else {
-                let p = welch_p(fp, op);
+                let p = welch_p(&fm.pps, &om.pps);
                 format!("difference of means {}significant (Welch p = {p:.3})", if p < 0.05 { "" } else { "not " })
             };
-            let _ = writeln!(
-                out,
+            lines.push(format!(
                 "ratio {} / {other} ({}): {:.2} (medians); {test}",
-                name(f),
-                o.label(at.dut),
-                fv / ov.max(1e-9),
-            );
+                f.name(),
+                om.label,
+                fm.med / om.med.max(1e-9),
+            ));
         }
     }
-    let _ = writeln!(out, "(a setup limited by the sender lost nothing: its own capacity is higher than its figure)");
-    // CPU per packet, from the medians: the sender's CPU runs flat out in both its runs, so
-    // what the kernel's forwarding adds there is the difference of the two periods; a
-    // forwarder's CPU, when it lost frames, spent one period per forwarded packet.
-    let kernel = medians.iter().find(|m| m.0 == Setup::Kernel);
-    if let Some((_, kv, _, _)) = kernel {
-        let k_ns = 1e9 / kv - 1e9 / alone_med;
-        if k_ns.is_finite() && k_ns > 0.0 {
-            let _ = writeln!(
-                out,
-                "CPU per packet: kernel forwarding about {k_ns:.0} ns on the sender's CPU (1/kernel - 1/sender alone)"
-            );
-        }
-    }
-    for (s, f, _, f_lost) in medians.iter().filter(|m| is_fwd(m.0)) {
-        // Its own stage clocks say what forwarding cost, idle time left out: the figure to
-        // trust when it waited for packets part of the time (then 1/forwarded only bounds it).
-        let clocks: Vec<(f64, f64)> = clean(*s).iter().filter_map(|m| m.clock).collect();
-        let idle = (!clocks.is_empty()).then(|| median(&clocks.iter().map(|c| c.1).collect::<Vec<_>>()));
-        let by_clock = match idle {
-            None => "no stage clocks".to_string(),
-            Some(idle) => format!(
-                "{:.0} ns by its stage clocks (forwarding stages, median of {} runs; idle {:.0}% of its time left out)",
-                median(&clocks.iter().map(|c| c.0).collect::<Vec<_>>()),
-                clocks.len(),
-                idle * 100.0
+    lines.push("(a forwarder limited by the sender lost nothing: its own capacity is higher than its figure)".into());
+    let sender_cpu = at.sender.map_or("the sending CPU".to_string(), |c| format!("CPU {c}"));
+    let dut_cpu = at.dut.map_or("its CPU".to_string(), |c| format!("CPU {c}"));
+    // How each forwarder's CPU per packet was counted, and on which CPU.
+    for fig in &figures {
+        let softirq = fig.softirq_ns.map_or(String::new(), |s| {
+            format!("; /proc/stat counted {s:.0} ns of softirq time on {sender_cpu} per forwarded packet")
+        });
+        let sender = fmt_ns(fig.sender_ns);
+        let line = match fig.f {
+            Forwarder::Kernel | Forwarder::Xdp => format!(
+                "CPU per packet: {}: {sender} ns on the sender's core ({sender_cpu}), where it runs: in the softirq of \
+                 the CPU that sent the frame (a veth delivers in its sender's transmit); no core of its own{softirq}",
+                fig.f.name()
             ),
+            Forwarder::KernelRps => format!(
+                "CPU per packet: kernel-rps: {} ns on {dut_cpu} ({dut_cpu}'s kernel time, system + irq + softirq, in \
+                 /proc/stat ticks of {:.0} ms: the backlog softirq, forwarding, and the discard sink's receive, which \
+                 runs there too; any other kernel work on {dut_cpu} counts as well); {sender} ns on the sender's core \
+                 (its receive side, the RPS hand-off){softirq}",
+                fmt_ns(fig.own_ns),
+                tick_ns() / 1e6
+            ),
+            Forwarder::DpdkAfpacket | Forwarder::DpdkAfxdp => format!(
+                "CPU per packet: {}: {} ns of l3fwd's CPU time on {dut_cpu} (every thread's schedstat); l3fwd \
+                 busy-polls, so this includes polling: {}; {sender} ns on the sender's core (the PMD's receive side: \
+                 the kernel's copy into its ring or UMEM)",
+                fig.f.name(),
+                fmt_ns(fig.own_ns),
+                if fig.itself { "it lost frames, so it was near capacity" } else { "it lost none: an upper bound" }
+            ),
+            Forwarder::FwdscopeAfpacket | Forwarder::FwdscopeAfxdp => {
+                // Its own stage clocks say what forwarding cost, idle time left out: the
+                // figure to trust when it waited for packets part of the time.
+                let s = Setup::Fwd(fig.f);
+                let clocks: Vec<(f64, f64)> = clean(s).iter().filter_map(|m| m.clock).collect();
+                let idle = (!clocks.is_empty()).then(|| median(&clocks.iter().map(|c| c.1).collect::<Vec<_>>()));
+                let by_clock = match idle {
+                    None => "no stage clocks".to_string(),
+                    Some(idle) => format!(
+                        "{:.0} ns by its stage clocks (forwarding stages, median of {} runs; idle {:.0}% of its time \
+                         left out)",
+                        median(&clocks.iter().map(|c| c.0).collect::<Vec<_>>()),
+                        clocks.len(),
+                        idle * 100.0
+                    ),
+                };
+                let bound = match idle {
+                    Some(i) if fig.itself && i < 0.05 => "it lost frames and hardly waited: at capacity",
+                    _ if fig.itself => {
+                        "it lost frames in bursts but waited for packets part of the time: an upper bound"
+                    }
+                    _ => "it lost none: an upper bound",
+                };
+                format!(
+                    "CPU per packet: {}: {} ns of the forwarder's CPU time on {dut_cpu} (every thread's schedstat; \
+                     {bound}); {by_clock}; {sender} ns on the sender's core (its receive side: the tap's copy, or XDP \
+                     and the copy into the UMEM)",
+                    fig.f.name(),
+                    fmt_ns(fig.own_ns)
+                )
+            }
         };
-        let bound = match idle {
-            Some(i) if *f_lost && i < 0.05 => "it lost frames and hardly waited: at capacity",
-            _ if *f_lost => "it lost frames in bursts but waited for packets part of the time: an upper bound",
-            _ => "it lost none: an upper bound",
+        lines.push(line);
+    }
+    for l in &lines[1..] {
+        let _ = writeln!(out, "{l}");
+    }
+    for sp in splits {
+        let _ = writeln!(out, "\n== {}\n{}", sp.title, sp.table);
+    }
+    // The page: a bar per forwarder, the table, where the figures come from.
+    let mut provenance = vec![
+        format!(
+            "rates: frames counted at the discard sink's interface (rx_packets) over the sender's own measured seconds \
+             (CLOCK_MONOTONIC); offered: frames the sender sent; {} runs of {:.1} s per forwarder, interleaved",
+            a.repeat, a.seconds
+        ),
+        format!(
+            "own core ns: the forwarder's CPU time on its own core ({dut_cpu}) per forwarded packet: fwdscope's and \
+             l3fwd's process on-CPU time (every thread's /proc/PID/task/TID/schedstat, ns; l3fwd busy-polls, so its \
+             figure includes polling), kernel-rps: {dut_cpu}'s kernel time (system + irq + softirq) from /proc/stat \
+             (USER_HZ ticks)"
+        ),
+        format!(
+            "sender ns: (1 - offered / sender alone) / forwarded: the time of the sender's core ({sender_cpu}), flat out \
+             in every run, that did not go to sending; kernel and xdp forward there (softirq), so it is their bar"
+        ),
+        contention,
+    ];
+    let mut bars = Vec::new();
+    for s in setups.iter().copied() {
+        let Some(f) = s.forwarder() else { continue };
+        let fig = figures.iter().find(|x| x.f == f);
+        let split = splits.iter().find(|x| x.forwarder == Some(f));
+        let ns = fig.and_then(Figures::bar_ns);
+        let segments = match (ns, split) {
+            (Some(ns), Some(sp)) => compare::bench_page::stage_ns(ns, &sp.stages),
+            _ => Vec::new(),
         };
-        let _ = writeln!(
-            out,
-            "CPU per packet: {} {by_clock}; 1/forwarded {:.0} ns on its own CPU ({bound})",
-            name(*s),
-            1e9 / f
-        );
-        // Its receive side runs on the sender's CPU (veth hands frames over in the
-        // sender's transmit: the tap's copy, or XDP and the copy into the UMEM): what the
-        // sender's CPU lost against sending alone, as for the kernel.
-        let offered = median(&clean(*s).iter().map(|m| m.offered()).collect::<Vec<_>>());
-        let rx_ns = 1e9 / offered - 1e9 / alone_med;
-        if rx_ns.is_finite() && rx_ns > 0.0 {
-            let _ = writeln!(
-                out,
-                "CPU per packet: {} receive side about {rx_ns:.0} ns on the sender's CPU (1/offered - 1/sender alone)",
-                name(*s)
-            );
-        }
+        let missing = if !segments.is_empty() {
+            None
+        } else if fig.is_none() {
+            Some("no clean run: every run was left out".to_string())
+        } else if !ns.is_some_and(|v| v > 0.0) {
+            Some("no positive CPU-per-packet figure".to_string())
+        } else if split.is_none() {
+            Some("no stage split".to_string())
+        } else {
+            Some("no forwarding samples in its stage split".to_string())
+        };
+        let which = if f.own_core() { "own core ns" } else { "sender ns (its softirq runs there)" };
+        let (counted, out_n) = fig.map_or((0, left_out(s)), |x| (x.counted, x.left_out));
+        provenance.push(match split {
+            Some(sp) => format!(
+                "{}: bar {} ns/packet = {which} x the stage shares of {} ({} samples of {}{}; stages named by {}; \
+                 idle, the machine's own traffic and the sender's program left out); runs counted {counted}, left out \
+                 {out_n}",
+                f.name(),
+                fmt_ns(ns),
+                sp.how,
+                sp.samples,
+                sp.event,
+                if f.is_fwdscope() {
+                    String::new()
+                } else {
+                    format!(
+                        ", {} of them in the threads forwarding runs in: the sender thread, ksoftirqd, the idle \
+                         task{}",
+                        sp.kept,
+                        if f.is_dpdk() { ", l3fwd" } else { "" }
+                    )
+                },
+                sp.rule_files
+            ),
+            None => format!("{}: no stage split; runs counted {counted}, left out {out_n}", f.name()),
+        });
+        bars.push(compare::bench_page::BenchBar {
+            name: f.name().to_string(),
+            label: s.label(at.dut),
+            segments,
+            missing,
+        });
     }
-    for (title, table) in splits {
-        let _ = writeln!(out, "\n== {title}\n{table}");
-    }
-    out
+    provenance.push(
+        "with record -a every CPU is sampled: the sender's own transmit path (packet_sendmsg, AF_XDP's xmit) counts as \
+         driver work too, as the kernel cannot tell it from the forwarder's"
+            .to_string(),
+    );
+    let mut page_notes: Vec<String> = notes.to_vec();
+    page_notes.push(format!("fwdscope forwarder flags: {}", flags.join(" ")));
+    page_notes.extend(lines);
+    let page = compare::bench_page::BenchPage {
+        heading,
+        bars,
+        // The page's table leaves the offered load to the text report: it sits beside the
+        // chart.
+        header: header.iter().enumerate().filter(|(i, _)| *i != 5).map(|(_, h)| h.to_string()).collect(),
+        rows,
+        provenance,
+        notes: page_notes,
+    };
+    BenchReport { text: out, page }
 }
 
 #[cfg(test)]
@@ -577,16 +1147,22 @@ mod tests {
     use super::*;
     use collector::contention::Contention;
 
-    fn run(setup: Setup, arrived: u64, busy: bool) -> Measured {
+    fn run(f: Forwarder, arrived: u64, busy: bool) -> Measured {
         let flags = if busy { vec!["a worker waited to run 40% of the time".to_string()] } else { vec![] };
         Measured {
-            setup,
+            setup: Setup::Fwd(f),
             sent: 2_000_000,
             arrived,
             seconds: 1.0,
             contention: Contention { flags, ..Default::default() },
             clock: Some((700.0, 0.2)),
+            own_cpu_ns: None,
+            sender_softirq_ns: None,
         }
+    }
+
+    fn alone(sent: u64) -> Measured {
+        Measured { setup: Setup::SenderOnly, sent, arrived: 0, clock: None, ..run(Forwarder::Kernel, 0, false) }
     }
 
     fn options() -> BenchOptions {
@@ -597,6 +1173,8 @@ mod tests {
             seconds: 1.0,
             repeat: 4,
             size: 64,
+            forwarders: None,
+            html: None,
             forwarder_flags: vec![],
             forwarder: ForwarderProgram::default(),
             via: Some(Via::Afpacket),
@@ -604,72 +1182,206 @@ mod tests {
         }
     }
 
+    const AT: Placement = Placement { sender: Some(0), dut: Some(1) };
+
     /// Runs the contention detector flagged are left out of the medians; when over a
-    /// quarter of a compared setup's runs are, the ratio is undecided, saying why.
+    /// quarter of a compared forwarder's runs are, the ratio is undecided, saying why.
     #[test]
     fn busy_runs_are_left_out_and_too_many_leave_the_ratio_undecided() {
-        let at = Placement { sender: Some(0), dut: Some(1) };
-        let setups = [Setup::Kernel, Setup::Fwdscope, Setup::SenderOnly];
-        let mut runs: Vec<Measured> = (0..4).map(|_| run(Setup::Kernel, 1_000_000, false)).collect();
-        runs.extend((0..4).map(|_| run(Setup::SenderOnly, 2_000_000, false)));
+        let setups = [Setup::Fwd(Forwarder::Kernel), Setup::Fwd(Forwarder::FwdscopeAfpacket), Setup::SenderOnly];
+        let mut runs: Vec<Measured> = (0..4).map(|_| run(Forwarder::Kernel, 1_000_000, false)).collect();
+        runs.extend((0..4).map(|_| alone(2_000_000)));
         // One fwdscope run of four was slowed by a neighbour: left out, the rest decide.
-        runs.extend([1_500_000, 1_510_000, 1_490_000].map(|n| run(Setup::Fwdscope, n, false)));
-        runs.push(run(Setup::Fwdscope, 300_000, true));
-        let text = report(&options(), at, &setups, &[], "", &runs, &[]);
-        let row = text.lines().find(|l| l.starts_with("fwdscope afpacket")).expect("row");
+        runs.extend([1_500_000, 1_510_000, 1_490_000].map(|n| run(Forwarder::FwdscopeAfpacket, n, false)));
+        runs.push(run(Forwarder::FwdscopeAfpacket, 300_000, true));
+        let text = report(&options(), AT, &setups, &[], &[], &runs, &[]).text;
+        let row = text.lines().find(|l| l.starts_with("fwdscope-afpacket")).expect("row");
         assert!(row.contains("   3        1        1500000"), "{row}");
         assert!(row.ends_with("itself (it lost frames)"), "{row}");
         let krow = text.lines().find(|l| l.starts_with("kernel (softirq")).expect("kernel row");
         assert!(krow.ends_with("itself (it lost frames)"), "{krow}");
         assert!(text.contains("contention: 1 of 12 runs left out") && text.contains("waited to run 40%"), "{text}");
         assert!(
-            text.contains("ratio fwdscope afpacket / best kernel setup (kernel (softirq on the sender's CPU)): 1.50"),
+            text.contains("ratio fwdscope-afpacket / best kernel setup (kernel (softirq on the sender's CPU)): 1.50"),
             "{text}"
         );
         // Two of four: over a quarter, no confident ratio.
         runs[9].contention.flags = vec!["host steal 30% of CPU time".into()];
-        let text = report(&options(), at, &setups, &[], "", &runs, &[]);
+        let text = report(&options(), AT, &setups, &[], &[], &runs, &[]).text;
         assert!(
             text.contains(
-                "ratio fwdscope afpacket / best kernel setup: undecided: the machine was busy (2 of 4 runs of fwdscope"
+                "ratio fwdscope-afpacket / best kernel setup: undecided: the machine was busy (2 of 4 runs of fwdscope"
             ),
             "{text}"
         );
     }
 
-    /// Both forwarders against the kernel and against each other; CPU per packet by the
-    /// stage clocks and the receive side on the sender's CPU, from hand-computed periods.
+    /// Every forwarder against the kernel, an afxdp one against its afpacket sibling; CPU
+    /// per packet on its own core and on the sender's, from hand-computed periods; the bar
+    /// of each is its core's figure split by its stage shares.
     #[test]
-    fn afxdp_is_compared_with_afpacket_and_its_cpu_per_packet_is_split() {
-        let at = Placement { sender: Some(0), dut: Some(1) };
-        let setups = [Setup::Kernel, Setup::Fwdscope, Setup::FwdscopeXdp, Setup::SenderOnly];
-        let mut runs: Vec<Measured> = (0..4).map(|_| run(Setup::Kernel, 1_000_000, false)).collect();
-        runs.extend((0..4).map(|_| run(Setup::SenderOnly, 2_000_000, false)));
-        runs.extend((0..4).map(|_| run(Setup::Fwdscope, 1_000_000, false)));
-        // afxdp: offered 1.25 Mpps (the sender's CPU spent 800 ns a packet, 500 alone),
-        // all of it forwarded, nothing lost: limited by the sender.
-        runs.extend((0..4).map(|k| Measured {
+    fn cpu_per_packet_on_each_core_and_the_bars() {
+        let setups = [
+            Setup::Fwd(Forwarder::Kernel),
+            Setup::Fwd(Forwarder::DpdkAfpacket),
+            Setup::Fwd(Forwarder::FwdscopeAfpacket),
+            Setup::Fwd(Forwarder::FwdscopeAfxdp),
+            Setup::SenderOnly,
+        ];
+        // The sender alone: 2 Mpps, 500 ns a packet on its CPU.
+        let mut runs: Vec<Measured> = (0..4).map(|_| alone(2_000_000)).collect();
+        // The kernel: offered 1.25 Mpps (the sender spent 625 ms sending), 1 Mpps forwarded:
+        // the other 375 ms of the sender's CPU over 1M packets is 375 ns each.
+        runs.extend((0..4).map(|_| Measured { sent: 1_250_000, ..run(Forwarder::Kernel, 1_000_000, false) }));
+        runs.extend((0..4).map(|_| run(Forwarder::FwdscopeAfpacket, 1_000_000, false)));
+        // afxdp: offered 1.25 Mpps, all of it forwarded (nothing lost: limited by the
+        // sender); its process ran 0.5 s over 1.25M packets: 400 ns each.
+        runs.extend((0..4).map(|_| Measured {
             sent: 1_250_000,
-            arrived: 1_250_000 - k,
-            clock: Some((400.0, 0.5)),
-            ..run(Setup::FwdscopeXdp, 0, false)
+            arrived: 1_250_000,
+            clock: Some((380.0, 0.5)),
+            own_cpu_ns: Some(0.5e9),
+            ..run(Forwarder::FwdscopeAfxdp, 0, false)
         }));
-        let text = report(&options(), at, &setups, &[], "", &runs, &[]);
-        let row = text.lines().find(|l| l.starts_with("fwdscope afxdp")).expect("afxdp row");
+        // l3fwd polls all the time: 1 s of CPU over 1.6M packets, 625 ns each.
+        runs.extend((0..4).map(|_| Measured {
+            sent: 1_600_000,
+            own_cpu_ns: Some(1e9),
+            ..run(Forwarder::DpdkAfpacket, 1_600_000, false)
+        }));
+        let split = |f: Forwarder, stages: &[(&str, u64)]| StageSplit {
+            forwarder: Some(f),
+            stages: stages.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
+            ..Default::default()
+        };
+        let splits = [
+            split(Forwarder::FwdscopeAfxdp, &[("idle", 500), ("lookup", 30), ("driver", 10)]),
+            split(Forwarder::Kernel, &[("ip", 1), ("local", 7), ("driver", 2)]),
+        ];
+        let r = report(&options(), AT, &setups, &[], &["skipped xdp: no libbpf".into()], &runs, &splits);
+        let text = r.text;
+        let row = text.lines().find(|l| l.starts_with("fwdscope-afxdp")).expect("afxdp row");
         assert!(row.ends_with("the sender (nothing lost: its capacity is higher)"), "{row}");
+        // Own core 400 ns, sender's core (1 - 1.25/2) / 1.25M = 300 ns.
+        assert!(row.contains("         400        300  the sender"), "{row}");
+        let krow = text.lines().find(|l| l.starts_with("kernel (softirq")).expect("kernel row");
+        assert!(krow.contains("           -        375  itself"), "{krow}");
+        let drow = text.lines().find(|l| l.starts_with("dpdk-afpacket")).expect("dpdk row");
+        // (1 - 1.6/2) / 1.6M = 125 ns on the sender's core.
+        assert!(drow.contains("         625        125  the sender"), "{drow}");
         assert!(
-            text.contains("ratio fwdscope afxdp / fwdscope afpacket (fwdscope afpacket (forwarder on CPU 1)): 1.25"),
+            text.contains("ratio fwdscope-afxdp / fwdscope-afpacket (fwdscope-afpacket (forwarder on CPU 1)): 1.25"),
             "{text}"
         );
-        assert!(
-            text.contains("CPU per packet: fwdscope afxdp 400 ns by its stage clocks (forwarding stages, median of 4 runs; idle 50% of its time left out); 1/forwarded 800 ns"),
-            "{text}"
+        assert!(text.contains("ratio dpdk-afpacket / best kernel setup (kernel (softirq on the sender's CPU)): 1.60"));
+        assert!(text.contains("380 ns by its stage clocks (forwarding stages, median of 4 runs; idle 50%"), "{text}");
+        assert!(text.contains("l3fwd busy-polls, so this includes polling"), "{text}");
+        assert!(text.contains("note: skipped xdp: no libbpf"), "{text}");
+        // Bars: afxdp's 400 ns as lookup 300 + driver 100; the kernel's 375 ns (its sender
+        // core) as ip 125 + driver 250; the others have no split and say so.
+        let bars = &r.page.bars;
+        assert_eq!(
+            bars.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(),
+            ["kernel", "dpdk-afpacket", "fwdscope-afpacket", "fwdscope-afxdp"]
         );
-        assert!(
-            text.contains("CPU per packet: fwdscope afxdp receive side about 300 ns on the sender's CPU"),
-            "{text}"
+        assert_eq!(bars[3].segments, vec![("lookup".to_string(), 300.0), ("driver".to_string(), 100.0)]);
+        assert_eq!(bars[0].segments, vec![("driver".to_string(), 250.0), ("ip".to_string(), 125.0)]);
+        assert_eq!(bars[1].missing.as_deref(), Some("no stage split"));
+        // fwdscope-afpacket has no CPU time of its own in these runs.
+        assert_eq!(bars[2].missing.as_deref(), Some("no positive CPU-per-packet figure"));
+        assert_eq!(r.page.rows.len(), 4);
+        assert_eq!((r.page.rows[0][0].as_str(), r.page.rows[0][8].as_str()), ("kernel", "itself"));
+        assert!(r.page.rows.iter().all(|row| row.len() == r.page.header.len()));
+        assert!(r.page.notes.iter().any(|n| n == "skipped xdp: no libbpf"));
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        o: BenchOptions,
+    }
+
+    /// `--forwarders` takes the names, comma-separated; an unknown one is refused by clap.
+    #[test]
+    fn forwarder_lists_parse() {
+        use clap::Parser;
+        let c = Cli::try_parse_from(["b", "--forwarders", "kernel,xdp,fwdscope-afpacket"]).unwrap();
+        assert_eq!(c.o.forwarders, Some(vec![Forwarder::Kernel, Forwarder::Xdp, Forwarder::FwdscopeAfpacket]));
+        let c = Cli::try_parse_from(["b", "--forwarders", "dpdk-afxdp", "--forwarders", "kernel-rps"]).unwrap();
+        assert_eq!(c.o.forwarders, Some(vec![Forwarder::DpdkAfxdp, Forwarder::KernelRps]));
+        assert_eq!(Cli::try_parse_from(["b"]).unwrap().o.forwarders, None);
+        assert!(Cli::try_parse_from(["b", "--forwarders", "kernel,vpp"]).is_err());
+        // Every name parses back to its forwarder.
+        for f in FORWARDERS {
+            let c = Cli::try_parse_from(["b", "--forwarders", f.name()]).unwrap();
+            assert_eq!(c.o.forwarders, Some(vec![f]));
+        }
+    }
+
+    /// By default a forwarder that cannot run is skipped with its reason; named, it is an
+    /// error naming why; duplicates count once.
+    #[test]
+    fn forwarders_that_cannot_run_are_skipped_or_refused() {
+        let mut why = |f: Forwarder| (f == Forwarder::DpdkAfxdp).then(|| "no DPDK\n(install dpdk)".to_string());
+        let (run, skipped) = select(None, &mut why).unwrap();
+        assert_eq!(run.len(), 6);
+        assert!(!run.contains(&Forwarder::DpdkAfxdp));
+        assert_eq!(skipped, vec![(Forwarder::DpdkAfxdp, "no DPDK; (install dpdk)".to_string())]);
+        let (run, skipped) = select(Some(&[Forwarder::Xdp, Forwarder::Kernel, Forwarder::Xdp][..]), &mut why).unwrap();
+        assert_eq!(run, vec![Forwarder::Kernel, Forwarder::Xdp]);
+        // The others are named, not asked for (dpdk-afxdp too: it was not tried).
+        assert_eq!(skipped.len(), 5);
+        assert!(skipped.iter().all(|(f, w)| !run.contains(f) && w == "not in --forwarders"), "{skipped:?}");
+        let e = select(Some(&[Forwarder::Kernel, Forwarder::DpdkAfxdp][..]), &mut why).unwrap_err().to_string();
+        assert!(e.contains("--forwarders dpdk-afxdp: cannot run here: no DPDK; (install dpdk)"), "{e}");
+        assert!(select(None, &mut |_| Some("no".into())).is_err());
+    }
+
+    #[test]
+    fn cpu_ticks_are_kernel_and_softirq_per_cpu() {
+        let stat = "cpu  10 0 5 100 0 0 3 0 0 0\ncpu0 4 1 2 50 7 1 2 1 0 0\ncpu2 1 0 0 9 0 0 0 0 0 0\nintr 5\n";
+        let t = parse_cpu_ticks(stat);
+        assert_eq!(t, vec![Some((5, 2)), None, Some((0, 0))]);
+    }
+
+    /// Only the threads forwarding runs in count towards an every-CPU split.
+    #[test]
+    fn every_cpu_splits_keep_the_forwarding_threads() {
+        let row = |stage: &str, period: u64| analyzer::stages::StageRow {
+            stage: stage.into(),
+            samples: 1,
+            percent: 0.0,
+            period,
+            per_packet: None,
+        };
+        let w = |thread: &str, samples: u64, stages: Vec<analyzer::stages::StageRow>| analyzer::stages::WorkerTable {
+            thread: thread.into(),
+            samples,
+            packets: None,
+            stages,
+        };
+        let threads = [
+            w("rustc", 90, vec![row("other", 900)]),
+            w("lab-sender", 5, vec![row("driver", 30), row("local", 20)]),
+            w("ksoftirqd/1", 2, vec![row("lookup", 10), row("driver", 5)]),
+            w("tid 0", 1, vec![row("idle", 7)]),
+        ];
+        let (stages, kept) = forwarding_threads_stages(&threads);
+        assert_eq!(kept, 8);
+        assert_eq!(
+            stages,
+            vec![
+                ("driver".to_string(), 35),
+                ("local".to_string(), 20),
+                ("lookup".to_string(), 10),
+                ("idle".to_string(), 7)
+            ]
         );
-        // The kernel: 1/1.0M - 1/2.0M.
-        assert!(text.contains("kernel forwarding about 500 ns on the sender's CPU"), "{text}");
+    }
+
+    #[test]
+    fn long_reasons_are_one_line_and_cut() {
+        assert_eq!(one_line("a\n\n  b  \n", 100), "a; b");
+        assert_eq!(one_line("abcdef", 3), "abc...");
     }
 }

@@ -20,8 +20,10 @@ pub enum LabCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Packets per second forwarded by the kernel and by the bundled forwarder on the same
-    /// lab and routes, with each one's stage split from a recording.
+    /// Packets per second forwarded by every forwarder the lab can run (kernel, kernel-rps,
+    /// xdp, dpdk-afpacket, dpdk-afxdp, fwdscope-afpacket, fwdscope-afxdp; `--forwarders`)
+    /// on the same lab and routes: CPU per packet, each one's stage split from a recording,
+    /// and with `--html` a page of stacked bars.
     Bench(BenchOptions),
     /// Remove the lab's namespaces (and with them its veth pairs).
     Down(NameArg),
@@ -70,6 +72,18 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
             }
         }
         LabCmd::Bench(o) => {
+            // The page's directory is checked before minutes of measuring: as root, not one
+            // (or through a symlink) another user owns.
+            if let Some(out) = &o.html {
+                let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+                collector::outdir::check_path(dir, false).map_err(|why| {
+                    anyhow::anyhow!(
+                        "--html {}: {why}, and fwdscope runs as root: that user could redirect the page; choose a \
+                         path in directories root owns",
+                        out.display()
+                    )
+                })?;
+            }
             // Ctrl-C (or SIGTERM, SIGHUP) ends the run in progress; the lab comes down as on
             // every other exit.
             let signals = forwarder::signals::StopSignals::install()?;
@@ -86,7 +100,15 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
                     _ => 130,
                 });
             }
-            print!("{}", r?)
+            let r = r?;
+            print!("{}", r.text);
+            if let Some(out) = &o.html {
+                // Figures, stage names and the lab's settings: nothing private (0644). A new
+                // file renamed into place: a symlink planted at the name is replaced.
+                collector::outdir::write_atomic(out, compare::bench_page::bench_page(&r.page).as_bytes(), 0o644)
+                    .map_err(|e| anyhow::anyhow!("--html {}: {e}", out.display()))?;
+                println!("wrote {}", out.display());
+            }
         }
         LabCmd::Down(n) => {
             let lab = Lab::new(&n.name)?;
