@@ -149,3 +149,14 @@ fn a_text_profile_has_no_addresses_to_annotate() {
     assert!(!o.status.success());
     assert!(err.contains("annotate reads a recording directory (fwdscope record) or a perf.data file"), "{err}");
 }
+
+#[test]
+fn a_recordings_symbol_map_names_functions_but_gives_addresses_only() {
+    let rec = data().join("forwarder-recording").display().to_string();
+    let o = run(&["annotate", "-i", &rec, "--top", "1"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("== fwd_nic_generate (fwdscope-forwarder): 575 samples of cpu-clock"), "{out}");
+    assert!(out.contains("a symbol map names the function but holds no instruction bytes: addresses only"), "{out}");
+    assert!(out.contains("995a5b0c41324fecc8306a59598ccb4bdf6ac0af"), "{out}");
+}

@@ -606,8 +606,8 @@ fn annotate_one(
                         e.path().display()
                     )),
                     Some(e) if !e.is_elf() => notes.push(format!(
-                        "{}: a symbol map names the function but holds no instruction bytes: addresses only; give \
-                         the binary (build-id {}) with --symfs DIR",
+                        "{}: a symbol map names the function but holds no instruction bytes: addresses only (file \
+                         offsets); give the binary (build-id {}) with --symfs DIR",
                         e.path().display(),
                         m.build_id.as_deref().unwrap_or("none recorded")
                     )),
@@ -881,7 +881,8 @@ impl Annotation {
                 if r.after_gap {
                     let _ = writeln!(out, "   {:>8} {:>7}  ...", "", "");
                 }
-                let here = r.frames.first().map(|f| (f.file.clone(), f.line));
+                // Only positions DWARF gave: a name alone (a symbol map) heads nothing.
+                let here = r.frames.first().filter(|f| f.file.is_some()).map(|f| (f.file.clone(), f.line));
                 if here.is_some() && here != last {
                     if let Some((file, line)) = &here {
                         let hot = hot_lines.iter().any(|(f, l)| *f == file && *l == *line);
