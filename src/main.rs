@@ -3,7 +3,7 @@
 
 mod cmd;
 
-use cmd::{diff, export, forward, lab, metrics, record, report, stat, sweep, top};
+use cmd::{annotate, diff, export, forward, lab, metrics, record, report, stat, sweep, top};
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +27,8 @@ enum Cmd {
     Stat(stat::StatArgs),
     /// The stage table and top symbols of a recording.
     Report(report::ReportArgs),
+    /// A function's instructions and source lines with their samples and stages.
+    Annotate(annotate::AnnotateArgs),
     /// Compare stage tables and symbols of several inputs, the first as baseline.
     Diff(diff::DiffArgs),
     /// Write a recording's stacks as folded, SVG flame graph, pprof, speedscope, CSV, JSON or Parquet.
@@ -113,6 +115,7 @@ fn main() {
         Some(Cmd::Record(a)) => record::run(&a),
         Some(Cmd::Stat(a)) => stat::run(&a),
         Some(Cmd::Report(a)) => report::run(&a),
+        Some(Cmd::Annotate(a)) => annotate::run(&a),
         Some(Cmd::Diff(a)) => diff::run(&a),
         Some(Cmd::Export(a)) => export::run(&a),
         Some(Cmd::Top(a)) => top::run(&a),

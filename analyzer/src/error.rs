@@ -36,6 +36,10 @@ pub enum Error {
     /// A dataset (or a run being added to one) is unusable: the path and what is wrong.
     #[error("dataset {path}: {msg}")]
     Dataset { path: String, msg: String },
+    /// A symbol cannot be annotated as asked (not found: the nearest names; a kernel image
+    /// of another build: both build-ids).
+    #[error("annotate: {0}")]
+    Annotate(String),
     /// The recording could not be read.
     #[error(transparent)]
     Recording(#[from] collector::Error),

@@ -8,10 +8,12 @@
 //! tools; [`import`] and [`perfdata`] read other profilers' files; [`dataset`] keeps runs
 //! of many hosts as one Hive-partitioned dataset; [`windows`] splits samples by thread and
 //! time window (a live comparison's blocks); [`agreement`] lists the hosts and settings
-//! where samples and stage clocks are known to part.
+//! where samples and stage clocks are known to part; [`annotate`] goes below the symbol:
+//! instructions and source lines with their samples and stages.
 
 pub mod aggregate;
 pub mod agreement;
+pub mod annotate;
 pub mod crosscheck;
 pub mod dataset;
 pub mod diff;

@@ -512,6 +512,11 @@ impl Attributor {
         self.sym.frames_ip(pid, ip, kernel)
     }
 
+    /// The symbolizer, to read more of what it found (the binaries themselves).
+    pub fn symbolizer(&mut self) -> &mut Symbolizer {
+        &mut self.sym
+    }
+
     /// The symbolizer back (to reuse for another recording).
     pub fn into_symbolizer(self) -> Symbolizer {
         self.sym

@@ -1,5 +1,6 @@
 //! One module per verb: its clap flags and the library call that does the work.
 
+pub mod annotate;
 pub mod diff;
 pub mod export;
 pub mod forward;

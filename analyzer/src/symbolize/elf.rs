@@ -294,6 +294,47 @@ impl ElfSymbols {
         out
     }
 
+    /// The file these symbols were read from (a binary, or a recording's symbol map).
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// The function containing `vaddr`: its name, start and size (a zero-size symbol
+    /// extends to the next one; the last such one to its segment's end).
+    pub fn function_at(&self, vaddr: Svma) -> Option<(&str, Svma, u64)> {
+        let i = self.syms.partition_point(|s| s.addr <= vaddr.0).checked_sub(1)?;
+        let Sym { addr: a, size: sz, .. } = self.syms[i];
+        let end = if sz > 0 {
+            a.saturating_add(sz)
+        } else {
+            let seg_end = self.segs.iter().find(|(_, len, v)| a >= *v && a - v < *len).map(|(_, len, v)| v + len);
+            self.syms.get(i + 1).map(|n| n.addr).or(seg_end)?
+        };
+        (vaddr.0 < end).then(|| (self.name(i), Svma(a), end - a))
+    }
+
+    /// The bytes of the binary at `start` (as the ELF file states addresses), at most `len`
+    /// of them and never past the end of the file-backed segment holding `start`. None for
+    /// a recording's symbol map (it holds no instruction bytes) or an address in no
+    /// file-backed segment.
+    pub fn bytes_at(&self, start: Svma, len: u64) -> Option<&[u8]> {
+        let data = match self.names.first()? {
+            NameStore::Mapped(m) => &m[..],
+            NameStore::Owned(b) => &b[..],
+            NameStore::Text(_) => return None,
+        };
+        let &(fo, filesz, va) = self.segs.iter().find(|(_, sz, v)| start.0 >= *v && start.0 - v < *sz)?;
+        let from = usize::try_from(fo + (start.0 - va)).ok()?;
+        let seg_end = usize::try_from(fo.checked_add(filesz)?).ok()?.min(data.len());
+        let to = usize::try_from(len).ok().and_then(|l| from.checked_add(l)).map_or(seg_end, |t| t.min(seg_end));
+        data.get(from..to)
+    }
+
+    /// Whether names came from an ELF file (not a recording's symbol map).
+    pub fn is_elf(&self) -> bool {
+        !matches!(self.names.first(), Some(NameStore::Text(_)))
+    }
+
     /// The function containing file offset `off` (zero-size symbols extend to the next one).
     pub fn at_offset(&self, off: FileOffset) -> Option<&str> {
         self.at_vaddr(self.vaddr_of(off)?)

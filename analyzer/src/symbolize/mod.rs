@@ -429,6 +429,31 @@ impl Symbolizer {
         self.bins.get(&key).and_then(|b| b.elf.as_ref())
     }
 
+    /// The mapping holding `ip` in process `pid` and the file offset of `ip` in it.
+    pub fn mapping_of(&self, pid: u32, ip: u64) -> Option<(Mapping, FileOffset)> {
+        self.locate(pid, Avma(ip)).map(|(m, off, _)| (m, off))
+    }
+
+    /// The symbols of mapping `m`'s binary, when a file of its recorded build was found
+    /// (see [`Symbolizer::binaries`] for where from), or a recording's symbol map.
+    pub fn binary(&mut self, m: &Mapping) -> Option<&ElfSymbols> {
+        self.elf(m)
+    }
+
+    /// Where the symbols of mapping `m`'s binary came from, in words, or why there are
+    /// none (naming the recorded build-id and any file of another build that was refused).
+    pub fn binary_source(&mut self, m: &Mapping) -> String {
+        self.elf(m);
+        let key = (m.path.clone(), m.build_id.clone());
+        match self.bins.get(&key) {
+            Some(b) => match (&b.elf, &b.origin) {
+                (Some(e), Some(o)) => format!("{}: {}", m.path, o.describe(e, m.build_id.as_deref())),
+                _ => format!("{}: {}", m.path, self.why_unnamed(&m.path, m.build_id.as_deref(), b)),
+            },
+            None => format!("{}: not looked up", m.path),
+        }
+    }
+
     /// Resolve an address in process `pid`.
     pub fn resolve_ip(&mut self, pid: u32, ip: u64, kernel: bool) -> Symbol {
         if kernel {
