@@ -6,6 +6,14 @@ mod common;
 use common::run as fwdscope;
 use std::process::Command;
 
+/// Lab tests run one at a time: a bench brings up and tears down every forwarder (l3fwd,
+/// XDP programs) and pins both CPUs, which a parallel lab test's timing and processes do
+/// not survive.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LAB.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn can_make_namespaces() -> bool {
     // One probe name per call: tests run in parallel.
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -91,6 +99,7 @@ fn send(name: &str, args: &[&str]) -> u64 {
 /// a fanout group).
 #[test]
 fn sent_equals_received_plus_counted_drops_in_both_modes() {
+    let _serial = serial();
     let Some((name, _guard)) = lab_for_test('s') else { return };
     let (sink, fwd) = (format!("{name}-sink"), format!("{name}-fwd"));
 
@@ -176,6 +185,7 @@ fn sent_equals_received_plus_counted_drops_in_both_modes() {
 
 #[test]
 fn lab_up_forwards_and_down_cleans_up() {
+    let _serial = serial();
     let Some((name, _guard)) = lab_for_test('t') else { return };
     let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "300"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -219,6 +229,7 @@ fn lab_up_forwards_and_down_cleans_up() {
 /// fib_table_lookup in lookup, veth in driver, skb allocation in slab.
 #[test]
 fn recording_the_kernel_forwarding_in_the_lab() {
+    let _serial = serial();
     let Some((name, _guard)) = lab_for_test('k') else { return };
     let out = fwdscope(&["lab", "up", "--name", &name, "--routes", "2000"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -266,6 +277,7 @@ fn recording_the_kernel_forwarding_in_the_lab() {
 /// forwarder and the sender run on the CPUs they were given.
 #[test]
 fn discard_sink_rps_and_cpu_placement() {
+    let _serial = serial();
     let Some((name, _guard)) = lab_for_test('d') else { return };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let dut = (cpus - 1).to_string();
@@ -368,6 +380,7 @@ fn bench_rows(text: &str) -> Vec<(String, Vec<String>)> {
 /// splits, and the lab removed afterwards.
 #[test]
 fn lab_bench_runs_every_setup_and_cleans_up() {
+    let _serial = serial();
     let Some((name, _guard)) = lab_for_test('b') else { return };
     let out = fwdscope(&[
         "lab",
@@ -462,6 +475,7 @@ fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
 /// the kernel and XDP, its own for fwdscope), drawn to scale.
 #[test]
 fn lab_bench_named_forwarders_and_their_page() {
+    let _serial = serial();
     if !xdp_usable() {
         return;
     }
@@ -539,6 +553,7 @@ fn lab_bench_named_forwarders_and_their_page() {
 
 #[test]
 fn a_dead_forwarder_is_reported_and_restarted_and_lab_commands_take_turns() {
+    let _serial = serial();
     let Some((name, _guard)) = lab_for_test('z') else { return };
     // A forwarder that fails at once is reported at once, with its exit and its log.
     let t0 = std::time::Instant::now();
@@ -645,6 +660,7 @@ fn segment_drops(s: &fwd_abi::Snapshot, which: impl Fn(&str) -> bool) -> u64 {
 /// attached until `lab down`, after which the program is gone from the kernel.
 #[test]
 fn afxdp_accounts_for_every_packet_reports_its_mode_and_leaves_nothing_attached() {
+    let _serial = serial();
     if !afxdp_usable() {
         return;
     }
@@ -718,6 +734,7 @@ fn afxdp_accounts_for_every_packet_reports_its_mode_and_leaves_nothing_attached(
 /// kernel reports the generic attach; `--xdp-mode native` is refused naming the interface.
 #[test]
 fn afxdp_falls_back_to_generic_where_native_is_refused() {
+    let _serial = serial();
     if !afxdp_usable() {
         return;
     }
@@ -857,6 +874,7 @@ fn ipv4_header_sum(header: &[u8]) -> u16 {
 /// which neither is loaded any more.
 #[test]
 fn xdp_forwarder_matches_the_sink_accounts_for_every_packet_and_leaves_nothing_attached() {
+    let _serial = serial();
     if !xdp_usable() {
         return;
     }
@@ -967,6 +985,7 @@ fn xdp_forwarder_matches_the_sink_accounts_for_every_packet_and_leaves_nothing_a
 /// exits.
 #[test]
 fn xdp_forwarder_falls_back_to_generic_and_detaches_when_stopped() {
+    let _serial = serial();
     if !xdp_usable() {
         return;
     }
@@ -1051,6 +1070,7 @@ fn xdp_forwarder_falls_back_to_generic_and_detaches_when_stopped() {
 /// puts each flow on one queue by hash), and every packet is accounted for.
 #[test]
 fn afxdp_two_workers_serve_a_queue_each() {
+    let _serial = serial();
     if !afxdp_usable() {
         return;
     }
@@ -1118,6 +1138,7 @@ fn first_frame_of(name: &str, seed: u64) -> Vec<u8> {
 /// workers' tx sockets; the program is detached when the forwarder stops.
 #[test]
 fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
+    let _serial = serial();
     if !afxdp_usable() {
         return;
     }
@@ -1228,6 +1249,7 @@ fn afxdp_spreads_flows_over_workers_on_a_one_queue_interface() {
 /// (it spun forever before); Ctrl-C ends it with the count so far, exit 130.
 #[test]
 fn the_sender_ends_with_its_count_when_the_lab_goes_away() {
+    let _serial = serial();
     let Some((name, _guard)) = lab_for_test('e') else { return };
     let up = |name: &str| {
         let out = fwdscope(&["lab", "up", "--name", name, "--routes", "50", "--mode", "kernel"]);
@@ -1318,6 +1340,7 @@ fn child_exited(pid: u32) -> bool {
 /// state directory, no forwarder left under init; exit 130.
 #[test]
 fn an_interrupted_bench_leaves_no_lab_behind() {
+    let _serial = serial();
     let Some((name, _guard)) = lab_for_test('i') else { return };
     let child = Command::new(env!("CARGO_BIN_EXE_fwdscope"))
         .args(["lab", "bench", "--name", &name, "--routes", "300", "--flows", "256", "--seconds", "2", "--repeat", "3"])
@@ -1432,6 +1455,7 @@ fn dpdk_accounts_for_every_frame(pmd: &str) {
 
 #[test]
 fn dpdk_af_packet_accounts_for_every_frame_and_down_leaves_nothing() {
+    let _serial = serial();
     if l3fwd_usable() {
         dpdk_accounts_for_every_frame("af_packet");
     }
@@ -1439,6 +1463,7 @@ fn dpdk_af_packet_accounts_for_every_frame_and_down_leaves_nothing() {
 
 #[test]
 fn dpdk_af_xdp_accounts_for_every_frame_and_down_leaves_nothing() {
+    let _serial = serial();
     if l3fwd_usable() && afxdp_usable() {
         dpdk_accounts_for_every_frame("af_xdp");
     }
@@ -1450,6 +1475,7 @@ fn dpdk_af_xdp_accounts_for_every_frame_and_down_leaves_nothing() {
 /// DPDK's development files the mode names the package to install.
 #[test]
 fn dpdk_failures_are_named_and_a_killed_lab_up_leaves_nothing_after_down() {
+    let _serial = serial();
     if !l3fwd_usable() {
         return;
     }

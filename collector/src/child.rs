@@ -59,6 +59,8 @@ impl GatedChild {
     /// As [`GatedChild::spawn`], started as `opts` say.
     pub fn spawn_with(program: &Path, args: &[String], opts: &SpawnOptions) -> Result<GatedChild> {
         use std::os::fd::AsRawFd;
+        let found = in_path(program)?;
+        let program = found.as_path();
         let out_fd = opts.output.map_or(-1, |f| f.as_raw_fd());
         let die_with_parent = opts.die_with_parent;
         // The CPU mask is made before the fork (the child only makes system calls).
@@ -298,6 +300,19 @@ impl GatedChild {
             unsafe { libc::kill(self.pid, sig) };
         }
     }
+}
+
+/// `program` as given when it names a path; a bare name (`ip`) is looked up in PATH, as a
+/// shell would.
+fn in_path(program: &Path) -> Result<std::path::PathBuf> {
+    if program.as_os_str().as_bytes().contains(&b'/') {
+        return Ok(program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+        .ok_or_else(|| Error::Config(format!("{}: no such program in PATH", program.display())))
 }
 
 fn decode(status: libc::c_int) -> i32 {

@@ -53,7 +53,7 @@ fn tail(log: Option<&Path>) -> String {
 
 /// Why `child` is no longer running, if it is not: its exit status and log.
 pub fn ended(child: &mut GatedChild, log: Option<&Path>) -> Option<String> {
-    child.try_wait().map(|code| format!("the forwarder (pid {}) exited with status {code}{}", child.pid, tail(log)))
+    child.try_wait().map(|code| format!("the forwarder exited with status {code} (pid {}){}", child.pid, tail(log)))
 }
 
 /// Wait until `child` runs; its segment. `None` when it still had not started after the
@@ -70,7 +70,7 @@ pub fn wait_running(child: &mut GatedChild, how: &Wait) -> Result<Option<Segment
         }
         if let Some(code) = child.try_wait() {
             return Err(Error::Config(format!(
-                "the forwarder (pid {}) exited with status {code} before it started forwarding{}",
+                "the forwarder exited with status {code} (pid {}) before it started forwarding{}",
                 child.pid,
                 tail(how.log)
             )));
@@ -122,7 +122,10 @@ mod tests {
         let t0 = Instant::now();
         let e = running(&mut child, &how).err().expect("refused").to_string();
         assert!(t0.elapsed() < Duration::from_secs(30), "waited out the timeout");
-        assert!(e.contains("exited with status 2 before it started forwarding;"), "{e}");
+        assert!(
+            e.starts_with("the forwarder exited with status 2 (pid ") && e.contains("before it started forwarding;"),
+            "{e}"
+        );
         assert!(e.contains("ends: fwdscope forward: --table x: no such file"), "{e}");
 
         let prog = script(&dir, "#!/bin/sh\nexec sleep 30\n");
