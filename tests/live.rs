@@ -78,7 +78,18 @@ fn a_planted_cost_is_found_and_every_block_has_one_setting() {
     // 60 ns more per packet at ~100-200 ns per packet: a large slowdown, and decided.
     assert!(e["ratio"].as_f64().expect("ratio") < 0.9, "{e}");
     assert!(e["ci"][1].as_f64().expect("ci") < 1.0, "{e}");
-    assert_eq!(results[1]["verdict"]["kind"], "significant", "{text}");
+    let busy = results[1]["verdict"]["reason"].as_str().is_some_and(|r| r.contains("machine was busy"));
+    if busy {
+        // Three runs in a row on a host that kept stealing or crowding the worker's core:
+        // refusing a verdict is what the tool must do then. The effect above was still
+        // found; the refusal must name its cause, counted on the contention line.
+        println!("NOTE: the host was busy in all three runs: the verdict was refused, as it must be");
+        let line = text.lines().find(|l| l.starts_with("contention: ")).expect("a contention line");
+        assert!(!line.starts_with("contention: 0 of"), "busy with no block flagged: {line}");
+        assert!(line.contains("waiting to run,") && line.contains("steal,"), "the causes counted: {line}");
+    } else {
+        assert_eq!(results[1]["verdict"]["kind"], "significant", "{text}");
+    }
     // Every block: a generation of its own, in order; each worker ran the block's
     // settings through its measured interval, which began after its switch stamp.
     let blocks = j["blocks"].as_array().expect("blocks");
@@ -109,7 +120,8 @@ fn a_planted_cost_is_found_and_every_block_has_one_setting() {
     let o = fwdscope().args(["report", "--html"]).arg(&page).arg("-i").arg(&out).output().expect("report --html");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(&page).expect("page");
-    assert!(html.contains("id=\"blocks\"") && html.contains("id=\"diffs\"") && html.contains("significant"));
+    assert!(html.contains("id=\"blocks\"") && html.contains("id=\"diffs\""));
+    assert!(html.contains(if busy { "undecided" } else { "significant" }), "the verdict on the page");
     assert!(html.matches("<circle").count() >= 40, "a point per block");
     let pid = j["pid"].as_u64().expect("pid");
     assert!(fwd_abi::segment::named_for(pid as u32).is_empty(), "segment left behind");

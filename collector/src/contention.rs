@@ -8,8 +8,12 @@
 //! Steal is taken per CPU, not from the aggregate `cpu` line: a burst on a worker's CPU is
 //! diluted by every other CPU in the aggregate (1/64 of it on a 64-CPU host), and a burst on
 //! a CPU no worker uses does not slow the workers. /proc/stat counts in USER_HZ ticks
-//! (10 ms), so over a 100 ms block one tick is already 10% of a CPU's time: the share is
-//! coarse, and one tick flags such a block.
+//! (10 ms), and each counter is a nanosecond sum printed truncated to whole ticks: a
+//! difference of d ticks between two readings means more than d-1 ticks were stolen, not d
+//! (1 ns of steal that crosses a tick boundary shows as a whole tick). Over a 100 ms block
+//! one tick is already 10% of a CPU's time, so an interval is flagged on the steal it
+//! certainly had, (d-1) ticks: on a host that steals a few percent all the time, flagging on
+//! d would flag a third of all 100 ms blocks for steal that may have been microseconds.
 
 use crate::{Error, Result};
 use std::path::PathBuf;
@@ -174,6 +178,9 @@ pub struct Contention {
     pub steal_share: f64,
     /// The CPU that share was stolen from (`None`: the whole host's share).
     pub steal_cpu: Option<usize>,
+    /// The largest share stolen for certain: (d-1) of the d ticks /proc/stat's truncated
+    /// counters moved by (see the module docs). This one decides the flag.
+    pub steal_sure_share: f64,
     /// Why the interval is flagged (empty: clean).
     pub flags: Vec<String>,
 }
@@ -192,23 +199,26 @@ pub fn between(a: &Reading, b: &Reading, elapsed_ns: u64) -> Contention {
         }
     }
     if let (Some(x), Some(y)) = (&a.host, &b.host) {
+        // (share, share for certain) of one CPU's (or the host's) ticks.
         let share = |x: CpuTicks, y: CpuTicks| {
             let total = y.total.saturating_sub(x.total);
-            (total > 0).then(|| y.steal.saturating_sub(x.steal) as f64 / total as f64)
+            let d = y.steal.saturating_sub(x.steal);
+            (total > 0).then(|| (d as f64 / total as f64, d.saturating_sub(1) as f64 / total as f64))
         };
         let mut worker_cpus: Vec<usize> = a.threads.iter().chain(&b.threads).flatten().filter_map(|t| t.cpu).collect();
         worker_cpus.sort_unstable();
         worker_cpus.dedup();
-        let per_cpu: Vec<(usize, f64)> =
+        let per_cpu: Vec<(usize, (f64, f64))> =
             worker_cpus.iter().filter_map(|&n| Some((n, share((*x.cpus.get(n)?)?, (*y.cpus.get(n)?)?)?))).collect();
         if per_cpu.is_empty() {
-            c.steal_share = share(x.all, y.all).unwrap_or(0.0);
-        } else if let Some(&(n, v)) = per_cpu.iter().max_by(|p, q| p.1.total_cmp(&q.1)) {
+            (c.steal_share, c.steal_sure_share) = share(x.all, y.all).unwrap_or((0.0, 0.0));
+        } else if let Some(&(n, (v, _))) = per_cpu.iter().max_by(|p, q| p.1 .0.total_cmp(&q.1 .0)) {
             c.steal_share = v;
             c.steal_cpu = Some(n);
+            c.steal_sure_share = per_cpu.iter().map(|p| p.1 .1).fold(0.0, f64::max);
         }
     }
-    c.flags.extend(flags_on(c.runq_share, c.steal_share, c.steal_cpu));
+    c.flags.extend(flags_on(c.runq_share, c.steal_sure_share, c.steal_cpu));
     c
 }
 
@@ -218,7 +228,8 @@ pub fn flags(runq_share: f64, steal_share: f64) -> Vec<String> {
     flags_on(runq_share, steal_share, None)
 }
 
-/// [`flags`], with the steal share measured on one CPU (`Some(n)`) or the whole host.
+/// [`flags`], with the steal share measured on one CPU (`Some(n)`) or the whole host. The
+/// steal share given is the one that decides: for [`between`], the share stolen for certain.
 fn flags_on(runq_share: f64, steal_share: f64, steal_cpu: Option<usize>) -> Vec<String> {
     let mut out = Vec::new();
     if runq_share > MAX_RUNQ_SHARE {
@@ -231,7 +242,7 @@ fn flags_on(runq_share: f64, steal_share: f64, steal_cpu: Option<usize>) -> Vec<
     if steal_share > MAX_STEAL_SHARE {
         let of = steal_cpu.map_or("the CPU time".to_string(), |n| format!("worker CPU {n}'s time"));
         out.push(format!(
-            "the hypervisor stole {:.0}% of {of} (over {:.0}%)",
+            "the hypervisor stole at least {:.0}% of {of} (over {:.0}%)",
             steal_share * 100.0,
             MAX_STEAL_SHARE * 100.0
         ));
@@ -288,7 +299,9 @@ mod tests {
         );
         assert_eq!(c.steal_cpu, Some(2));
         assert!((c.steal_share - 0.1).abs() < 1e-12, "{}", c.steal_share);
-        assert_eq!(c.flags, vec!["the hypervisor stole 10% of worker CPU 2's time (over 5%)".to_string()]);
+        // One tick of a truncated counter: maybe 1 ns of steal. Nothing certain, no flag.
+        assert_eq!(c.steal_sure_share, 0.0);
+        assert!(c.flags.is_empty(), "{:?}", c.flags);
         // A worker that moved from CPU 1 to CPU 0: both count, the worse one decides.
         let c = between(
             &Reading { threads: on(Some(1)), host: Some(x.clone()) },
@@ -297,6 +310,9 @@ mod tests {
         );
         assert_eq!(c.steal_cpu, Some(0));
         assert!((c.steal_share - 0.2).abs() < 1e-12);
+        // 4 ticks moved: more than 3 of 20 (15%) stolen for certain.
+        assert!((c.steal_sure_share - 0.15).abs() < 1e-12, "{}", c.steal_sure_share);
+        assert_eq!(c.flags, vec!["the hypervisor stole at least 15% of worker CPU 0's time (over 5%)".to_string()]);
         // CPU 1 alone lost nothing: the steal elsewhere is not the worker's.
         let c = between(
             &Reading { threads: on(Some(1)), host: Some(x.clone()) },

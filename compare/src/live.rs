@@ -794,6 +794,18 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
     let k = o.settings.len();
     let order = if k == 2 { "ABBA/BAAB quads".to_string() } else { format!("rotated rounds of {k} and their mirrors") };
     let flagged = r.blocks.iter().filter(|b| !b.flags.is_empty()).count();
+    // Which cause flagged how many blocks (a block may have several).
+    let by_cause = |prefix: &str| r.blocks.iter().filter(|b| b.flags.iter().any(|f| f.starts_with(prefix))).count();
+    let causes = if flagged == 0 {
+        String::new()
+    } else {
+        format!(
+            ": {} waiting to run, {} steal, {} switch or publish",
+            by_cause("a worker waited"),
+            by_cause("the hypervisor stole"),
+            by_cause("worker ")
+        )
+    };
     let _ = writeln!(
         s,
         "live comparison: one forwarder (pid {}), {} settings, {} blocks of {:.0} ms in {order} (seed {}), the first {:.0} ms after each switch discarded{}",
@@ -812,8 +824,8 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
     );
     let _ = writeln!(
         s,
-        "contention: {flagged} of {} blocks flagged and left out with their units (a worker waiting to run over {:.0}% \
-         of a block, steal over {:.0}%, or a late switch)",
+        "contention: {flagged} of {} blocks flagged and left out with their units{causes} (a worker waiting to run \
+         over {:.0}% of a block, steal over {:.0}% for certain, or a late switch)",
         r.blocks.len(),
         contention::MAX_RUNQ_SHARE * 100.0,
         contention::MAX_STEAL_SHARE * 100.0
