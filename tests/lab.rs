@@ -532,7 +532,16 @@ fn lab_bench_named_forwarders_and_their_page() {
         assert!(n(2).is_some_and(|pps| pps > 0.0), "{f}: a positive rate: {cols:?}");
         // The table's figure for the core it forwards on: own core (column 8) for fwdscope,
         // the sender's (column 9) for the kernel and XDP, which forward in its softirq.
-        let table_ns = if f == "fwdscope-afpacket" { n(8) } else { n(9) }.unwrap_or_else(|| panic!("{f}: {cols:?}"));
+        let Some(table_ns) = (if f == "fwdscope-afpacket" { n(8) } else { n(9) }) else {
+            // The kernel's and XDP's figure is the sender's time they took, against the
+            // sender alone: with its one run left out for contention there is no baseline,
+            // the table says "-", and the bar says why instead of guessing.
+            assert!(f != "fwdscope-afpacket", "{f}: no own-core figure: {cols:?}");
+            assert!(text.contains(": 0 runs, - pps sent"), "{f}: no figure although the sender alone counted: {text}");
+            assert!(g.contains("no sender-alone run counted") && !g.contains("class=\"seg\""), "{g}");
+            println!("NOTE: the sender-alone run was left out (a busy machine): no bar to check for {f}");
+            continue;
+        };
         let segs: Vec<&str> = g.split("<rect class=\"seg\"").skip(1).collect();
         assert!(!segs.is_empty(), "{f} has stage segments: {g}");
         let sum: f64 = segs.iter().map(|s| attr(s, "data-ns").unwrap().parse::<f64>().unwrap()).sum();

@@ -1081,6 +1081,12 @@ fn report(
             None
         } else if fig.is_none() {
             Some("no clean run: every run was left out".to_string())
+        } else if ns.is_none() && !f.own_core() && alone.is_empty() {
+            Some(
+                "no sender-alone run counted (left out for contention): the sender's core has no baseline to take its \
+                 time from"
+                    .to_string(),
+            )
         } else if !ns.is_some_and(|v| v > 0.0) {
             Some("no positive CPU-per-packet figure".to_string())
         } else if split.is_none() {
