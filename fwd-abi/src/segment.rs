@@ -17,12 +17,20 @@
 //! torn snapshot. The control block is written by controllers and polled by every worker
 //! each time it publishes its counters (every 16 bursts, or 1024 empty polls); a
 //! controller bumps `generation` after changing a field.
+//!
+//! A segment owned by another user is not mapped: its owner could truncate the file under
+//! the mapping, and the next read of it would kill the reader with SIGBUS (a root `top`,
+//! `stat` or metrics exporter watching a user's forwarder). Such a segment is read into a
+//! private copy at open and its worker blocks and state word are read again with `pread`
+//! on every read (the same sequence lock, over three reads); settings written to it go to
+//! the file with `pwrite`. A segment that shrank under a reader reads as exited, with the
+//! counters last read.
 
 use crate::counters::{Ctr, COUNTER_NAMES, N_COUNTERS};
 use crate::{Error, Result};
 use serde::Serialize;
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
@@ -235,7 +243,6 @@ fn mapped_segment_paths(pid: u32) -> Vec<PathBuf> {
 /// Returns how many were removed. Files of other users, symlinks and files that are not
 /// segments are left alone.
 pub fn remove_stale(dir: &Path) -> usize {
-    use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
     let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
@@ -256,7 +263,11 @@ pub fn remove_stale(dir: &Path) -> usize {
 
 /// A mapped segment (writer or reader side).
 pub struct Segment {
+    /// The shared mapping; for a segment of another user, a private copy (see `foreign`).
     map: memmap2::MmapMut,
+    /// Another user's segment: the file read with `pread` into `map` and written with
+    /// `pwrite` (see the module docs).
+    foreign: Option<Foreign>,
     path: PathBuf,
     n_workers: usize,
     n_counters: usize,
@@ -268,6 +279,31 @@ pub struct Segment {
     config_off: usize,
     config_len: usize,
     remove_on_drop: bool,
+}
+
+/// Another user's segment, read and written through its file.
+struct Foreign {
+    file: File,
+    /// Set once a read came up short: the file shrank under the reader.
+    gone: std::sync::atomic::AtomicBool,
+}
+
+impl Foreign {
+    /// `buf.len()` bytes at `off`, or None (and `gone` set) when the file no longer has them.
+    fn read(&self, off: usize, buf: &mut [u8]) -> Option<()> {
+        match self.file.read_exact_at(buf, off as u64) {
+            Ok(()) => Some(()),
+            Err(_) => {
+                self.gone.store(true, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+    fn read_u64(&self, off: usize) -> Option<u64> {
+        let mut b = [0u8; 8];
+        self.read(off, &mut b)?;
+        Some(u64::from_ne_bytes(b))
+    }
 }
 
 // SAFETY: all shared fields are accessed through atomics.
@@ -341,6 +377,7 @@ impl Segment {
         unsafe { std::ptr::write(map.as_mut_ptr() as *mut Header, h) };
         Ok(Segment {
             map,
+            foreign: None,
             path: path.to_path_buf(),
             n_workers,
             n_counters: N_COUNTERS,
@@ -355,15 +392,35 @@ impl Segment {
     }
 
     /// Open an existing segment, checking magic, version and every size against the file.
+    /// One of another user is read into a private copy instead of mapped (module docs).
     pub fn open(path: &Path) -> Result<Segment> {
         let bad = |msg: String| Error::Segment { path: path.into(), msg };
-        let f = OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(path, e))?;
-        let len = f.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
+        // O_NONBLOCK: a FIFO at the path must not hang the open; it is refused below.
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let md = f.metadata().map_err(|e| Error::io(path, e))?;
+        if !md.file_type().is_file() {
+            return Err(bad("not a regular file".into()));
+        }
+        let len = md.len() as usize;
         if len < HEADER_SIZE + CONTROL_SIZE {
             return Err(bad(format!("file is {len} bytes, smaller than a header")));
         }
-        // SAFETY: shared mapping of a file the forwarder writes only through atomics.
-        let map = unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| Error::io(path, e))?;
+        // SAFETY: geteuid cannot fail.
+        let foreign = md.uid() != unsafe { libc::geteuid() };
+        let (map, foreign) = if foreign {
+            let mut copy = memmap2::MmapMut::map_anon(len).map_err(|e| Error::io(path, e))?;
+            f.read_exact_at(&mut copy, 0).map_err(|e| Error::io(path, e))?;
+            (copy, Some(Foreign { file: f, gone: std::sync::atomic::AtomicBool::new(false) }))
+        } else {
+            // SAFETY: shared mapping of a file of this user's, which the forwarder writes
+            // only through atomics.
+            (unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| Error::io(path, e))?, None)
+        };
         // SAFETY: length checked above; Header is plain data plus an atomic.
         let h = unsafe { &*(map.as_ptr() as *const Header) };
         if h.magic != MAGIC {
@@ -398,6 +455,7 @@ impl Segment {
             config_off: lay.config_off,
             config_len: h.config_len as usize,
             map,
+            foreign,
             path: path.to_path_buf(),
             remove_on_drop: false,
         })
@@ -441,6 +499,13 @@ impl Segment {
     }
 
     pub fn state(&self) -> State {
+        if let Some(f) = &self.foreign {
+            let mut b = [0u8; 4];
+            match f.read(std::mem::offset_of!(Header, state), &mut b) {
+                Some(()) => self.header().state.store(u32::from_ne_bytes(b), Ordering::Relaxed),
+                None => return State::Exited,
+            }
+        }
         match self.header().state.load(Ordering::Acquire) {
             0 => State::Initializing,
             1 => State::Running,
@@ -506,10 +571,14 @@ impl Segment {
     }
 
     /// A consistent copy of worker `w`'s counters.
+    /// A segment of another user that shrank under the reader gives the counters last read.
     pub fn read_worker(&self, w: usize) -> Vec<u64> {
         loop {
             if let Some(v) = self.read_worker_within(w, std::time::Duration::from_secs(1)) {
                 return v;
+            }
+            if self.foreign.as_ref().is_some_and(|f| f.gone.load(Ordering::Relaxed)) {
+                return self.block(w).1.iter().map(|c| c.load(Ordering::Relaxed)).collect();
             }
         }
     }
@@ -518,6 +587,9 @@ impl Segment {
     /// mid-write for `patience`: its writer was stopped or killed while publishing (a
     /// reader in another process must not spin forever on it).
     pub fn read_worker_within(&self, w: usize, patience: std::time::Duration) -> Option<Vec<u64>> {
+        if let Some(f) = &self.foreign {
+            return self.read_foreign_worker(f, w, patience);
+        }
         let (seq, ctrs) = self.block(w);
         let mut out = vec![0u64; self.n_counters];
         let mut deadline = None;
@@ -542,6 +614,58 @@ impl Segment {
         }
     }
 
+    /// [`Segment::read_worker_within`] through the file of another user's segment: the
+    /// sequence word, the counters and the sequence word again, each with its own `pread`
+    /// (one returns before the next starts, so the sequence lock holds as it does over
+    /// the mapping). What it reads is kept in the private copy, for a read after the file
+    /// shrank.
+    fn read_foreign_worker(&self, f: &Foreign, w: usize, patience: std::time::Duration) -> Option<Vec<u64>> {
+        let base = self.workers_off + w * self.block_size;
+        let mut raw = vec![0u8; self.n_counters * 8];
+        let mut deadline = None;
+        loop {
+            let s1 = f.read_u64(base)?;
+            if s1 & 1 == 1 {
+                let now = std::time::Instant::now();
+                if now >= *deadline.get_or_insert(now + patience) {
+                    return None;
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            f.read(base + 8, &mut raw)?;
+            if f.read_u64(base)? == s1 {
+                let out: Vec<u64> =
+                    raw.chunks_exact(8).map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))).collect();
+                let (_, ctrs) = self.block(w);
+                for (c, v) in ctrs.iter().zip(&out) {
+                    c.store(*v, Ordering::Relaxed);
+                }
+                return Some(out);
+            }
+        }
+    }
+
+    /// A segment of another user: write the control block (changed in the private copy)
+    /// to its file. Settings are the controller's to write; the forwarder only reads them
+    /// (but for the GC tunables' start values, written before it runs).
+    fn write_control(&self) {
+        if let Some(f) = &self.foreign {
+            // A file that shrank is not written (a write past its end would grow it again).
+            let end = (self.control_off + CONTROL_SIZE) as u64;
+            if f.gone.load(Ordering::Relaxed) || f.file.metadata().map_or(true, |m| m.len() < end) {
+                f.gone.store(true, Ordering::Relaxed);
+                return;
+            }
+            // SAFETY: the control block lies inside the copy (checked layout); a byte view of
+            // atomics this thread just stored to.
+            let bytes = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.control_off), CONTROL_SIZE) };
+            if f.file.write_all_at(bytes, self.control_off as u64).is_err() {
+                f.gone.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// A snapshot of every worker.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
@@ -562,26 +686,31 @@ impl Segment {
     pub fn set_prefetch(&self, depth: crate::Prefetch) {
         self.control().prefetch.store(u32::from(depth), Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
+        self.write_control();
     }
     /// Ask for a cache-mode change.
     pub fn set_cache_mode(&self, code: u32) {
         self.control().cache_mode.store(code, Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
+        self.write_control();
     }
     /// Ask for a route-cache flush.
     pub fn request_flush(&self) {
         self.control().flush.fetch_add(1, Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
+        self.write_control();
     }
     /// Set the calibration cost per packet (ns; 0 turns it off).
     pub fn set_spin_ns(&self, ns: u32) {
         self.control().spin_ns.store(ns, Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
+        self.write_control();
     }
     /// Turn the stage clocks on or off.
     pub fn set_stage_clock(&self, on: bool) {
         self.control().stage_clock.store(u32::from(on), Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
+        self.write_control();
     }
     /// Change several settings at once, tagged `setting` (copied into each worker's
     /// `setting` counter when applied), with a single generation bump so every worker
@@ -605,12 +734,15 @@ impl Segment {
             c.flush.fetch_add(1, Ordering::Relaxed);
         }
         c.setting.store(req.setting, Ordering::Relaxed);
-        c.generation.fetch_add(1, Ordering::Release) + 1
+        let generation = c.generation.fetch_add(1, Ordering::Release) + 1;
+        self.write_control();
+        generation
     }
     /// Ask the forwarder to stop.
     pub fn request_stop(&self) {
         self.control().stop.store(1, Ordering::Relaxed);
         self.control().generation.fetch_add(1, Ordering::Release);
+        self.write_control();
     }
 }
 
@@ -777,5 +909,65 @@ mod tests {
         assert_ne!(default_path(7), default_path(7));
         assert!(default_path(7).display().to_string().starts_with("/dev/shm/fwdscope-7-"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Another user's segment is read through its file, never mapped: counters and state
+    /// follow the writer, a setting written reaches the writer's control block, and when
+    /// the owner truncates the file the reader sees an exited forwarder with the counters
+    /// it last read, where a mapping would have died of SIGBUS. Needs root (chown).
+    #[test]
+    fn another_users_segment_is_read_through_its_file_and_survives_truncation() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("SKIP: giving a segment to another user needs root");
+            return;
+        }
+        let path = std::env::temp_dir().join(format!("fwdscope-foreign-{}.stats", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let writer = Segment::create(&path, 2, "{}", 0).unwrap();
+        writer.set_state(State::Running);
+        let mut v = vec![0u64; N_COUNTERS];
+        v[Ctr::TxPackets as usize] = 7;
+        writer.publish(1, &v);
+        std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+        let reader = Segment::open(&path).unwrap();
+        assert!(reader.foreign.is_some(), "another user's segment was mapped");
+        assert_eq!((reader.state(), reader.snapshot().get(1, Ctr::TxPackets)), (State::Running, 7));
+        v[Ctr::TxPackets as usize] = 9;
+        writer.publish(1, &v);
+        assert_eq!(reader.snapshot().get(1, Ctr::TxPackets), 9, "a later publish is read from the file");
+        // A block left mid-write is given up on through the file too.
+        let (seq, _) = writer.block(0);
+        let even = seq.load(Ordering::Relaxed);
+        seq.store(even + 1, Ordering::Release);
+        assert!(reader.read_worker_within(0, std::time::Duration::from_millis(5)).is_none());
+        seq.store(even, Ordering::Release);
+        let g = writer.control().generation.load(Ordering::Relaxed);
+        reader.set_prefetch(crate::Prefetch::clamped(5));
+        assert_eq!(writer.control().prefetch.load(Ordering::Relaxed), 5, "the setting reached the file");
+        assert_eq!(writer.control().generation.load(Ordering::Relaxed), g + 1);
+        // The owner truncates it. (The writer's own mapping is not touched again.)
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+        assert_eq!(reader.state(), State::Exited);
+        assert!(reader.read_worker_within(1, std::time::Duration::from_millis(5)).is_none());
+        assert_eq!(reader.snapshot().get(1, Ctr::TxPackets), 9, "the counters last read");
+        reader.set_spin_ns(10); // no SIGBUS, and the file is not grown again
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        drop(reader);
+        drop(writer);
+        assert!(!path.exists());
+    }
+
+    /// A FIFO at a segment's path is refused at open, not waited on.
+    #[test]
+    fn a_fifo_is_not_a_segment() {
+        let path = std::env::temp_dir().join(format!("fwdscope-fifo-{}.stats", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = Segment::open(&path).err().expect("refused").to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_file(&path).unwrap();
     }
 }
