@@ -34,6 +34,9 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
+/// The most of another user's segment a reader copies (see the module docs): 1024 workers
+/// of the current counters take well under 1 MiB.
+const MAX_FOREIGN_BYTES: usize = 16 << 20;
 /// Layout version; readers refuse any other.
 pub const VERSION: u32 = 3;
 const MAGIC: [u8; 8] = *b"FWDSCOPE";
@@ -413,7 +416,21 @@ impl Segment {
         // SAFETY: geteuid cannot fail.
         let foreign = md.uid() != unsafe { libc::geteuid() };
         let (map, foreign) = if foreign {
-            let mut copy = memmap2::MmapMut::map_anon(len).map_err(|e| Error::io(path, e))?;
+            // Copy only what its header lays out (checked again below), never a file's
+            // whole length: another user's file may be a sparse terabyte.
+            let mut head = memmap2::MmapMut::map_anon(HEADER_SIZE).map_err(|e| Error::io(path, e))?;
+            f.read_exact_at(&mut head, 0).map_err(|e| Error::io(path, e))?;
+            // SAFETY: a page-aligned copy of HEADER_SIZE bytes; Header is plain data plus an atomic.
+            let h = unsafe { &*(head.as_ptr() as *const Header) };
+            let total = layout(h.n_workers as usize, h.n_counters as usize, h.config_len as usize).total;
+            if total > len || total > MAX_FOREIGN_BYTES {
+                return Err(bad(format!(
+                    "its header lays out {total} bytes in a file of {len} (another user's segment is copied, at most \
+                     {MAX_FOREIGN_BYTES} bytes)"
+                )));
+            }
+            let mut copy =
+                memmap2::MmapMut::map_anon(total.max(HEADER_SIZE + CONTROL_SIZE)).map_err(|e| Error::io(path, e))?;
             f.read_exact_at(&mut copy, 0).map_err(|e| Error::io(path, e))?;
             (copy, Some(Foreign { file: f, gone: std::sync::atomic::AtomicBool::new(false) }))
         } else {
@@ -956,6 +973,29 @@ mod tests {
         drop(reader);
         drop(writer);
         assert!(!path.exists());
+    }
+
+    /// Another user's file whose header lays out more than the copy limit is refused,
+    /// not read whole (a sparse file of any length costs the reader nothing).
+    #[test]
+    fn another_users_oversized_segment_is_refused_not_copied() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("SKIP: giving a segment to another user needs root");
+            return;
+        }
+        let path = std::env::temp_dir().join(format!("fwdscope-huge-{}.stats", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut s = Segment::create(&path, 1, "{}", 0).unwrap();
+        s.remove_on_drop = false;
+        // SAFETY: test-only rewrite of a header field in our own mapping.
+        unsafe { (*(s.map.as_mut_ptr() as *mut Header)).n_workers = 1 << 20 };
+        drop(s);
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(1 << 40).unwrap();
+        std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+        let e = Segment::open(&path).err().expect("refused").to_string();
+        assert!(e.contains("is copied, at most 16777216 bytes"), "{e}");
+        std::fs::remove_file(&path).unwrap();
     }
 
     /// A FIFO at a segment's path is refused at open, not waited on.
