@@ -31,6 +31,9 @@ pub const QUEUE: usize = 32;
 /// Connections whose request head has not arrived yet, at most; a new connection past it
 /// closes the oldest of them.
 pub const PENDING: usize = 256;
+/// Connections the kernel queues for the accepting thread (listen's backlog; Linux caps
+/// it at net.core.somaxconn, 4096 by default).
+pub const BACKLOG: i32 = 1024;
 /// How long a client has to send its whole request head.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 /// The longest request head read (bytes).
@@ -152,6 +155,15 @@ impl Exporter {
                 _ => e.to_string(),
             })
         })?;
+        // The kernel's queue of connections not yet accepted: std listens with 128, so a
+        // burst of more (a flood of idle connections, many scrapers at once) overflowed it
+        // and the kernel dropped their handshakes, to be retried a second or more later,
+        // while the accepting thread was merely late. Linux takes a second listen() as a
+        // new backlog (capped by net.core.somaxconn).
+        // SAFETY: listen(2) on the socket this function owns.
+        if unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) } != 0 {
+            return Err(err(format!("listen: {}", std::io::Error::last_os_error())));
+        }
         let addr = listener.local_addr().map_err(|e| err(e.to_string()))?;
         let (stop, scrapes, refused) =
             (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
