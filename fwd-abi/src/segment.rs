@@ -558,6 +558,8 @@ impl Segment {
         String::from_utf8_lossy(raw).into_owned()
     }
 
+    /// The control block. For another user's segment, the private copy: the values read at
+    /// open and this process's own changes since (the setters write them to the file).
     pub fn control(&self) -> &Control {
         // SAFETY: control_off is 64-aligned inside the mapping; Control is all atomics.
         unsafe { &*(self.map.as_ptr().add(self.control_off) as *const Control) }
@@ -702,32 +704,27 @@ impl Segment {
     /// Ask for a prefetch depth change.
     pub fn set_prefetch(&self, depth: crate::Prefetch) {
         self.control().prefetch.store(u32::from(depth), Ordering::Relaxed);
-        self.control().generation.fetch_add(1, Ordering::Release);
-        self.write_control();
+        self.bump();
     }
     /// Ask for a cache-mode change.
     pub fn set_cache_mode(&self, code: u32) {
         self.control().cache_mode.store(code, Ordering::Relaxed);
-        self.control().generation.fetch_add(1, Ordering::Release);
-        self.write_control();
+        self.bump();
     }
     /// Ask for a route-cache flush.
     pub fn request_flush(&self) {
         self.control().flush.fetch_add(1, Ordering::Relaxed);
-        self.control().generation.fetch_add(1, Ordering::Release);
-        self.write_control();
+        self.bump();
     }
     /// Set the calibration cost per packet (ns; 0 turns it off).
     pub fn set_spin_ns(&self, ns: u32) {
         self.control().spin_ns.store(ns, Ordering::Relaxed);
-        self.control().generation.fetch_add(1, Ordering::Release);
-        self.write_control();
+        self.bump();
     }
     /// Turn the stage clocks on or off.
     pub fn set_stage_clock(&self, on: bool) {
         self.control().stage_clock.store(u32::from(on), Ordering::Relaxed);
-        self.control().generation.fetch_add(1, Ordering::Release);
-        self.write_control();
+        self.bump();
     }
     /// Change several settings at once, tagged `setting` (copied into each worker's
     /// `setting` counter when applied), with a single generation bump so every worker
@@ -751,15 +748,20 @@ impl Segment {
             c.flush.fetch_add(1, Ordering::Relaxed);
         }
         c.setting.store(req.setting, Ordering::Relaxed);
-        let generation = c.generation.fetch_add(1, Ordering::Release) + 1;
+        self.bump()
+    }
+
+    /// After a controller changed control fields: bump the generation (and, for another
+    /// user's segment, write the block to its file). Returns the new generation.
+    fn bump(&self) -> u64 {
+        let generation = self.control().generation.fetch_add(1, Ordering::Release) + 1;
         self.write_control();
         generation
     }
     /// Ask the forwarder to stop.
     pub fn request_stop(&self) {
         self.control().stop.store(1, Ordering::Relaxed);
-        self.control().generation.fetch_add(1, Ordering::Release);
-        self.write_control();
+        self.bump();
     }
 }
 
@@ -928,15 +930,23 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Whether this test may give a file to another user (chown); says why not.
+    fn root() -> bool {
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root {
+            println!("SKIP: giving a segment to another user needs root");
+        }
+        root
+    }
+
     /// Another user's segment is read through its file, never mapped: counters and state
     /// follow the writer, a setting written reaches the writer's control block, and when
     /// the owner truncates the file the reader sees an exited forwarder with the counters
     /// it last read, where a mapping would have died of SIGBUS. Needs root (chown).
     #[test]
     fn another_users_segment_is_read_through_its_file_and_survives_truncation() {
-        // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            println!("SKIP: giving a segment to another user needs root");
+        if !root() {
             return;
         }
         let path = std::env::temp_dir().join(format!("fwdscope-foreign-{}.stats", std::process::id()));
@@ -979,9 +989,7 @@ mod tests {
     /// not read whole (a sparse file of any length costs the reader nothing).
     #[test]
     fn another_users_oversized_segment_is_refused_not_copied() {
-        // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            println!("SKIP: giving a segment to another user needs root");
+        if !root() {
             return;
         }
         let path = std::env::temp_dir().join(format!("fwdscope-huge-{}.stats", std::process::id()));
