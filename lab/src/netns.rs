@@ -350,11 +350,16 @@ pub fn routes_text(routes: &[(u32, u8)]) -> String {
 }
 
 /// Routes of a table file (`PREFIX/LEN` per line, `#` comments; host bits are cleared),
-/// each inside 198.19.0.0/16; a bad line is an error naming the file and line.
-pub fn load_routes(path: &std::path::Path) -> Result<Vec<(u32, u8)>> {
+/// each inside 198.19.0.0/16; a bad line is an error naming the file and line. A prefix
+/// listed again is kept once, at its first line, and counted: the second of the pair
+/// returned. So at most 131,071 routes (every prefix of length 16 to 32 inside the range)
+/// come out, whatever the file's length.
+pub fn load_routes(path: &std::path::Path) -> Result<(Vec<(u32, u8)>, usize)> {
     // The checked opener: a FIFO or a device is refused by name, never waited on.
     let text = collector::files::read_to_string(path, collector::files::Kind::Text)?;
     let mut v = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut duplicates = 0usize;
     for (i, line) in text.lines().enumerate() {
         let t = line.split('#').next().unwrap_or("").trim();
         if t.is_empty() {
@@ -376,12 +381,17 @@ pub fn load_routes(path: &std::path::Path) -> Result<Vec<(u32, u8)>> {
         if !t.contains('/') || !inside_dest(a, len) {
             return Err(bad());
         }
-        v.push((a & forwarder::fib::mask(len), len));
+        let route = (a & forwarder::fib::mask(len), len);
+        if seen.insert(route) {
+            v.push(route);
+        } else {
+            duplicates += 1;
+        }
     }
     if v.is_empty() {
         bail!("{}: no routes", path.display());
     }
-    Ok(v)
+    Ok((v, duplicates))
 }
 
 impl Lab {
@@ -1011,11 +1021,20 @@ pub fn up(a: &UpOptions) -> Result<String> {
             bail!("{why}");
         }
     }
-    let routes = match (&a.table, a.routes) {
+    let (routes, duplicates) = match (&a.table, a.routes) {
         (Some(p), _) => load_routes(p)?,
-        (None, Some(n)) => generate_routes(n)?,
-        (None, None) => vec![DEST],
+        (None, Some(n)) => (generate_routes(n)?, 0),
+        (None, None) => (vec![DEST], 0),
     };
+    if let (Some(p), d) = (&a.table, duplicates) {
+        if d > 0 {
+            said.push_str(&format!(
+                "lab {}: {}: {d} lines repeat a prefix listed before; each prefix is kept once, at its first line\n",
+                lab.name,
+                forwarder::error::shown(p)
+            ));
+        }
+    }
     // What this command asks for besides the routes; a lab built otherwise is rebuilt.
     let (driver, driver_why) = match a.driver {
         Some(d) => (d, format!("{}: asked for", d.name())),
@@ -1170,7 +1189,12 @@ mod tests {
         let e = load_routes(&p).unwrap_err().to_string();
         assert!(e.ends_with(":4: `10.0.0.0/8`: expected PREFIX/LEN inside 198.19.0.0/16"), "{e}");
         std::fs::write(&p, "198.19.4.9/24\n198.19.5.7/32\n").unwrap();
-        assert_eq!(load_routes(&p).unwrap(), vec![(0xC613_0400, 24), (0xC613_0507, 32)]);
+        assert_eq!(load_routes(&p).unwrap(), (vec![(0xC613_0400, 24), (0xC613_0507, 32)], 0));
+        // A prefix listed again (host bits aside) is kept once, at its first line, and counted.
+        std::fs::write(&p, "198.19.4.9/24\n198.19.5.7/32\n198.19.4.0/24\n198.19.4.0/25\n198.19.5.7/32\n").unwrap();
+        let (routes, dups) = load_routes(&p).unwrap();
+        assert_eq!(routes, vec![(0xC613_0400, 24), (0xC613_0507, 32), (0xC613_0400, 25)]);
+        assert_eq!(dups, 2);
         // A bad line is printed escaped and cut: never a terminal escape, never megabytes.
         std::fs::write(&p, format!("198.19.1.0/24 \u{1b}]0;pwn\u{7}{}\n", "a".repeat(100_000))).unwrap();
         let e = load_routes(&p).unwrap_err().to_string();
