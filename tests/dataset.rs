@@ -189,6 +189,10 @@ fn a_sweep_adds_its_runs_with_their_settings() {
         assert!(link.join("meta.json").is_file());
     }
     assert!(ds.join("host=lab1/run=sw-002/stacks.parquet").is_file());
+    // The table names the sampled event, read from the partition (not through the link).
+    let table = std::fs::read_to_string(out.join("table.txt")).unwrap();
+    let line = table.lines().find(|l| l.contains("stages sampled with ")).unwrap_or_default();
+    assert!(line.split("stages sampled with ").nth(1).is_some_and(|e| !e.trim().is_empty()), "{table}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -4,7 +4,8 @@
 //! symlink to `/dev/zero` or a socket names itself in the error), refused when larger
 //! than its [`Kind`] allows, then read with that cap (a file that grows while it is read
 //! stops at the cap too). Every reader of these files goes through [`read`] or
-//! [`open`].
+//! [`open`]. A file under an output directory this process has claimed (a sweep reading
+//! its runs back) is opened relative to that directory's descriptor, through no symlink.
 
 use crate::{Error, Result};
 use std::io::Read;
@@ -122,11 +123,16 @@ pub fn open(path: &Path, kind: Kind) -> Result<(std::fs::File, u64)> {
             return Err(refuse(path, format!("is {what}, expected {} (a regular file); not read", kind.what())));
         }
     }
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
+    // Under an output directory this process is writing, relative to it and through no
+    // symlink (see `outdir`); elsewhere by path.
+    let f = match crate::outdir::open_beneath_to_read(path) {
+        Some(f) => f?,
+        None => std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?,
+    };
     let md = f.metadata().map_err(|e| Error::io(path, e))?;
     if let Some(what) = not_regular(md.file_type()) {
         return Err(refuse(path, format!("is {what}, expected {} (a regular file); not read", kind.what())));

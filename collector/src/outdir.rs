@@ -91,6 +91,27 @@ fn symlink_said(e: rustix::io::Errno) -> std::io::Error {
     }
 }
 
+/// A file under a directory this process claimed, opened to read relative to the claimed
+/// directory's descriptor (never above it, never through a symlink: a user who owns a
+/// piece of a shared output's path cannot point a read at another file of root's);
+/// None for a path under no claimed directory. Opened O_NONBLOCK, as [`crate::files::open`]
+/// wants it.
+pub(crate) fn open_beneath_to_read(path: &Path) -> Option<Result<File>> {
+    use rustix::fs::{Mode, OFlags};
+    let (fd, rest) = anchor(path)?;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    Some(rustix::fs::openat2(&*fd, &rest, flags, Mode::empty(), beneath()).map(File::from).map_err(|e| {
+        let e = match e {
+            rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => std::io::Error::other(format!(
+                "reached through a symlink, or a path leading out of the output directory fwdscope is writing \
+                 ({e}); not followed"
+            )),
+            e => e.into(),
+        };
+        Error::io(path, e)
+    }))
+}
+
 /// Directory `name` in `parent`, opened without following a symlink at its name.
 fn open_dir_at(parent: &OwnedFd, name: &std::ffi::OsStr, path: &Path) -> Result<OwnedFd> {
     use rustix::fs::{Mode, OFlags};
@@ -725,6 +746,32 @@ mod tests {
         assert_eq!(std::fs::read(outside.join("keep.txt")).expect("kept"), b"keep");
         assert_eq!(std::fs::metadata(&out).expect("out").permissions().mode() & 0o777, 0o700);
         drop(o);
+    }
+
+    #[test]
+    fn reads_under_a_claimed_directory_never_follow_a_link() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let secret = d.path().join("secret");
+        std::fs::create_dir(&secret).expect("mkdir");
+        std::fs::write(secret.join("meta.json"), b"root's").expect("write");
+        let out = d.path().join("out");
+        let o = OutputDir::claim(&out, Claim::default()).expect("made");
+        std::fs::create_dir(out.join("runs")).expect("mkdir");
+        std::fs::write(out.join("runs/own.json"), b"ours").expect("write");
+        // What the directory's owner could swap in: a run that is a link, a file that is one.
+        std::os::unix::fs::symlink(&secret, out.join("runs/001")).expect("symlink");
+        std::os::unix::fs::symlink(secret.join("meta.json"), out.join("runs/002.json")).expect("symlink");
+        assert_eq!(crate::files::read(&out.join("runs/own.json"), crate::files::Kind::Meta).expect("read"), b"ours");
+        for p in [out.join("runs/001/meta.json"), out.join("runs/002.json"), out.join("runs/../../secret/meta.json")] {
+            let e = crate::files::read(&p, crate::files::Kind::Meta).expect_err("followed");
+            assert!(e.to_string().contains("not followed"), "{e}");
+        }
+        drop(o);
+        // Unclaimed, the same path is read by path (a recording a user gives to `report`).
+        assert_eq!(
+            crate::files::read(&out.join("runs/001/meta.json"), crate::files::Kind::Meta).expect("read"),
+            b"root's"
+        );
     }
 
     #[test]

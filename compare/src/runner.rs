@@ -301,6 +301,8 @@ struct Runner<'a> {
     analysis: Duration,
     /// The first run's kallsyms snapshot, which later runs link to.
     kallsyms: Option<PathBuf>,
+    /// The event the first run sampled (empty before it).
+    event: String,
 }
 
 impl Runner<'_> {
@@ -350,19 +352,29 @@ impl Runner<'_> {
             Some(Err(_)) => return Err(Error::Config("the thread switching the steps panicked".into())),
         };
         recorded?;
-        if let Some(st) = staging {
-            let (part, _) = st.publish(Some(&s.label), &Rules::builtin())?;
-            let rec_dir = part.join(analyzer::dataset::RECORDING_DIR);
-            let rec_dir = std::fs::canonicalize(&rec_dir).map_err(|e| Error::io(&rec_dir, e))?;
-            std::os::unix::fs::symlink(&rec_dir, dir).map_err(|e| Error::io(dir, e))?;
-        }
+        // Where the run is read back: runs/NNN, or in a dataset the partition it was
+        // published to (runs/NNN is then a link to it, and reads under the sweep's
+        // directory never follow a link).
+        let read_dir = match staging {
+            Some(st) => {
+                let (part, _) = st.publish(Some(&s.label), &Rules::builtin())?;
+                let rec_dir = part.join(analyzer::dataset::RECORDING_DIR);
+                let rec_dir = std::fs::canonicalize(&rec_dir).map_err(|e| Error::io(&rec_dir, e))?;
+                std::os::unix::fs::symlink(&rec_dir, dir).map_err(|e| Error::io(dir, e))?;
+                rec_dir
+            }
+            None => dir.to_path_buf(),
+        };
         self.recording += t_rec.elapsed();
         // Every later run of the sweep shares this run's kallsyms (one boot, one copy).
         if self.kallsyms.is_none() {
-            self.kallsyms = Some(dir.join("kallsyms")).filter(|p| p.is_file());
+            self.kallsyms = Some(read_dir.join("kallsyms")).filter(|p| p.is_file());
         }
         let t_an = Instant::now();
-        let rec = Recording::open(dir)?;
+        let rec = Recording::open(&read_dir)?;
+        if self.event.is_empty() {
+            self.event = rec.meta.sampling.used.clone();
+        }
         let (t, sym) = analyzer::stages::stage_table_reusing(&rec, &Rules::builtin(), self.sym.take())?;
         self.sym = Some(sym);
         let runq_share = recording_runq_share(&rec)?;
@@ -441,7 +453,14 @@ pub fn run(o: &SweepOptions) -> Result<String> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut results = Vec::new();
-    let mut runner = Runner { o, sym: None, recording: Duration::ZERO, analysis: Duration::ZERO, kallsyms: None };
+    let mut runner = Runner {
+        o,
+        sym: None,
+        recording: Duration::ZERO,
+        analysis: Duration::ZERO,
+        kallsyms: None,
+        event: String::new(),
+    };
     let stopped = || o.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
     let mut incomplete: Option<String> = None;
     for (k, &(si, r)) in plan.iter().enumerate() {
@@ -497,7 +516,6 @@ fn finish(
     runner: &Runner,
     incomplete: Option<&str>,
 ) -> Result<String> {
-    let runs_dir = o.output.join("runs");
     let sets = &o.settings;
     write_results(&o.output, results)?;
     let marker = o.output.join(INCOMPLETE);
@@ -508,7 +526,7 @@ fn finish(
     let sums = summarize_with(results, o.keep_contended);
     let wall = t0.elapsed();
     let stages = ["lookup", "gc", "slab", "driver", "ip"];
-    let event = Recording::open(&runs_dir.join("001")).map(|r| r.meta.sampling.used).unwrap_or_default();
+    let event = &runner.event;
     let mut text = String::new();
     if let Some(why) = incomplete {
         text.push_str(&format!(
