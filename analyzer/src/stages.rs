@@ -484,7 +484,14 @@ pub struct Attributor {
     sym: Symbolizer,
     rules: Rules,
     /// Per (pid, address, kernel): the symbol, its stage, and how the stage was found.
+    /// Kernel addresses are one space whatever the process: they are kept under pid 0.
     cache: HashMap<(u32, u64, bool), (Symbol, String, Found)>,
+    /// Per symbol name: whether no rule names it by name alone, and whether it is shared
+    /// machinery ([`Rules::is_shared`]); asked once per sample group, answered once per name.
+    by_name: HashMap<String, (bool, bool)>,
+    /// Per binary, then symbol name: the stage a rule gives it (many addresses of one
+    /// function ask the rules the same question).
+    rule_memo: HashMap<String, HashMap<String, Option<String>>>,
 }
 
 /// How an address's stage was found.
@@ -500,7 +507,7 @@ enum Found {
 
 impl Attributor {
     pub fn new(sym: Symbolizer, rules: Rules) -> Attributor {
-        Attributor { sym, rules, cache: HashMap::new() }
+        Attributor { sym, rules, cache: HashMap::new(), by_name: HashMap::new(), rule_memo: HashMap::new() }
     }
 
     pub fn rules(&self) -> &Rules {
@@ -533,35 +540,57 @@ impl Attributor {
     /// function's at that address that has one (DWARF, read only for addresses whose own
     /// function has no stage).
     fn resolve(&mut self, pid: u32, ip: u64, kernel: bool) -> (Symbol, String, Found) {
-        let (sym, rules) = (&mut self.sym, &self.rules);
-        self.cache
-            .entry((pid, ip, kernel))
-            .or_insert_with(|| {
-                let s = sym.resolve_ip(pid, ip, kernel);
-                if kernel && crate::symbolize::is_unnamed_kernel(&s.name) {
-                    // No kernel symbols of this kernel's build: never guessed into a stage.
-                    return (s, KERNEL_UNKNOWN.to_string(), Found::Rule);
+        self.resolved(pid, ip, kernel).clone()
+    }
+
+    /// [`Attributor::resolve`] without a copy: the cached entry.
+    fn resolved(&mut self, pid: u32, ip: u64, kernel: bool) -> &(Symbol, String, Found) {
+        let (sym, rules, memo) = (&mut self.sym, &self.rules, &mut self.rule_memo);
+        // The kernel's addresses name the same functions in every process.
+        let pid = if kernel { 0 } else { pid };
+        self.cache.entry((pid, ip, kernel)).or_insert_with(|| {
+            let s = sym.resolve_ip(pid, ip, kernel);
+            if kernel && crate::symbolize::is_unnamed_kernel(&s.name) {
+                // No kernel symbols of this kernel's build: never guessed into a stage.
+                return (s, KERNEL_UNKNOWN.to_string(), Found::Rule);
+            }
+            if s.binary_unknown {
+                // No file of the recorded build of its binary: likewise.
+                return (s, BINARY_UNKNOWN.to_string(), Found::Rule);
+            }
+            let own = match memo.get(&s.dso).and_then(|m| m.get(&s.name)) {
+                Some(own) => own.clone(),
+                None => {
+                    let own = rules.rule_stage_in(&s.name, Some(&s.dso)).map(str::to_string);
+                    memo.entry(s.dso.clone()).or_default().insert(s.name.clone(), own.clone());
+                    own
                 }
-                if s.binary_unknown {
-                    // No file of the recorded build of its binary: likewise.
-                    return (s, BINARY_UNKNOWN.to_string(), Found::Rule);
-                }
-                if let Some(own) = rules.rule_stage_in(&s.name, Some(&s.dso)) {
-                    // A rule names it (possibly `other`, as start-up work): final.
-                    return (s, own.to_string(), Found::Rule);
-                }
-                if kernel {
-                    return (s, OTHER.to_string(), Found::NoRule);
-                }
-                let frames = sym.frames_ip(pid, ip, kernel);
-                // Innermost first; the last frame is the function itself.
-                let inlined = frames.iter().take(frames.len().saturating_sub(1));
-                match inlined.map(|f| rules.stage_of(&f.function)).find(|st| *st != OTHER) {
-                    Some(st) => (s, st.to_string(), Found::Inline),
-                    None => (s, OTHER.to_string(), Found::NoRule),
-                }
-            })
-            .clone()
+            };
+            if let Some(own) = own {
+                // A rule names it (possibly `other`, as start-up work): final.
+                return (s, own, Found::Rule);
+            }
+            if kernel {
+                return (s, OTHER.to_string(), Found::NoRule);
+            }
+            let frames = sym.frames_ip(pid, ip, kernel);
+            // Innermost first; the last frame is the function itself.
+            let inlined = frames.iter().take(frames.len().saturating_sub(1));
+            match inlined.map(|f| rules.stage_of(&f.function)).find(|st| *st != OTHER) {
+                Some(st) => (s, st.to_string(), Found::Inline),
+                None => (s, OTHER.to_string(), Found::NoRule),
+            }
+        })
+    }
+
+    /// Whether no rule names `name` by name alone, and whether it is shared machinery.
+    fn name_info(&mut self, name: &str) -> (bool, bool) {
+        if let Some(&v) = self.by_name.get(name) {
+            return v;
+        }
+        let v = (self.rules.rule_stage(name).is_none(), self.rules.is_shared(name));
+        self.by_name.insert(name.to_string(), v);
+        v
     }
 
     /// Attribute one sample (its IP and callchain, innermost first; perf's first callchain
@@ -588,11 +617,11 @@ impl Attributor {
         let callers = callchain.iter().skip(usize::from(callchain.first() == Some(&ip)));
         for &ret in callers {
             // A return address points after the call: look up the call itself.
-            let (_, st, found) = self.resolve(pid, ret.saturating_sub(1), is_kernel_address(ret));
+            let (_, st, found) = self.resolved(pid, ret.saturating_sub(1), is_kernel_address(ret));
             if st != OTHER {
-                return Attributed { symbol, stage: st, by: By::Callchain };
+                return Attributed { symbol, stage: st.clone(), by: By::Callchain };
             }
-            if found == Found::Rule {
+            if *found == Found::Rule {
                 // A caller a rule calls `other` (start-up work): its helpers stay other.
                 break;
             }
@@ -600,7 +629,7 @@ impl Attributor {
         // Kernel functions only: they are named from the recording's own kallsyms snapshot.
         // A user-space one (libc's memcpy) is named only where this machine has the same
         // library and its debug file, and a stage must not depend on that: it stays other.
-        let stage = if kernel && self.rules.is_shared(&symbol.name) { SHARED.to_string() } else { stage };
+        let stage = if kernel && self.name_info(&symbol.name).1 { SHARED.to_string() } else { stage };
         Attributed { symbol, stage, by: By::None }
     }
 }
@@ -617,7 +646,7 @@ impl Attributor {
         let mut a = self.attribute(g.pid, g.ip, g.kernel, &g.callchain);
         let thread = names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid));
         let unstaged = a.stage == OTHER || a.stage == SHARED || a.stage == BINARY_UNKNOWN;
-        if a.by == By::None && unstaged && self.rules().rule_stage(&a.symbol.name).is_none() {
+        if a.by == By::None && unstaged && self.name_info(&a.symbol.name).0 {
             if let Some(st) = names.get(&g.tid).and_then(|n| self.rules().process_stage(n)) {
                 a.stage = st.to_string();
                 a.by = By::Process;
