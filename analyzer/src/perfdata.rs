@@ -536,7 +536,7 @@ pub enum Samples {
     #[default]
     Keep,
     /// Summed per (pid, tid, kernel, ip, callchain): samples and period.
-    Group(std::collections::HashMap<SampleKey, (u64, u64)>),
+    Group(std::collections::HashMap<SampleKey, (u64, u64), foldhash::fast::RandomState>),
 }
 
 impl PerfData {

@@ -485,7 +485,7 @@ pub struct Attributor {
     rules: Rules,
     /// Per (pid, address, kernel): the symbol, its stage, and how the stage was found.
     /// Kernel addresses are one space whatever the process: they are kept under pid 0.
-    cache: HashMap<(u32, u64, bool), (Symbol, String, Found)>,
+    cache: HashMap<(u32, u64, bool), (Symbol, String, Found), foldhash::fast::RandomState>,
     /// Per symbol name: whether no rule names it by name alone, and whether it is shared
     /// machinery ([`Rules::is_shared`]); asked once per sample group, answered once per name.
     by_name: HashMap<String, (bool, bool)>,
@@ -507,7 +507,7 @@ enum Found {
 
 impl Attributor {
     pub fn new(sym: Symbolizer, rules: Rules) -> Attributor {
-        Attributor { sym, rules, cache: HashMap::new(), by_name: HashMap::new(), rule_memo: HashMap::new() }
+        Attributor { sym, rules, cache: HashMap::default(), by_name: HashMap::new(), rule_memo: HashMap::new() }
     }
 
     pub fn rules(&self) -> &Rules {
