@@ -144,24 +144,54 @@ impl Repeats {
     }
 }
 
-/// What a whole table's rows must hold: each row once (the same row again with the same
-/// figure is counted once and noted; with another figure it is a second profile), shares
-/// adding up to at most 100% (two decimals of rounding per row allowed), at most
-/// [`MAX_ROWS`] rows.
+/// What a whole table's rows must hold: shares adding up to at most 100% (two decimals of
+/// rounding per row allowed), at most [`MAX_ROWS`] rows; and in an excerpt (no header
+/// saying what was sampled), each row once (the same row again with the same figure is
+/// counted once and noted; with another figure it is a second profile). Under a header the
+/// tool printed the rows itself, and a name it lists twice is two functions of that name
+/// (static functions, C++ lambdas): both kept.
 struct RowCheck<'o> {
     origin: &'o str,
     seen: HashMap<String, (usize, f64)>,
+    rows: usize,
     sum: f64,
     repeats: Repeats,
+    /// The profile's header was read (`# Samples:`, `Counted ...`): rows are the tool's.
+    headed: bool,
+    /// Rows whose name an earlier row of a headed profile had.
+    same_name: usize,
 }
 
 impl<'o> RowCheck<'o> {
     fn new(origin: &'o str) -> Self {
-        RowCheck { origin, seen: HashMap::new(), sum: 0.0, repeats: Repeats::default() }
+        RowCheck {
+            origin,
+            seen: HashMap::new(),
+            rows: 0,
+            sum: 0.0,
+            repeats: Repeats::default(),
+            headed: false,
+            same_name: 0,
+        }
+    }
+
+    /// A note on rows of a headed profile that share a name with another, if any.
+    fn same_name_note(&self) -> Option<String> {
+        (self.same_name > 0).then(|| {
+            format!(
+                "{} rows name a function an earlier row names too (distinct functions of one name, as the profiler \
+                 listed them): each kept",
+                self.same_name
+            )
+        })
     }
 
     /// Whether to keep the row at line `n` (false: a repeat, counted once).
     fn admit(&mut self, n: usize, key: &str, pct: f64) -> Result<bool> {
+        if self.headed && self.seen.contains_key(key) {
+            self.same_name += 1;
+            return self.count(n, pct).map(|()| true);
+        }
         if let Some(&(first, was)) = self.seen.get(key) {
             if (was - pct).abs() < 1e-9 {
                 let origin = self.origin;
@@ -178,12 +208,18 @@ impl<'o> RowCheck<'o> {
                 ),
             ));
         }
-        if self.seen.len() >= MAX_ROWS {
+        self.seen.insert(key.to_string(), (n, pct));
+        self.count(n, pct).map(|()| true)
+    }
+
+    /// Count a kept row against the row cap and the 100% bound.
+    fn count(&mut self, n: usize, pct: f64) -> Result<()> {
+        if self.rows >= MAX_ROWS {
             return Err(bad(self.origin, n, format!("more than {MAX_ROWS} rows: not a profile fwdscope reads")));
         }
-        self.seen.insert(key.to_string(), (n, pct));
+        self.rows += 1;
         self.sum += pct;
-        if self.sum > 100.0 + 0.005 * self.seen.len() as f64 {
+        if self.sum > 100.0 + 0.005 * self.rows as f64 {
             return Err(bad(
                 self.origin,
                 n,
@@ -194,7 +230,7 @@ impl<'o> RowCheck<'o> {
                 ),
             ));
         }
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -227,6 +263,7 @@ fn opreport_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
                 ));
             }
             event = Some((n, e));
+            check.headed = true;
             continue;
         }
         if t.starts_with("CPU:") || t.starts_with("Profiling through") || t.starts_with("Interrupt") {
@@ -279,7 +316,10 @@ fn opreport_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
         return Err(bad(origin, 0, "no `vma samples % symbol name` header: not an opreport table"));
     }
     let event = event.map_or_else(|| "unknown".to_string(), |e| e.1);
-    Ok(TextProfile { format: "opreport".into(), event, rows, unlisted: None, notes: check.repeats.into_notes() })
+    let same_name = check.same_name_note();
+    let mut notes = check.repeats.into_notes();
+    notes.extend(same_name);
+    Ok(TextProfile { format: "opreport".into(), event, rows, unlisted: None, notes })
 }
 
 /// `12K` -> 12000, `1.5M` -> 1500000.
@@ -336,6 +376,7 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
                     ));
                 }
                 samples_line = Some(n);
+                check.headed = true;
                 // "10K of event 'cpu-clock:pppH'"
                 let mut it = rest.split_whitespace();
                 let raw = it.next();
@@ -412,7 +453,9 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
     if pct_rows.is_empty() {
         return Err(bad(origin, 0, "no `OVERHEAD%  ...  SYMBOL` rows: not a perf report --stdio text"));
     }
+    let same_name = check.same_name_note();
     let mut notes = check.repeats.into_notes();
+    notes.extend(same_name);
     if children {
         notes.push("read the Self column (perf report --children): each row's own share".to_string());
     }
@@ -919,10 +962,13 @@ mod tests {
                    # Samples: 10K of event 'cycles'\n 30.00%  [k] x_a\n 70.00%  [k] x_b\n";
         let e = parse_text(two, "two.txt").unwrap_err().to_string();
         assert!(e.starts_with("two.txt:5: a second `# Samples:` header (the first is at line 1)"), "{e}");
-        // Without the second header: the row listed again with another figure.
+        // Without the second header: the shares pass 100% at the pasted profile's first row.
         let e =
             parse_text(&two.replace("# Samples: 10K of event 'cycles'\n 30", " 30"), "t.txt").unwrap_err().to_string();
-        assert!(e.starts_with("t.txt:5: `[k] x_a` listed again with 30% (line 3 gave 60%)"), "{e}");
+        assert!(e.starts_with("t.txt:5: the rows' percentages add up to 130.00%"), "{e}");
+        // In an excerpt (no header), the row listed again with another figure.
+        let e = parse_text(" 60.00%  [k] x_a\n 10.00%  [k] x_b\n 20.00%  [k] x_a\n", "x.txt").unwrap_err().to_string();
+        assert!(e.starts_with("x.txt:3: `[k] x_a` listed again with 20% (line 1 gave 60%)"), "{e}");
         // Shares past 100% under one header.
         let e = parse_text("# Samples: 1K of event 'c'\n 60.00%  [k] x_a\n 50.00%  [k] x_b\n", "s.txt")
             .unwrap_err()
@@ -951,19 +997,16 @@ mod tests {
 
     #[test]
     fn repeated_rows_count_once_and_their_notes_are_summed_up() {
-        // 100k copies of a 60% row under a 10K-sample header: 6000 samples, not 600 million.
+        // 100k copies of a 60% row under a 10K-sample header: refused where the shares pass
+        // 100% (not 600 million samples of a 10K-sample profile).
         let mut text = String::from("# Samples: 10K of event 'cycles'\n 30.00%  [k] x_b\n");
         for _ in 0..100_000 {
             text.push_str(" 60.00%  [k] x_a\n");
         }
-        let p = parse_text(&text, "rep.txt").unwrap();
-        assert_eq!(p.rows.iter().map(|r| r.samples).collect::<Vec<_>>(), [3000, 6000]);
-        // The repeats, then the note that counts come from the rounded header (10K).
-        assert_eq!(p.notes.len(), NOTED_REPEATS + 2, "{:?}", p.notes);
-        assert!(p.notes[NOTED_REPEATS + 1].contains("`# Samples: 10K`"), "{:?}", p.notes);
-        assert_eq!(p.notes[0], "rep.txt:4 repeats the row of line 3 (`[k] x_a` 60%): counted once");
-        assert_eq!(p.notes[NOTED_REPEATS], format!("{} more repeated rows, each counted once", 99_999 - NOTED_REPEATS));
-        // The same in an excerpt, read from a file line by line.
+        let e = parse_text(&text, "rep.txt").unwrap_err().to_string();
+        assert!(e.starts_with("rep.txt:4: the rows' percentages add up to 150.00%"), "{e}");
+        // In an excerpt (no header: rows anyone may have pasted twice), read from a file
+        // line by line, the repeats are counted once and their notes summed up.
         let dir = std::env::temp_dir().join(format!("fwdscope-import-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("excerpt.txt");
@@ -971,6 +1014,12 @@ mod tests {
         let p = load_text(&f).unwrap();
         assert_eq!((p.format.as_str(), p.rows.len(), p.unlisted), ("perf report excerpt", 2, Some(1000)));
         assert_eq!(p.notes.len(), NOTED_REPEATS + 1);
+        assert!(
+            p.notes[0].ends_with("excerpt.txt:3 repeats the row of line 2 (`[k] x_a` 60%): counted once"),
+            "{:?}",
+            p.notes
+        );
+        assert_eq!(p.notes[NOTED_REPEATS], format!("{} more repeated rows, each counted once", 99_999 - NOTED_REPEATS));
         // A line past MAX_LINE, and bytes that are not text, name their line.
         std::fs::write(&f, format!(" 1.00%  [k] x_a\n{}\n", "x".repeat(MAX_LINE + 10))).unwrap();
         let e = load_text(&f).unwrap_err().to_string();
@@ -979,6 +1028,28 @@ mod tests {
         let e = load_text(&f).unwrap_err().to_string();
         assert!(e.ends_with("excerpt.txt:2: byte 12: not UTF-8 text"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn one_name_twice_under_a_header_is_two_functions() {
+        // perf lists two static functions (or C++ lambdas) of one name in one object as two
+        // rows: a profile perf printed keeps both.
+        let t = "# Samples: 100 of event 'cpu-clock'\n#\n# Overhead  Shared Object  Symbol\n#\n\
+                 \x20   60.00%  libLLVM.so  [.] foo()::$_0::operator()\n\
+                 \x20   40.00%  libLLVM.so  [.] foo()::$_0::operator()\n";
+        let p = parse_text(t, "d.txt").unwrap();
+        assert_eq!(p.rows.iter().map(|r| r.samples).collect::<Vec<_>>(), [60, 40]);
+        assert!(
+            p.notes.iter().any(|n| n.starts_with("1 rows name a function an earlier row names too")),
+            "{:?}",
+            p.notes
+        );
+        // opreport likewise, under its `Counted` line.
+        let o = "Counted CPU_CLK_UNHALTED events\nsamples  %  symbol name\n600 60.0 f_a\n400 40.0 f_a\n";
+        assert_eq!(parse_text(o, "o.txt").unwrap().rows.len(), 2);
+        // Shares past 100% are still a second profile.
+        let e = parse_text(&t.replace("40.00%", "60.00%"), "d.txt").unwrap_err().to_string();
+        assert!(e.starts_with("d.txt:6: the rows' percentages add up to 120.00%"), "{e}");
     }
 
     #[test]

@@ -69,48 +69,8 @@ fn refuse(path: &Path, msg: String) -> Error {
     Error::File { path: path.to_path_buf(), msg }
 }
 
-/// What a file type is, in words, when it is not a regular file.
-pub fn not_regular(t: std::fs::FileType) -> Option<&'static str> {
-    if t.is_file() {
-        None
-    } else if t.is_dir() {
-        Some("a directory")
-    } else if t.is_fifo() {
-        Some("a FIFO (named pipe)")
-    } else if t.is_char_device() {
-        Some("a character device")
-    } else if t.is_block_device() {
-        Some("a block device")
-    } else if t.is_socket() {
-        Some("a socket")
-    } else {
-        Some("not a regular file")
-    }
-}
-
-/// The kernel's pseudo-filesystem `f` lives on (procfs, sysfs, debugfs, ...), by name;
-/// None for a filesystem that stores files.
-fn kernel_filesystem(f: &std::fs::File) -> Option<&'static str> {
-    use std::os::fd::AsRawFd;
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: fstatfs fills the struct for a descriptor we own.
-    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 {
-        return None;
-    }
-    match st.f_type as u64 {
-        0x9fa0 => Some("procfs"),
-        0x6265_6572 => Some("sysfs"),
-        0x6462_6720 => Some("debugfs"),
-        0x7472_6163 => Some("tracefs"),
-        0x7363_6673 => Some("securityfs"),
-        0x6367_7270 | 0x0027_e0eb => Some("cgroup filesystem"),
-        0xcafe_4a11 => Some("bpf filesystem"),
-        0x6265_6570 => Some("configfs"),
-        0x6165_676c => Some("pstore"),
-        0xde5e_81e4 => Some("efivarfs"),
-        _ => None,
-    }
-}
+pub use fwd_abi::file_kind::not_regular;
+use fwd_abi::file_kind::pseudo_filesystem as kernel_filesystem;
 
 /// Open `path` for reading as a file of `kind`: without blocking and then checked by
 /// `fstat` to be a regular file no larger than the kind allows; the returned file reads

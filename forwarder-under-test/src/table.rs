@@ -285,7 +285,8 @@ impl<R: Read> Read for Capped<R> {
 }
 
 /// Open a table file: a regular file only (a FIFO or a device is refused by name, never
-/// waited on or read to the end; the open itself does not block), at most
+/// waited on or read to the end; the open itself does not block), not on a kernel
+/// pseudo-filesystem (a link to /proc/kmsg is refused before a byte is read), at most
 /// [`MAX_TABLE_BYTES`] stored and as text; gzip recognized by its magic bytes.
 fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>> {
     use std::io::Seek;
@@ -315,6 +316,14 @@ fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>> {
     let md = f.metadata().map_err(|e| Error::io(path, e))?;
     if let Some(what) = kind(md.file_type()) {
         return Err(refuse(format!("is {what}, expected a route table file (a regular file); not read")));
+    }
+    if let Some(fs) = fwd_abi::file_kind::pseudo_filesystem(&f) {
+        // Its size says nothing of what a read gives, and a read may block or consume it
+        // (/proc/kmsg drains the kernel's log).
+        return Err(refuse(format!(
+            "is a file of the kernel's {fs}, expected a route table file (a regular file on a filesystem that \
+             stores files); not read"
+        )));
     }
     if md.len() > MAX_TABLE_BYTES {
         return Err(refuse(format!(
@@ -536,7 +545,14 @@ mod tests {
         // SAFETY: a valid C string path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let opts = LoadOptions::default();
-        for (p, want) in [(fifo.clone(), "is a FIFO"), (PathBuf::from("/dev/zero"), "is a device")] {
+        // A link into /proc (a link to /proc/kmsg would drain the kernel's log if read).
+        let proc_link = d.join("km");
+        std::os::unix::fs::symlink("/proc/self/status", &proc_link).unwrap();
+        for (p, want) in [
+            (fifo.clone(), "is a FIFO"),
+            (PathBuf::from("/dev/zero"), "is a device"),
+            (proc_link, "is a file of the kernel's procfs"),
+        ] {
             let e = RouteTable::load(&p, &opts).err().expect("refused").to_string();
             assert!(e.contains(want) && e.contains("expected a route table file"), "{e}");
         }

@@ -12,6 +12,8 @@
 //!   segment (and a recording keeps), typed for the writer and every reader.
 //! - [`CacheMode`]: the cache modes and their codes in the control block.
 //! - [`Prefetch`]: the prefetch depth with its one limit.
+//! - [`file_kind`]: what a file a user named is (not regular, or on a kernel
+//!   pseudo-filesystem), told before it is read: shared by every reader of such files.
 //! - [`threads`]: the worker thread-name convention (`fwd-worker-N`).
 //! - [`rows`]: counters as rows (time, source, worker, name, value), the form recordings and
 //!   the live stream carry.
@@ -23,6 +25,7 @@ mod cache_mode;
 pub mod clocks;
 pub mod counters;
 mod error;
+pub mod file_kind;
 pub mod published;
 pub mod rows;
 pub mod rtstat;
