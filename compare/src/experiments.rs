@@ -112,6 +112,25 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
     if e.setting.is_empty() {
         return Err(bad(None, "no [[setting]]".into()));
     }
+    // Words that are printed (tables, the page, table.txt): no control characters, which a
+    // terminal would take as commands.
+    let words =
+        [("title", Some(&e.title)), ("source", Some(&e.source)), ("unit", Some(&e.unit)), ("model", e.model.as_ref())]
+            .map(|(k, v)| (k.to_string(), v));
+    let labels = e.setting.iter().enumerate().map(|(i, s)| (format!("[[setting]] {} label", i + 1), Some(&s.label)));
+    for (key, value) in words.into_iter().chain(labels) {
+        let Some(v) = value else { continue };
+        if let Some(c) = v.chars().find(|c| c.is_control() && *c != '\n') {
+            return Err(bad(
+                None,
+                format!(
+                    "{key} `{}`: holds control character U+{:04X}; expected printable text",
+                    collector::printable(v.chars().take(60).collect()),
+                    c as u32
+                ),
+            ));
+        }
+    }
     // The bounds the command line's flags have, named by the key's line.
     if let Err(msg) = crate::plan::check_plan(e.repeat, e.duration, e.setting.len()) {
         let key = if msg.starts_with("repeat") {
@@ -266,6 +285,30 @@ pub fn then_and_now(sets: &[Setting], sums: &[Summary], unit: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printed_words_with_control_characters_are_refused() {
+        let p = std::env::temp_dir().join(format!("fwdscope-exp-esc-{}.toml", std::process::id()));
+        let ok =
+            "title = \"t\"\nsource = \"s\"\nunit = \"kpps\"\nrepeat = 1\nduration = 1.0\n[[setting]]\nlabel = \"a\"\n\
+                  [[setting]]\nlabel = \"b\"\n";
+        std::fs::write(&p, ok).unwrap();
+        assert!(load_experiment(p.to_str().unwrap()).is_ok());
+        for (from, to, want) in [
+            (
+                "label = \"b\"",
+                "label = \"\\u001b[31mRED\\u001b]0;pwned\\u0007\"",
+                "[[setting]] 2 label `\\u{1b}[31mRED",
+            ),
+            ("title = \"t\"", "title = \"t\\u001b[2J\"", "title `t\\u{1b}[2J`"),
+            ("unit = \"kpps\"", "unit = \"k\\u009bpps\"", "unit `k\\u{9b}pps`: holds control character U+009B"),
+        ] {
+            std::fs::write(&p, ok.replace(from, to)).unwrap();
+            let e = load_experiment(p.to_str().unwrap()).unwrap_err().to_string();
+            assert!(e.contains(want) && !e.contains('\u{1b}'), "{e}");
+        }
+        std::fs::remove_file(&p).unwrap();
+    }
 
     #[test]
     fn every_experiment_parses_and_bad_files_name_their_line() {
