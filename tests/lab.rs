@@ -1331,8 +1331,21 @@ fn the_sender_ends_with_its_count_when_the_lab_goes_away() {
         &s(&["-n", &format!("{name}-fwd"), "link", "del", &format!("{name}-f1")]),
         &["the lab is incomplete after the send"],
     );
-    // Likewise with the sink's namespace deleted.
+    // Likewise with one of the forwarding namespace's routes deleted: `lab up` rebuilds
+    // (it said "already up" before) and the send refuses until it does.
     up(&name);
+    let del = Command::new("ip")
+        .args(["-n", &format!("{name}-fwd"), "route", "del", "198.19.0.0/24"])
+        .output()
+        .unwrap();
+    assert!(del.status.success(), "{}", String::from_utf8_lossy(&del.stderr));
+    let o = fwdscope(&["lab", "send", "--name", &name, "--count", "10"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("incomplete"), "{err}");
+    let o = fwdscope(&["lab", "up", "--name", &name, "--routes", "50", "--mode", "kernel"]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && said.contains("incomplete, rebuilding"), "{said}");
+    // Likewise with the sink's namespace deleted.
     assert!(Command::new("ip").args(["netns", "del", &format!("{name}-sink")]).status().unwrap().success());
     let o = fwdscope(&["lab", "send", "--name", &name, "--count", "10"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("incomplete"));

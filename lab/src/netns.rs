@@ -597,7 +597,8 @@ impl Lab {
         Ok(existing.len())
     }
 
-    /// Whether the lab is complete: all namespaces, the forwarding sysctl, both veth pairs up.
+    /// Whether the lab is complete: all namespaces, the forwarding sysctl, both veth pairs up,
+    /// and where the kernel's FIB is looked up, every route of the lab in it.
     pub fn complete(&self) -> Result<bool> {
         if self.existing()?.len() != 3 {
             return Ok(false);
@@ -609,6 +610,9 @@ impl Lab {
             .context("running `ip netns exec ... sysctl`")?;
         let want = if mode.kernel_fib() { "1" } else { "0" };
         if String::from_utf8_lossy(&out.stdout).trim() != want {
+            return Ok(false);
+        }
+        if mode.kernel_fib() && self.kernel_routes_missing() {
             return Ok(false);
         }
         if matches!(mode, Mode::Fwdscope | Mode::Xdp)
@@ -628,6 +632,16 @@ impl Lab {
             }
         }
         Ok(true)
+    }
+
+    /// Whether the forwarding namespace's FIB lacks some of the lab's routes (routes.txt;
+    /// one deleted by hand leaves its packets unforwarded).
+    fn kernel_routes_missing(&self) -> bool {
+        let want = std::fs::read_to_string(self.state_dir().join("routes.txt")).map_or(0, |t| t.lines().count());
+        let dest = format!("{}/{}", std::net::Ipv4Addr::from(DEST.0), DEST.1);
+        let have = ip(&["-n", &self.ns("fwd"), "-4", "route", "show", "root", &dest])
+            .map_or(0, |o| o.lines().filter(|l| l.contains(" via ")).count());
+        have < want
     }
 
     /// The MAC address of `ifname` in namespace `ns`.

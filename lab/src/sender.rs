@@ -186,7 +186,7 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
     // Likewise a lab missing a namespace, a link or its forwarding setting.
     if !lab.complete()? {
         bail!(
-            "lab {}: incomplete (a namespace, a link or its forwarding setting is missing); `fwdscope lab up --name {}` \
+            "lab {}: incomplete (a namespace, a link, a route or its forwarding setting is missing); `fwdscope lab up --name {}` \
              rebuilds it",
             lab.name,
             lab.name
