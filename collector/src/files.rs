@@ -9,7 +9,7 @@
 
 use crate::{Error, Result};
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 const MIB: u64 = 1 << 20;

@@ -37,6 +37,28 @@ pub fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
     Ok(v)
 }
 
+/// Parse the length of a run that must forward (`record --duration`): as
+/// [`parse_seconds`], and at least [`MIN_DURATION`].
+pub fn parse_run_seconds(s: &str) -> std::result::Result<f64, String> {
+    let v = parse_seconds(s)?;
+    if v < MIN_DURATION {
+        return Err(format!(
+            "`{}`: expected at least {MIN_DURATION} s (a shorter run records next to nothing)",
+            seconds_text(v)
+        ));
+    }
+    Ok(v)
+}
+
+/// A figure of seconds as a person reads it (`1e-300`, not 300 digits).
+pub fn seconds_text(v: f64) -> String {
+    if v.is_finite() && v.abs() < 1e7 && (v == 0.0 || v.abs() >= 1e-3) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// Parse a replay speed factor: finite, from 0.01 to 1000.
 pub fn parse_speed(s: &str) -> std::result::Result<f64, String> {
     let v: f64 = s.trim().parse().map_err(|_| format!("`{s}`: expected a factor such as 2 or 0.5"))?;
@@ -317,13 +339,13 @@ pub fn run_forward_with(
         return Err(Error::Config(format!("-i {}: expected a positive number of seconds", args.interval)));
     }
     if !(args.duration.is_finite() && args.duration >= 0.0) {
-        return Err(Error::Config(format!("--duration {}: expected seconds >= 0", args.duration)));
+        return Err(Error::Config(format!("--duration {}: expected seconds >= 0", seconds_text(args.duration))));
     }
     if args.duration > 0.0 && args.duration < MIN_DURATION {
         return Err(Error::Config(format!(
             "--duration {}: expected 0 (run until stopped) or at least {MIN_DURATION} s: a shorter run forwards too \
              few packets for any figure it prints (the workers take longer than that to start)",
-            args.duration
+            seconds_text(args.duration)
         )));
     }
     let cfg = args.fwd.to_config()?;
@@ -399,4 +421,22 @@ pub fn run_forward_with(
         write!(out, "{}", summary.text()).map_err(io)?;
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_bounded_and_printed_as_a_person_reads_them() {
+        assert_eq!(parse_seconds("0"), Ok(0.0));
+        assert!(parse_seconds("inf").is_err() && parse_seconds("-1").is_err() && parse_seconds("1e308").is_err());
+        assert_eq!(parse_run_seconds("0.01"), Ok(0.01));
+        let e = parse_run_seconds("1e-300").unwrap_err();
+        assert!(e.starts_with("`1e-300`: expected at least 0.01 s"), "{e}");
+        assert!(parse_run_seconds("0").is_err());
+        assert_eq!(seconds_text(1e-300), "1e-300");
+        assert_eq!(seconds_text(2.5), "2.5");
+        assert_eq!(seconds_text(1e308), "1e308");
+    }
 }

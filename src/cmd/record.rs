@@ -45,8 +45,8 @@ pub struct RecordArgs {
     /// Ring buffer pages per CPU (a power of two, 1 to 65536).
     #[arg(short = 'm', long, default_value_t = 128, value_parser = pages)]
     pub mmap_pages: usize,
-    /// Stop after this many seconds [default: when the target exits, or Ctrl-C].
-    #[arg(long, value_parser = forwarder::cli::parse_seconds)]
+    /// Stop after this many seconds, at least 0.01 [default: when the target exits, or Ctrl-C].
+    #[arg(long, value_parser = forwarder::cli::parse_run_seconds)]
     pub duration: Option<f64>,
     /// Milliseconds between Parquet parts (what survives if the recorder is killed), 10 to
     /// 3600000.
