@@ -613,6 +613,13 @@ fn a_dead_forwarder_is_reported_and_restarted_and_lab_commands_take_turns() {
     assert!(err.contains("waiting for fwdscope lab pid 4242"), "{err}");
     // Nothing of a lab that is down is left, its lock file neither.
     assert!(!std::path::Path::new(&lock_path).exists(), "lab down left {lock_path}");
+    // Nor of a `lab up` refused before building anything (a bad table).
+    let table = std::env::temp_dir().join(format!("fwdscope-lab-bad-{}.txt", std::process::id()));
+    std::fs::write(&table, "10.0.0.0/8\n").unwrap();
+    let out = fwdscope(&["lab", "up", "--name", &name, "--table", table.to_str().unwrap()]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("inside 198.19.0.0/16"));
+    assert!(!std::path::Path::new(&lock_path).exists(), "a refused lab up left {lock_path}");
+    std::fs::remove_file(&table).unwrap();
 }
 
 /// `lab up` in fwdscope mode with the afxdp driver and `routes` routes, its forwarder not
@@ -1334,10 +1341,8 @@ fn the_sender_ends_with_its_count_when_the_lab_goes_away() {
     // Likewise with one of the forwarding namespace's routes deleted: `lab up` rebuilds
     // (it said "already up" before) and the send refuses until it does.
     up(&name);
-    let del = Command::new("ip")
-        .args(["-n", &format!("{name}-fwd"), "route", "del", "198.19.0.0/24"])
-        .output()
-        .unwrap();
+    let del =
+        Command::new("ip").args(["-n", &format!("{name}-fwd"), "route", "del", "198.19.0.0/24"]).output().unwrap();
     assert!(del.status.success(), "{}", String::from_utf8_lossy(&del.stderr));
     let o = fwdscope(&["lab", "send", "--name", &name, "--count", "10"]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -1359,7 +1364,7 @@ fn child_exited(pid: u32) -> bool {
 }
 
 /// Ctrl-C on `lab bench` takes its lab down as every other exit does: no namespaces, no
-/// state directory, no forwarder left under init; exit 130.
+/// state directory, no lock file, no forwarder left under init; exit 130.
 #[test]
 fn an_interrupted_bench_leaves_no_lab_behind() {
     let _serial = serial();
@@ -1384,6 +1389,7 @@ fn an_interrupted_bench_leaves_no_lab_behind() {
     let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
     assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}-"))), "namespaces left: {ns}");
     assert!(!std::path::Path::new(&format!("/run/fwdscope-lab/{name}")).exists(), "state directory left");
+    assert!(!std::path::Path::new(&format!("/run/fwdscope-lab/{name}.lock")).exists(), "lock file left");
     if let (true, Some(pid)) = (started, fwd) {
         assert!(common::wait_until(10, || !common::running(pid as u32)), "forwarder {pid} left running");
     } else {

@@ -640,7 +640,7 @@ pub fn bench(a: &BenchOptions) -> Result<BenchReport> {
                 forwarders.push(f);
             }
             Err(e) if a.forwarders.is_some() => {
-                let _ = lab.down();
+                let _ = lab.down_and_unlock();
                 bail!("--forwarders {}: cannot run here: {}", f.name(), one_line(&e.to_string(), 600));
             }
             Err(e) => skipped.push((f, one_line(&e.to_string(), 300))),
@@ -672,7 +672,7 @@ pub fn bench(a: &BenchOptions) -> Result<BenchReport> {
     for (f, why) in &skipped {
         notes.push(format!("skipped {}: {why}", f.name()));
     }
-    let _ = lab.down();
+    let _ = lab.down_and_unlock();
     let (runs, splits) = result?;
     Ok(report(a, at, &setups, &flags, &notes, &runs, &splits))
 }

@@ -578,6 +578,15 @@ impl Lab {
         }
     }
 
+    /// [`Lab::down`] holding the lab's lock, and the lock file removed after it: nothing of
+    /// the lab is left (`lab down`, and `lab bench` at its end on every exit path).
+    pub fn down_and_unlock(&self) -> Result<usize> {
+        let lock = self.lock()?;
+        let removed = self.down()?;
+        lock.remove();
+        Ok(removed)
+    }
+
     /// Delete every namespace of the lab that exists; returns how many.
     pub fn down(&self) -> Result<usize> {
         self.stop_forwarder();
@@ -1021,9 +1030,19 @@ pub fn snmp_value(text: &str, group: &str, name: &str) -> Option<u64> {
 /// cleaned up). Returns what it did, in lines for the user.
 pub fn up(a: &UpOptions) -> Result<String> {
     let lab = Lab::new(&a.name)?;
-    let mut said = String::new();
     // One `lab up` or `lab down` of a name at a time; a second waits and says for whom.
-    let _lock = lab.lock()?;
+    let lock = lab.lock()?;
+    let r = up_locked(a, &lab);
+    // Refused before anything was built (or cleaned up after): no lab, so no lock file
+    // left behind either, as after `lab down`.
+    if r.is_err() && lab.existing().is_ok_and(|e| e.is_empty()) && !lab.state_dir().exists() {
+        lock.remove();
+    }
+    r
+}
+
+fn up_locked(a: &UpOptions, lab: &Lab) -> Result<String> {
+    let mut said = String::new();
     if let Some(c) = a.forwarder_cpu {
         check_cpu("--forwarder-cpu", c)?;
     }

@@ -112,10 +112,8 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
         }
         LabCmd::Down(n) => {
             let lab = Lab::new(&n.name)?;
-            let lock = lab.lock()?;
-            let removed = lab.down()?;
             // Nothing of the lab is left, its lock file neither.
-            lock.remove();
+            let removed = lab.down_and_unlock()?;
             println!("lab {}: down ({} namespaces removed)", lab.name, removed);
         }
         LabCmd::Status(n) => print!("{}", Lab::new(&n.name)?.status()?),
