@@ -640,6 +640,44 @@ pub fn create_dir_new(path: &Path, mode: u32) -> Result<()> {
     }
 }
 
+/// A directory made inside a claimed one, held open like it: paths under it are created
+/// and read relative to this descriptor (see [`OutputDir`]), so the owner of a shared
+/// output who renames it away and puts a directory of their own at its name (a sweep's
+/// `runs/`, with forged runs in it) redirects nothing. Released when dropped.
+#[derive(Debug)]
+pub struct HeldDir {
+    fd: Arc<OwnedFd>,
+}
+
+impl Drop for HeldDir {
+    fn drop(&mut self) {
+        if let Ok(mut c) = CLAIMED.lock() {
+            c.retain(|(_, fd)| !Arc::ptr_eq(fd, &self.fd));
+        }
+    }
+}
+
+/// Make directory `path` under a claimed directory ([`create_dir_new`]) and hold it open:
+/// opened beneath the claimed directory through no symlink, and checked to be this user's
+/// (the one just made, not one swapped in).
+pub fn create_dir_held(path: &Path, mode: u32) -> Result<HeldDir> {
+    create_dir_new(path, mode)?;
+    let Some((parent, name)) = anchored_parent(path)? else {
+        return Err(refuse(path, "is under no output directory this process claimed; not held"));
+    };
+    let d = open_dir_beneath(&parent, Path::new(&name), path)?;
+    let st = rustix::fs::fstat(&d).map_err(|e| Error::io(path, e.into()))?;
+    // SAFETY: geteuid cannot fail.
+    if st.st_uid != unsafe { libc::geteuid() } {
+        return Err(refuse(path, "was replaced by another user's directory as it was made; not used"));
+    }
+    let fd = Arc::new(d);
+    if let Ok(mut c) = CLAIMED.lock() {
+        c.push((path.to_path_buf(), fd.clone()));
+    }
+    Ok(HeldDir { fd })
+}
+
 /// Write `bytes` as `path`: a temporary file of a random name beside it (created
 /// O_EXCL, removed again on any error), then renamed into place (a rename replaces a
 /// planted symlink, never follows it).
@@ -772,6 +810,25 @@ mod tests {
             crate::files::read(&out.join("runs/001/meta.json"), crate::files::Kind::Meta).expect("read"),
             b"root's"
         );
+    }
+
+    #[test]
+    fn a_held_directory_swapped_for_another_is_still_the_one_used() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let out = d.path().join("out");
+        let o = OutputDir::claim(&out, Claim::default()).expect("made");
+        let runs = out.join("runs");
+        let held = create_dir_held(&runs, 0o700).expect("held");
+        create_new(&runs.join("meta.json"), 0o600).expect("create").write_all(b"real").expect("write");
+        // The directory's owner renames it away and puts one of their own at its name.
+        std::fs::rename(&runs, out.join("runs.real")).expect("rename");
+        std::fs::create_dir(&runs).expect("mkdir");
+        std::fs::write(runs.join("meta.json"), b"forged").expect("write");
+        assert_eq!(crate::files::read(&runs.join("meta.json"), crate::files::Kind::Meta).expect("read"), b"real");
+        create_new(&runs.join("new.json"), 0o600).expect("create");
+        assert!(out.join("runs.real/new.json").exists() && !runs.join("new.json").exists());
+        drop(held);
+        drop(o);
     }
 
     #[test]

@@ -444,7 +444,9 @@ pub fn run(o: &SweepOptions) -> Result<String> {
     let _out =
         collector::outdir::OutputDir::claim(&o.output, collector::outdir::Claim { force: o.force, shared: o.share })?;
     let runs_dir = o.output.join("runs");
-    collector::outdir::create_dir_new(&runs_dir, collector::outdir::dir_mode(o.share))?;
+    // Held open: every run is recorded into and read back from this directory, whatever
+    // the owner of a shared output puts at its name meanwhile.
+    let _runs = collector::outdir::create_dir_held(&runs_dir, collector::outdir::dir_mode(o.share))?;
     let sets = &o.settings;
     let plan = order(sets.len(), o.repeat);
     let bar = indicatif::ProgressBar::new(plan.len() as u64);
