@@ -358,3 +358,41 @@ fn a_full_disk_is_an_error_naming_the_file() {
     };
     assert!(msg.contains("No space left on device") && msg.contains(&out.display().to_string()), "{msg}");
 }
+
+/// A disk too small for the kallsyms snapshot but not for the rest: the recording goes on,
+/// and record says at once that the snapshot is missing and why (not only in the notes).
+#[test]
+fn a_kallsyms_snapshot_the_disk_cannot_hold_is_said_at_once() {
+    if !perf_available() {
+        return;
+    }
+    let mnt = tmpdir("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "fwdscope-test", mnt.to_str().unwrap()])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        println!("SKIP: cannot mount a small tmpfs here (needs root)");
+        return;
+    }
+    let kallsyms = std::fs::read("/proc/kallsyms").map_or(0, |b| b.len());
+    let out = mnt.join("rec");
+    let mut opts =
+        RecordOptions::new(out.clone(), Target::Command { program: example("split_70_30"), args: vec!["0.3".into()] });
+    opts.freq = Some(200);
+    let mut said = Vec::new();
+    let r = record(&opts, &AtomicBool::new(false), None, &mut |m| said.push(m.to_string()));
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    let _ = std::fs::remove_dir_all(&mnt);
+    if kallsyms < (1 << 20) {
+        println!("SKIP: /proc/kallsyms ({kallsyms} bytes) fits the 1 MiB tmpfs");
+        return;
+    }
+    let meta = r.expect("the recording itself fits");
+    assert!(meta.notes.iter().any(|n| n.starts_with("no kallsyms snapshot")), "{:?}", meta.notes);
+    assert!(
+        said.iter().any(|m| m.starts_with("no kallsyms snapshot") && m.contains("No space left on device")),
+        "{said:?}"
+    );
+}

@@ -335,7 +335,12 @@ fn start_recording(
         Ok((false, _)) => {
             notes.push("kallsyms addresses are hidden (kptr_restrict): kernel symbols cannot be resolved".to_string())
         }
-        Err(e) => notes.push(format!("no kallsyms snapshot: {e}")),
+        Err(e) => {
+            // Said now too (a full disk shows here first), not only in the recording's notes.
+            let msg = format!("no kallsyms snapshot: {e}; kernel symbols will come from perf's build-id cache or kallsyms as they are at report time");
+            log(&msg);
+            notes.push(format!("no kallsyms snapshot: {e}"));
+        }
     }
     let mut target = start_target(opts).map_err(Ended::NotBegun)?;
     let scopes = scopes(target.pid, target.all, target.child.is_some()).map_err(Ended::NotBegun)?;
