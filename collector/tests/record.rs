@@ -324,22 +324,29 @@ fn the_live_stream_delivers_samples_counters_and_the_end() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// A tmpfs of `size` mounted at a fresh directory, or None (printed: SKIP) where this
+/// user cannot mount one.
+fn small_tmpfs(name: &str, size: &str) -> Option<std::path::PathBuf> {
+    let mnt = tmpdir(name);
+    std::fs::create_dir_all(&mnt).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "fwdscope-test", mnt.to_str().unwrap()])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        println!("SKIP: cannot mount a small tmpfs here (needs root)");
+        return None;
+    }
+    Some(mnt)
+}
+
 #[test]
 fn a_full_disk_is_an_error_naming_the_file() {
     if !perf_available() {
         return;
     }
     // A small tmpfs, filled up before recording starts.
-    let mnt = tmpdir("full");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let ok = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=256k", "fwdscope-test", mnt.to_str().unwrap()])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        println!("SKIP: cannot mount a small tmpfs here (needs root)");
-        return;
-    }
+    let Some(mnt) = small_tmpfs("full", "256k") else { return };
     {
         use std::io::Write;
         let mut f = std::fs::File::create(mnt.join("filler")).unwrap();
@@ -366,16 +373,7 @@ fn a_kallsyms_snapshot_the_disk_cannot_hold_is_said_at_once() {
     if !perf_available() {
         return;
     }
-    let mnt = tmpdir("small");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let ok = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "fwdscope-test", mnt.to_str().unwrap()])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        println!("SKIP: cannot mount a small tmpfs here (needs root)");
-        return;
-    }
+    let Some(mnt) = small_tmpfs("small", "1m") else { return };
     let kallsyms = std::fs::read("/proc/kallsyms").map_or(0, |b| b.len());
     let out = mnt.join("rec");
     let mut opts =

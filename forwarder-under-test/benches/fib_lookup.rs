@@ -4,31 +4,12 @@
 //! Build times are printed before the measurements. Run: `cargo bench --bench fib_lookup`.
 //! FWDSCOPE_BENCH_SKIP_POPTRIE=1 skips poptrie (its build takes tens of seconds).
 
+mod common;
+
+use common::{stream, table, STREAM};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use forwarder::fib::{mask, Fib, FibKind};
-use forwarder::table::{LoadOptions, RouteTable};
-use rand::{Rng, SeedableRng};
-use std::path::Path;
+use forwarder::fib::{Fib, FibKind};
 use std::time::Instant;
-
-const STREAM: usize = 1 << 20;
-
-fn table() -> RouteTable {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tables/asn-ipv4-prefixes.txt.gz");
-    let mut t = RouteTable::load(&p, &LoadOptions::default()).expect("fixture table");
-    t.add_aggregates();
-    t
-}
-
-fn stream(t: &RouteTable) -> Vec<u32> {
-    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
-    (0..STREAM)
-        .map(|_| {
-            let r = t.routes[rng.gen_range(0..t.routes.len())];
-            r.prefix | (rng.gen::<u32>() & !mask(r.len))
-        })
-        .collect()
-}
 
 fn bench(c: &mut Criterion) {
     let t = table();

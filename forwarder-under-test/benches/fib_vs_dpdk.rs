@@ -17,6 +17,9 @@
 //! without hugepages (`--no-huge --in-memory`, 1 GiB of ordinary memory); without them
 //! the benchmark says why and times nothing.
 
+#[cfg(fwd_dpdk_bench)]
+mod common;
+
 fn main() {
     #[cfg(fwd_dpdk_bench)]
     dpdk::run();
@@ -26,12 +29,11 @@ fn main() {
 
 #[cfg(fwd_dpdk_bench)]
 mod dpdk {
-    use forwarder::fib::{mask, Fib, FibKind};
-    use forwarder::table::{LoadOptions, RouteTable};
-    use rand::{Rng, SeedableRng};
+    use super::common::{stream, table, STREAM};
+    use forwarder::fib::{Fib, FibKind};
+    use forwarder::table::RouteTable;
     use std::ffi::{c_char, c_int, c_uint, c_void};
     use std::hint::black_box;
-    use std::path::Path;
     use std::time::Instant;
 
     extern "C" {
@@ -47,7 +49,6 @@ mod dpdk {
         fn fs_fib_run(fib: *mut c_void, ips: *mut u32, out: *mut u32, n: usize, chunk: c_uint);
     }
 
-    const STREAM: usize = 1 << 20;
     /// The modes: addresses per call (1: one at a time).
     const MODES: [(&str, usize); 4] = [("single", 1), ("x4", 4), ("x8", 8), ("burst32", 32)];
 
@@ -109,23 +110,6 @@ mod dpdk {
         let pages: u64 = s.split_whitespace().nth(1).and_then(|x| x.parse().ok()).unwrap_or(0);
         // SAFETY: sysconf has no preconditions.
         pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
-    }
-
-    fn table() -> RouteTable {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tables/asn-ipv4-prefixes.txt.gz");
-        let mut t = RouteTable::load(&p, &LoadOptions::default()).expect("fixture table");
-        t.add_aggregates();
-        t
-    }
-
-    fn stream(t: &RouteTable) -> Vec<u32> {
-        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
-        (0..STREAM)
-            .map(|_| {
-                let r = t.routes[rng.gen_range(0..t.routes.len())];
-                r.prefix | (rng.gen::<u32>() & !mask(r.len))
-            })
-            .collect()
     }
 
     /// The routes as DPDK takes them: prefix lengths 1 to 32, so a default route becomes

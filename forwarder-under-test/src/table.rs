@@ -290,21 +290,9 @@ impl<R: Read> Read for Capped<R> {
 /// [`MAX_TABLE_BYTES`] stored and as text; gzip recognized by its magic bytes.
 fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>> {
     use std::io::Seek;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let refuse = |msg: String| Error::Parse { path: path.into(), line: 0, msg };
-    let kind = |t: std::fs::FileType| {
-        if t.is_fifo() {
-            Some("a FIFO")
-        } else if t.is_char_device() || t.is_block_device() {
-            Some("a device")
-        } else if t.is_dir() {
-            Some("a directory")
-        } else if t.is_socket() {
-            Some("a socket")
-        } else {
-            None
-        }
-    };
+    let kind = fwd_abi::file_kind::not_regular;
     if let Some(what) = std::fs::metadata(path).ok().and_then(|m| kind(m.file_type())) {
         return Err(refuse(format!("is {what}, expected a route table file (a regular file); not read")));
     }
@@ -550,7 +538,7 @@ mod tests {
         std::os::unix::fs::symlink("/proc/self/status", &proc_link).unwrap();
         for (p, want) in [
             (fifo.clone(), "is a FIFO"),
-            (PathBuf::from("/dev/zero"), "is a device"),
+            (PathBuf::from("/dev/zero"), "is a character device"),
             (proc_link, "is a file of the kernel's procfs"),
         ] {
             let e = RouteTable::load(&p, &opts).err().expect("refused").to_string();
