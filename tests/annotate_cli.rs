@@ -160,3 +160,36 @@ fn a_recordings_symbol_map_names_functions_but_gives_addresses_only() {
     assert!(out.contains("a symbol map names the function but holds no instruction bytes: addresses only"), "{out}");
     assert!(out.contains("995a5b0c41324fecc8306a59598ccb4bdf6ac0af"), "{out}");
 }
+
+/// `--against`: an input set beside itself moves nothing (every line and instruction
+/// +0.00, the same counts on both sides, the counts those of the plain annotation); the
+/// JSON rows add up to the function's samples on each side.
+#[test]
+fn an_input_against_itself_moves_nothing() {
+    let sym = "fwd_lookup_fib_dir24";
+    let o = run(&["annotate", "-i", &fixture(), "--against", &fixture(), "--symfs", &symfs(), sym]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let head = out.lines().find(|l| l.starts_with("== fwd_lookup_fib_dir24")).unwrap_or_default();
+    let plain = text(&run(&["annotate", "-i", &fixture(), "--symfs", &symfs(), sym])).0;
+    let n = plain
+        .lines()
+        .find(|l| l.starts_with("== fwd_lookup_fib_dir24"))
+        .and_then(|l| l.split("): ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(head.contains(&format!("A {n} samples")) && head.contains(&format!("B {n} samples")), "{head}\n{plain}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("0x") || l.contains(".rs:")).collect();
+    assert!(rows.len() > 3, "{out}");
+    assert!(rows.iter().all(|l| l.contains("   +0.00  ")), "{out}");
+    let o = run(&["annotate", "-i", &fixture(), "--against", &fixture(), "--symfs", &symfs(), "--format", "json", sym]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let s = &v["symbols"][0];
+    let sum = |key: &str, side: &str| s[key].as_array().unwrap().iter().map(|r| r[side].as_u64().unwrap()).sum::<u64>();
+    let total = s["a_samples"].as_u64().unwrap();
+    assert_eq!(total.to_string(), n);
+    for key in ["lines", "instructions"] {
+        assert_eq!((sum(key, "a_samples"), sum(key, "b_samples")), (total, total), "{key}");
+    }
+}

@@ -44,6 +44,9 @@ pub struct Options {
     pub window_radius: usize,
     /// How many windows at most. Default 12.
     pub max_windows: usize,
+    /// These symbols by exact name, each that has samples (none is an error): the second
+    /// input of a comparison annotates what the first chose. Default: none.
+    pub names: Vec<String>,
 }
 
 impl Default for Options {
@@ -56,6 +59,7 @@ impl Default for Options {
             max_instructions: 100_000,
             window_radius: 16,
             max_windows: 12,
+            names: Vec::new(),
         }
     }
 }
@@ -266,6 +270,9 @@ fn open_samples(input: &Input, path: &Path, paths: &SymbolPaths) -> Result<Opene
 fn choose(table: &HashMap<Key, Sampled>, o: &Options) -> Result<Vec<Key>> {
     let mut all: Vec<(&Key, &Sampled)> = table.iter().collect();
     all.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(a.0.cmp(b.0)));
+    if !o.names.is_empty() {
+        return Ok(all.iter().filter(|(k, _)| o.names.contains(&k.0)).map(|(k, _)| (*k).clone()).collect());
+    }
     if let Some(want) = &o.symbol {
         let found: Vec<Key> = all.iter().filter(|(k, _)| &k.0 == want).map(|(k, _)| (*k).clone()).collect();
         if found.is_empty() {

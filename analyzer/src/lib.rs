@@ -9,11 +9,13 @@
 //! of many hosts as one Hive-partitioned dataset; [`windows`] splits samples by thread and
 //! time window (a live comparison's blocks); [`agreement`] lists the hosts and settings
 //! where samples and stage clocks are known to part; [`annotate`] goes below the symbol:
-//! instructions and source lines with their samples and stages.
+//! instructions and source lines with their samples and stages; [`annotate_diff`] sets
+//! two inputs' annotations of the same functions side by side.
 
 pub mod aggregate;
 pub mod agreement;
 pub mod annotate;
+pub mod annotate_diff;
 pub mod crosscheck;
 pub mod dataset;
 pub mod diff;

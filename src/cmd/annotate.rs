@@ -1,5 +1,6 @@
-//! `fwdscope annotate -i IN [SYMBOL]`: a function's instructions and source lines with
-//! their samples and stages (the library call: [`analyzer::annotate`]).
+//! `fwdscope annotate -i IN [SYMBOL] [--against IN2]`: a function's instructions and source
+//! lines with their samples and stages (the library call: [`analyzer::annotate`]); with a
+//! second input, both side by side ([`analyzer::annotate_diff`]).
 
 use analyzer::rules::Rules;
 use anyhow::Result;
@@ -32,6 +33,12 @@ pub struct AnnotateArgs {
     /// instead of listing instructions.
     #[arg(long)]
     pub source: bool,
+    /// A second recording or perf.data file (B) to set beside the first (A): the same
+    /// functions (those A's choice gives), per source line the share of the function's
+    /// samples in A and in B and the difference; instructions too where both ran the same
+    /// build (`--source` leaves them out).
+    #[arg(long, value_name = "INPUT")]
+    pub against: Option<PathBuf>,
     /// Output format (json: every instruction's and line's row, for notebooks).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -62,6 +69,18 @@ pub fn run(a: &AnnotateArgs) -> Result<()> {
         ..Default::default()
     };
     let ann = analyzer::annotate::annotate(&input, &a.input, &rules, &a.symbols.paths(), &o)?;
+    if let Some(b_path) = &a.against {
+        let b_input = analyzer::input::open(b_path)?;
+        let names = ann.symbols.iter().map(|s| s.symbol.clone()).collect();
+        let ob = analyzer::annotate::Options { symbol: None, stage: None, names, ..o };
+        let b = analyzer::annotate::annotate(&b_input, b_path, &rules, &a.symbols.paths(), &ob)?;
+        let d = analyzer::annotate_diff::diff(&ann, &b);
+        match a.format {
+            Format::Text => print!("{}", d.text(!a.source)),
+            Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
+        }
+        return Ok(());
+    }
     match a.format {
         Format::Text => print!("{}", ann.text(a.source)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&ann)?),
