@@ -45,9 +45,11 @@ fn the_golden_recording_and_perf_data_pages_and_flame_graphs_read_in_chromium() 
     std::fs::create_dir_all(&dir).unwrap();
     let rec = Path::new(DATA).join("forwarder-recording");
     let page = page_of(&rec, &dir.join("rec.html"), &[]);
-    for id in ["stage-table", "symbols", "flame", "clocks", "rate", "timeline"] {
+    for id in ["stage-table", "symbols", "flame", "clocks", "rate", "timeline", "annotations"] {
         assert!(page.contains(&format!("id=\"{id}\"")), "recording page: no {id}");
     }
+    // The lookup stage's top symbol gets a listing.
+    assert!(page.contains("<details class=\"ann\" data-symbol=\"fwd_lookup_"), "no annotated lookup symbol");
     let pd = Path::new(DATA).join("kernel-forwarding.perf.data");
     let ks = format!("{DATA}/kernel-forwarding.kallsyms.gz");
     let pd_page = page_of(&pd, &dir.join("pd.html"), &["--kallsyms", &ks]);
@@ -95,11 +97,23 @@ fn a_recording_made_here_gets_its_page() {
     let page = page_of(&rec, &dir.join("rec.html"), &[]);
     assert!(page.contains("thread fwd-worker-0"), "no track for the worker");
     assert!(page.contains("id=\"rate\""), "no forwarded rate over time");
+    // Inside the stages: the lookup engine's listing with source lines from its DWARF
+    // (the binary built here), shaded rows, and its instructions folded under them.
+    let at = page.find("data-symbol=\"fwd_lookup_").expect("no listing for a lookup symbol");
+    let listing = &page[at..page[at..].find("</details>\n</details>").map_or(page.len(), |e| at + e)];
+    assert!(listing.contains(".rs:") && listing.contains("style=\"background:rgba("), "{listing}");
+    assert!(listing.contains(" instructions</summary>"), "{listing}");
     let Some(chromium) = browser::chromium() else {
         println!("SKIP: no chromium installed: the page is checked, its rendering is not");
         return;
     };
     browser::assert_readable("recording page", &browser::check_page(chromium, &page, &dir, "rec", 1280));
+    // The same page with every listing opened: its rows fit their boxes too.
+    let opened = page.replace("<details class=\"ann\"", "<details open class=\"ann\"");
+    browser::assert_readable(
+        "recording page, listings open",
+        &browser::check_page(chromium, &opened, &dir, "rec-open", 1280),
+    );
     check_flame_svg(chromium, &rec, &dir, &[]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -268,7 +268,8 @@ table.data{border-collapse:collapse;font-size:14px;margin:.5em 0;max-width:100%}
 table.data th,table.data td{padding:.2em .6em;white-space:nowrap;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}\
 table.data th{background:#f0f0f0}table.data td.l,table.data th.l{text-align:left;white-space:normal;overflow-wrap:anywhere}table.data td.s{white-space:nowrap}\
 tr.out td{color:#999}.missing{border:2px solid #b60;padding:.5em;background:#fff8ee}.src{color:#555;font-size:14px}\
-img.flame{width:100%;box-sizing:border-box;border:1px solid #ddd}summary.out{color:#999}";
+img.flame{width:100%;box-sizing:border-box;border:1px solid #ddd}summary.out{color:#999}\
+details.ann{margin:.3em 0 .3em 1em}details.ann summary{cursor:pointer}table.ann td.code{font-family:monospace;font-size:13px}";
 
 /// How a legend key is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

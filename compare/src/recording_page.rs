@@ -3,7 +3,9 @@
 //! stage, the two-instrument clocks check, and, for a recording, a timeline over the
 //! recording: the forwarded rate (the forwarder's counters) above one track per busy thread
 //! with its stage shares per time window (as a profiler's thread tracks show them: when GC
-//! spiked, when the rate dropped). Every figure says where it came from: the event, the
+//! spiked, when the rate dropped); inside the stages, each stage's top symbols annotated
+//! (source lines shaded by their share, instructions folded under them). Every figure says
+//! where it came from: the event, the
 //! clock, where the symbols came from. The figures are the analyzer's (stage table,
 //! per-window attribution, export profile), not computed again here.
 
@@ -29,12 +31,157 @@ pub struct RecordingPageOptions {
     /// Threads given a track, those with most samples (default 6; a thread needs 1% of the
     /// samples).
     pub threads: usize,
+    /// Symbols of each stage given an annotated listing, those with most of its samples
+    /// (default 2; 0: none).
+    pub annotated: usize,
 }
 
 impl Default for RecordingPageOptions {
     fn default() -> Self {
-        RecordingPageOptions { top: 25, windows: 40, threads: 6 }
+        RecordingPageOptions { top: 25, windows: 40, threads: 6, annotated: 2 }
     }
+}
+
+/// Instructions a listing on the page shows at most (a longer function shows the windows
+/// around its hottest ones, as `annotate` does).
+const PAGE_MAX_INSTRUCTIONS: usize = 600;
+
+/// A row's background: the stage's colour, as strong as the row's share of its function.
+fn shade(stage: &str, percent: f64) -> String {
+    let RGBColor(r, g, b) = stage_rgb(stage);
+    let a = (percent / 100.0).clamp(0.0, 1.0) * 0.85;
+    format!("background:rgba({r},{g},{b},{a:.2})")
+}
+
+/// Inside the stages: for each stage with samples, its top symbols annotated (as
+/// `fwdscope annotate` does), each a collapsible listing of its source lines (hot lines
+/// shaded in the stage's colour by their share of the function) with its instructions
+/// folded under them. What cannot be annotated is said in place of the listings.
+fn annotations_section(
+    path: &Path,
+    input: &Input,
+    t: &StageTable,
+    rules: &Rules,
+    paths: &SymbolPaths,
+    per_stage: usize,
+) -> String {
+    use analyzer::rules::{BINARY_UNKNOWN, KERNEL_UNKNOWN, OTHER, SHARED, STARTUP, UNLISTED};
+    if per_stage == 0 {
+        return String::new();
+    }
+    let skip = [OTHER, STARTUP, KERNEL_UNKNOWN, BINARY_UNKNOWN, UNLISTED, SHARED];
+    let mut stages: Vec<&str> = t
+        .stages
+        .iter()
+        .filter(|r| r.samples > 0 && !skip.contains(&r.stage.as_str()))
+        .map(|r| r.stage.as_str())
+        .collect();
+    stages.sort_by_key(|s| stage_rank(s));
+    let mut picks: Vec<(&str, Vec<&analyzer::stages::SymbolRow>)> = Vec::new();
+    for st in &stages {
+        let mut rows: Vec<&analyzer::stages::SymbolRow> = t.symbols.iter().filter(|r| r.stage == *st).collect();
+        rows.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.symbol.cmp(&b.symbol)));
+        rows.truncate(per_stage);
+        picks.push((st, rows));
+    }
+    let mut out = String::from(
+        "<h2>Inside the stages</h2>\n<p class=\"src\">Each stage's top symbols annotated as <code>fwdscope annotate</code> \
+         does: samples per source line (with the call sites it was inlined through; shaded by the line's share of the \
+         function) and, folded under them, per instruction. Samples land on the instruction after the one that \
+         waited (skid).</p>\n<div id=\"annotations\">\n",
+    );
+    let names: Vec<String> = picks.iter().flat_map(|(_, rows)| rows.iter().map(|r| r.symbol.clone())).collect();
+    if names.is_empty() {
+        out.push_str("<p class=\"missing\">No stage has named symbols to annotate.</p>\n</div>\n");
+        return out;
+    }
+    let o = analyzer::annotate::Options { names, max_instructions: PAGE_MAX_INSTRUCTIONS, ..Default::default() };
+    let ann = match analyzer::annotate::annotate(input, path, rules, paths, &o) {
+        Ok(a) => a,
+        Err(e) => {
+            out.push_str(&format!(
+                "<p class=\"missing\">No annotated listings: {}.</p>\n</div>\n",
+                escape(&e.to_string())
+            ));
+            return out;
+        }
+    };
+    for (st, rows) in &picks {
+        out.push_str(&format!(
+            "<h3><span class=\"key\"><i style=\"background:{}\"></i>{}</span></h3>\n",
+            css(&stage_rgb(st)),
+            escape(st)
+        ));
+        for r in rows {
+            let Some(a) = ann.symbols.iter().find(|a| a.symbol == r.symbol && a.dso == r.dso) else {
+                out.push_str(&format!("<p class=\"src\">{}: not annotated.</p>\n", escape(&r.symbol)));
+                continue;
+            };
+            out.push_str(&listing(st, r.samples, a));
+        }
+    }
+    out.push_str("</div>\n");
+    out
+}
+
+/// One function's collapsible listing: lines, then its instructions folded.
+fn listing(stage: &str, in_stage: u64, a: &analyzer::annotate::SymbolAnnotation) -> String {
+    let hottest =
+        a.lines.first().map_or(String::new(), |l| format!("; hottest line {} ({:.0}%)", l.location, l.percent));
+    let mut out = format!(
+        "<details class=\"ann\" data-symbol=\"{}\"><summary><code>{}</code> ({}): {} samples in {}, {} in all{}</summary>\n",
+        escape(&a.symbol),
+        escape(&a.symbol),
+        escape(&a.dso),
+        in_stage,
+        escape(stage),
+        a.samples,
+        escape(&hottest)
+    );
+    out.push_str(&format!("<p class=\"src\">bytes and names: {}</p>\n", escape(&a.source)));
+    for n in &a.notes {
+        out.push_str(&format!("<p class=\"src\">note: {}</p>\n", escape(n)));
+    }
+    out.push_str(
+        "<table class=\"data ann\"><tr><th>samples</th><th>share</th><th class=\"l\">source line</th><th class=\"l\">function</th></tr>\n",
+    );
+    for l in &a.lines {
+        let via = if l.inlined_at.is_empty() { String::new() } else { format!(" < {}", l.inlined_at.join(" < ")) };
+        out.push_str(&format!(
+            "<tr style=\"{}\"><td>{}</td><td>{:.1}%</td><td class=\"l code\">{}{}</td><td class=\"l code\">{}</td></tr>\n",
+            shade(stage, l.percent),
+            l.samples,
+            l.percent,
+            escape(&l.location),
+            escape(&via),
+            escape(&l.function)
+        ));
+    }
+    out.push_str("</table>\n");
+    if !a.instructions.is_empty() {
+        out.push_str(&format!(
+            "<details class=\"ann\"><summary>{} instructions</summary>\n<table class=\"data ann\"><tr><th>samples</th><th>share</th><th class=\"l\">address</th><th class=\"l\">instruction</th><th class=\"l\">stage</th></tr>\n",
+            a.instructions.len()
+        ));
+        for i in &a.instructions {
+            if i.after_gap {
+                out.push_str("<tr><td></td><td></td><td class=\"l code\">...</td><td></td><td></td></tr>\n");
+            }
+            let st: Vec<String> = i.stages.iter().map(|s| s.stage.clone()).collect();
+            out.push_str(&format!(
+                "<tr style=\"{}\"><td>{}</td><td>{:.1}%</td><td class=\"l code\">{:#x}</td><td class=\"l code\">{}</td><td class=\"l\">{}</td></tr>\n",
+                shade(stage, i.percent),
+                i.samples,
+                i.percent,
+                i.address,
+                escape(i.text.as_deref().unwrap_or("")),
+                escape(&st.join(", "))
+            ));
+        }
+        out.push_str("</table></details>\n");
+    }
+    out.push_str("</details>\n");
+    out
 }
 
 fn chart_err(e: impl std::fmt::Display) -> Error {
@@ -129,6 +276,7 @@ pub fn recording_page(
             base64::engine::general_purpose::STANDARD.encode(svg)
         ));
     }
+    html.push_str(&annotations_section(path, input, &t, rules, paths, o.annotated));
     html.push_str("<h2>Two instruments: samples against the stage clocks</h2>\n");
     match (&t.clock_check, &t.clocks_absent) {
         (Some(c), _) => html.push_str(&format!("<pre class=\"notes\" id=\"clocks\">{}</pre>\n", escape(&c.text()))),
