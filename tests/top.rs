@@ -272,9 +272,22 @@ fn replay_plays_a_recording_at_its_own_pace() {
     t.wait_for(&["no control here"], 10);
     // Esc closes the help and quits nothing, also pressed again with the help closed.
     t.keys("h");
-    t.wait_for(&["close this help (only q quits)"], 10);
+    t.wait_for(&["close help; back out of a stage or symbol"], 10);
     t.keys("Escape");
-    assert!(wait_until(10, || !t.screen().contains("only q quits")), "help still open:\n{}", t.screen());
+    assert!(wait_until(10, || !t.screen().contains("back out of a stage")), "help still open:\n{}", t.screen());
+    // Drill down after the replay's end: tab to the stage panel, Enter on its first row
+    // (lookup) lists lookup's symbols, Enter on the first goes inside it (its source lines),
+    // Esc comes back out, twice to every symbol.
+    t.keys("Tab");
+    t.keys("Enter");
+    let s = t.wait_for(&["symbols of lookup", "fwd_lookup_fib_dir24"], 10);
+    assert!(!s.contains("fwd_nic_generate"), "another stage's symbol in lookup's list:\n{s}");
+    t.keys("Enter");
+    t.wait_for(&["inside fwd_lookup_fib_dir24", "hottest source lines", "source line"], 10);
+    t.keys("Escape");
+    t.wait_for(&["symbols of lookup"], 10);
+    t.keys("Escape");
+    t.wait_for(&["top symbols (", "fwd_nic_generate"], 10);
     // With the help closed, Esc (like any key) clears the last message, and top runs on.
     t.keys("+");
     t.wait_for(&["no control here"], 10);

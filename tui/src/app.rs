@@ -4,7 +4,7 @@
 //! control block; the workers pick them up and publish the new setting, which the next
 //! frame shows.
 
-use crate::model::Model;
+use crate::model::{Drill, Model};
 use crate::source::{self, Notice, Source};
 use crate::tty::{Input, Tty};
 use crate::view::{self, AbView, Focus, Ui};
@@ -220,8 +220,11 @@ impl App {
         match code {
             KeyCode::Char('q') => return false,
             KeyCode::Char('c') if mods.contains(KeyModifiers::CONTROL) => return false,
-            // Esc closes the help; it never quits (only q does).
-            KeyCode::Esc => self.ui.help = false,
+            // Esc closes the help, else backs out of a symbol or a stage; it never quits
+            // (only q does).
+            KeyCode::Esc if self.ui.help => self.ui.help = false,
+            KeyCode::Esc => self.back_out(),
+            KeyCode::Enter => self.go_in(),
             KeyCode::Char('p') => {
                 self.ui.paused = !self.ui.paused;
                 self.source.set_paused(self.ui.paused);
@@ -233,8 +236,19 @@ impl App {
             }
             KeyCode::Char('z') => self.model.toggle_mode(),
             KeyCode::Tab => self.ui.focus = self.ui.focus.next(),
-            KeyCode::Down if self.ui.focus == Focus::Symbols => self.ui.scroll += 1,
+            KeyCode::Down if self.ui.focus == Focus::Symbols => {
+                let rows = if matches!(self.model.drill, Drill::Symbol { .. }) {
+                    self.model.inside.len()
+                } else {
+                    self.model.symbols.len()
+                };
+                self.ui.scroll = (self.ui.scroll + 1).min(rows.saturating_sub(1));
+            }
             KeyCode::Up if self.ui.focus == Focus::Symbols => self.ui.scroll = self.ui.scroll.saturating_sub(1),
+            KeyCode::Down if self.ui.focus == Focus::Stages => {
+                self.ui.stage_sel = (self.ui.stage_sel + 1).min(self.model.stages.len().saturating_sub(1));
+            }
+            KeyCode::Up if self.ui.focus == Focus::Stages => self.ui.stage_sel = self.ui.stage_sel.saturating_sub(1),
             KeyCode::Char('b') => self.toggle_ab(),
             KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('-') | KeyCode::Char('c') if self.ab.is_some() => {
                 self.ui.message = Some("an A/B is running: b stops it first".into());
@@ -268,6 +282,40 @@ impl App {
             _ => {}
         }
         true
+    }
+
+    /// Enter: on the stage panel, list the selected stage's symbols; on the symbol panel,
+    /// go inside the selected symbol (its hottest source lines, live).
+    fn go_in(&mut self) {
+        match (self.ui.focus, &self.model.drill) {
+            (Focus::Stages, _) => {
+                let Some(st) = view::stage_rows(&self.model).get(self.ui.stage_sel).map(|s| s.stage.clone()) else {
+                    return;
+                };
+                self.model.set_drill(Drill::Stage(st.clone()));
+                self.ui.focus = Focus::Symbols;
+                self.ui.scroll = 0;
+                self.ui.message = Some(format!("symbols of {st}: enter goes inside one, esc shows all"));
+            }
+            (Focus::Symbols, Drill::All | Drill::Stage(_)) => {
+                let Some(s) = self.model.symbols.get(self.ui.scroll).cloned() else { return };
+                self.model.set_drill(Drill::Symbol { stage: s.stage, symbol: s.symbol.clone(), dso: s.dso });
+                self.ui.scroll = 0;
+                self.ui.message = Some(format!("inside {}: its hottest source lines from the next tick", s.symbol));
+            }
+            _ => {}
+        }
+    }
+
+    /// Esc (help closed): out of a symbol to its stage's symbols, out of a stage to all.
+    fn back_out(&mut self) {
+        let to = match &self.model.drill {
+            Drill::Symbol { stage, .. } => Drill::Stage(stage.clone()),
+            Drill::Stage(_) => Drill::All,
+            Drill::All => return,
+        };
+        self.model.set_drill(to);
+        self.ui.scroll = 0;
     }
 
     fn control(&mut self, act: impl FnOnce(&Segment, &crate::model::ForwarderInfo, &mut Ui) -> String) {

@@ -124,6 +124,31 @@ pub struct SymbolLine {
     pub dso: String,
 }
 
+/// Where the symbol panel looks (Enter goes in, Esc comes back out).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Drill {
+    /// Every symbol.
+    #[default]
+    All,
+    /// The symbols of one stage.
+    Stage(String),
+    /// Inside one function: its hottest source lines (the stage it was entered from, to
+    /// go back to).
+    Symbol { stage: String, symbol: String, dso: String },
+}
+
+/// One source line of the function drilled into.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InsideLine {
+    pub weight: f64,
+    /// Share of the function's samples (decayed as the symbol table is).
+    pub percent: f64,
+    /// `FILE:LINE` of the innermost frame (file name only), `?` without DWARF.
+    pub location: String,
+    /// The innermost (inlined) function at that line.
+    pub function: String,
+}
+
 /// One worker's rates over the last interval.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerLine {
@@ -177,6 +202,10 @@ pub struct Model {
     pub interval_packets: Option<u64>,
     /// Ticks so far.
     pub ticks: u64,
+    /// What the symbol panel shows: every symbol, a stage's, or inside one function.
+    pub drill: Drill,
+    /// Inside the function drilled into: its hottest source lines, at each tick.
+    pub inside: Vec<InsideLine>,
     // Accumulating between ticks.
     attributor: Attributor,
     /// Interned (symbol, dso) and stage names: the per-sample path hashes integers only.
@@ -202,6 +231,13 @@ pub struct Model {
     first_time: Option<u64>,
     /// Samples or counters arrived since the last tick.
     fresh: bool,
+    /// The drilled-into function's interned id.
+    focus_id: Option<u32>,
+    /// Samples per address (decayed as the symbol table is), so a function entered shows
+    /// its lines at once, a finished replay's too.
+    addr_weights: HashMap<(u32, u64, bool), f64>,
+    /// An address's source line and innermost function (DWARF, read once per address).
+    line_of: HashMap<(u32, u64, bool), (String, String)>,
 }
 
 impl Model {
@@ -243,7 +279,24 @@ impl Model {
             epoch: None,
             first_time: None,
             fresh: false,
+            drill: Drill::All,
+            inside: Vec::new(),
+            focus_id: None,
+            addr_weights: HashMap::new(),
+            line_of: HashMap::new(),
         }
+    }
+
+    /// Look at every symbol, one stage's, or inside one function (from the next tick on;
+    /// the symbol table is filtered at once).
+    pub fn set_drill(&mut self, d: Drill) {
+        self.focus_id = match &d {
+            Drill::Symbol { symbol, dso, .. } => self.name_ids.get(&(symbol.clone(), dso.clone())).copied(),
+            _ => None,
+        };
+        self.drill = d;
+        self.symbols = self.symbol_lines();
+        self.inside = if self.focus_id.is_some() { self.inside_lines() } else { Vec::new() };
     }
 
     /// The sampled event's unit: `ns` for clock events, else the event's name.
@@ -310,6 +363,7 @@ impl Model {
             Batch::Maps(m) => {
                 self.attributor.add_maps(m);
                 self.by_ip.clear();
+                self.line_of.clear();
             }
             Batch::Tasks(t) => {
                 for e in &t {
@@ -386,7 +440,52 @@ impl Model {
         e.0 += 1;
         e.1 = e.1.saturating_add(s.period);
         *self.weights.entry((sym, stage)).or_default() += 1.0;
+        *self.addr_weights.entry(key).or_default() += 1.0;
         self.samples_total += 1;
+    }
+
+    /// The drilled-into function's samples folded by source line, most first.
+    fn inside_lines(&mut self) -> Vec<InsideLine> {
+        let mut by_line: HashMap<(String, String), f64> = HashMap::new();
+        let Some(id) = self.focus_id else { return Vec::new() };
+        let mine: Vec<((u32, u64, bool), f64)> = self
+            .addr_weights
+            .iter()
+            .filter(|(k, _)| self.by_ip.get(k).is_some_and(|v| v.0 == id))
+            .map(|(k, w)| (*k, *w))
+            .collect();
+        for ((pid, ip, kernel), w) in mine {
+            let at = match self.line_of.get(&(pid, ip, kernel)) {
+                Some(v) => v.clone(),
+                None => {
+                    let frames = self.attributor.frames(pid, ip, kernel);
+                    let v = frames.first().map_or(("?".to_string(), String::new()), |f| {
+                        let file = f.file.as_deref().map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
+                        let loc = match (file, f.line) {
+                            (Some(file), Some(l)) => format!("{file}:{l}"),
+                            (Some(file), None) => file,
+                            _ => "?".to_string(),
+                        };
+                        (loc, f.function.clone())
+                    });
+                    self.line_of.insert((pid, ip, kernel), v.clone());
+                    v
+                }
+            };
+            *by_line.entry(at).or_default() += w;
+        }
+        let total: f64 = by_line.values().sum();
+        let mut v: Vec<InsideLine> = by_line
+            .into_iter()
+            .map(|((location, function), weight)| InsideLine {
+                weight,
+                percent: if total > 0.0 { 100.0 * weight / total } else { 0.0 },
+                location,
+                function,
+            })
+            .collect();
+        v.sort_by(|a, b| b.weight.total_cmp(&a.weight).then_with(|| a.location.cmp(&b.location)));
+        v
     }
 
     /// Whether `s` is the forwarder's start-up: before its process's first worker FORK;
@@ -422,6 +521,8 @@ impl Model {
     pub fn zero_symbols(&mut self) {
         self.weights.clear();
         self.symbols.clear();
+        self.addr_weights.clear();
+        self.inside.clear();
     }
 
     /// Re-order the symbol table now (after a sort change).
@@ -479,8 +580,19 @@ impl Model {
             self.at_tick = self.latest.clone();
         }
         self.symbols = self.symbol_lines();
+        if let Drill::Symbol { symbol, dso, .. } = &self.drill {
+            // A function entered before its first sample here gets its id once it has one.
+            if self.focus_id.is_none() {
+                self.focus_id = self.name_ids.get(&(symbol.clone(), dso.clone())).copied();
+            }
+            self.inside = self.inside_lines();
+        }
         if self.mode == SymbolMode::Decaying {
             self.weights.retain(|_, w| {
+                *w *= DECAY;
+                *w >= 0.05
+            });
+            self.addr_weights.retain(|_, w| {
                 *w *= DECAY;
                 *w >= 0.05
             });
@@ -558,10 +670,16 @@ impl Model {
     }
 
     fn symbol_lines(&self) -> Vec<SymbolLine> {
-        let total: f64 = self.weights.values().sum();
+        let only = match &self.drill {
+            Drill::All => None,
+            Drill::Stage(st) | Drill::Symbol { stage: st, .. } => Some(st.as_str()),
+        };
+        let keep = |stage: u16| only.is_none_or(|st| self.stage_names[stage as usize] == st);
+        let total: f64 = self.weights.iter().filter(|((_, st), _)| keep(*st)).map(|(_, w)| w).sum();
         let mut v: Vec<SymbolLine> = self
             .weights
             .iter()
+            .filter(|((_, st), _)| keep(*st))
             .map(|((sym, stage), w)| SymbolLine {
                 weight: *w,
                 percent: if total > 0.0 { 100.0 * w / total } else { 0.0 },
@@ -734,6 +852,40 @@ mod tests {
         assert_eq!(names(&m), ["fib_table_lookup", "kfree"]);
         m.sort = m.sort.next();
         assert_eq!(m.sort, SortBy::Dso);
+    }
+
+    /// Kernel samples: fib_table_lookup (lookup) at two addresses, 6 and 2 samples, kfree
+    /// (slab) 4. A stage drill keeps lookup's symbols; a symbol drill folds its addresses
+    /// (kernel addresses have names only: one `?` line of 8, 100%); Esc's way back restores
+    /// every symbol.
+    #[test]
+    fn drilling_into_a_stage_then_a_symbol() {
+        let mut m = model();
+        let mut v = vec![sample(0xffffffff81000010, 1, &[]); 6];
+        v.extend(vec![sample(0xffffffff81000020, 1, &[]); 2]);
+        v.extend(vec![sample(0xffffffff81000110, 1, &[]); 4]);
+        m.apply(Batch::Samples(v));
+        m.tick();
+        assert_eq!(m.symbols.len(), 2);
+        m.set_drill(Drill::Stage("slab".into()));
+        let only: Vec<(&str, f64, f64)> = m.symbols.iter().map(|s| (s.symbol.as_str(), s.weight, s.percent)).collect();
+        assert_eq!(only, [("kfree", 4.0 * DECAY, 100.0)]);
+        m.set_drill(Drill::Symbol {
+            stage: "lookup".into(),
+            symbol: "fib_table_lookup".into(),
+            dso: "[kernel.kallsyms]".into(),
+        });
+        assert_eq!(m.symbols.len(), 1, "the stage's symbols stay filtered beneath");
+        let inside: Vec<(&str, &str, f64)> =
+            m.inside.iter().map(|l| (l.location.as_str(), l.function.as_str(), l.weight)).collect();
+        assert_eq!(inside, [("?", "fib_table_lookup", 8.0 * DECAY)]);
+        // Live: more samples of it show at the next tick.
+        m.apply(Batch::Samples(vec![sample(0xffffffff81000010, 1, &[]); 3]));
+        m.tick();
+        assert_eq!(m.inside[0].weight, 8.0 * DECAY + 3.0);
+        m.set_drill(Drill::All);
+        assert_eq!(m.symbols.len(), 2);
+        assert!(m.inside.is_empty());
     }
 
     #[test]

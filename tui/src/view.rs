@@ -13,7 +13,7 @@
 //! the rtstat panel's columns from the right (ovrf/s, miss/s, ign/s, gc/s), then (under 80
 //! columns) the rtstat and workers panels, and the rate sparkline takes what is left.
 
-use crate::model::{Model, StageLine, SymbolMode};
+use crate::model::{Drill, Model, StageLine, SymbolMode};
 use compare::live::AbStatus;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -92,8 +92,12 @@ pub struct Ui {
     pub focus: Focus,
     pub paused: bool,
     pub help: bool,
-    /// First symbol row shown (the symbols panel scrolls with the arrows when focused).
+    /// First symbol row shown (the symbols panel scrolls with the arrows when focused; it
+    /// is the row Enter goes into).
     pub scroll: usize,
+    /// The stage row selected in the stage panel (arrows when focused; Enter lists its
+    /// symbols).
+    pub stage_sel: usize,
     /// Whether keys can change the forwarder (false for `-p`, `-a`, replays).
     pub control: bool,
     /// The last key's effect, or a refusal, shown on the status line.
@@ -113,6 +117,7 @@ impl Default for Ui {
             paused: false,
             help: false,
             scroll: 0,
+            stage_sel: 0,
             control: true,
             message: None,
             ab: None,
@@ -372,14 +377,21 @@ pub fn stage_label(stage: &str) -> String {
     }
 }
 
+/// The stage panel's rows in the order drawn: the forwarding stages, then those apart (the
+/// device, waiting, start-up).
+pub fn stage_rows(m: &Model) -> Vec<&StageLine> {
+    let (forwarding, apart): (Vec<&StageLine>, Vec<&StageLine>) = m.stages.iter().partition(|s| s.share.is_some());
+    forwarding.into_iter().chain(apart).collect()
+}
+
 fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     let unit = m.unit();
     let clocks = m.stages.iter().any(|s| s.clock_ns.is_some());
     let title = format!(" stages, last interval: {} samples ", m.interval_samples);
     let bar_w = STAGE_COLUMNS[1] as usize;
     let mut rows = Vec::new();
-    let (forwarding, apart): (Vec<&StageLine>, Vec<&StageLine>) = m.stages.iter().partition(|s| s.share.is_some());
-    for s in forwarding.iter().chain(&apart) {
+    let focused = ui.focus == Focus::Stages;
+    for (i, s) in stage_rows(m).into_iter().enumerate() {
         // Bars for the forwarding stages only, by their share of forwarding work; the
         // device and waiting are listed apart, without a bar.
         let bar = match s.share {
@@ -404,14 +416,19 @@ fn stages(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
             _ => "-".to_string(),
         };
         let shown = s.share.unwrap_or(s.percent);
-        rows.push(Row::new(vec![
+        let row = Row::new(vec![
             Cell::from(stage_label(&s.stage)).style(Style::new().fg(stage_color(&s.stage))),
             Cell::from(bar).style(Style::new().fg(stage_color(&s.stage))),
             Cell::from(format!("{shown:5.1}%")),
             Cell::from(pp),
             Cell::from(ck),
             Cell::from(pts).style(if s.disagrees { Style::new().fg(Color::Red) } else { Style::new() }),
-        ]));
+        ]);
+        rows.push(if focused && i == ui.stage_sel {
+            row.style(Style::new().add_modifier(Modifier::REVERSED))
+        } else {
+            row
+        });
     }
     let header = Row::new(vec![
         "stage".to_string(),
@@ -481,23 +498,37 @@ fn symbol_table(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
         SymbolMode::Decaying => "decaying",
         SymbolMode::Cumulative => "cumulative",
     };
-    let title = format!(" top symbols ({mode}, by {}) ", m.sort.name());
+    if let Drill::Symbol { symbol, .. } = &m.drill {
+        return inside_table(f, area, m, ui, symbol, mode);
+    }
+    let title = match &m.drill {
+        Drill::Stage(st) => format!(" symbols of {st} ({mode}, by {}) · esc: all ", m.sort.name()),
+        _ => format!(" top symbols ({mode}, by {}) ", m.sort.name()),
+    };
     let header = Row::new(["samples", "%", "symbol", "stage", "dso"]).style(Style::new().add_modifier(Modifier::BOLD));
     let shown = area.height.saturating_sub(3) as usize;
-    let start = if ui.focus == Focus::Symbols { ui.scroll.min(m.symbols.len().saturating_sub(1)) } else { 0 };
+    let focused = ui.focus == Focus::Symbols;
+    let start = if focused { ui.scroll.min(m.symbols.len().saturating_sub(1)) } else { 0 };
     let rows: Vec<Row> = m
         .symbols
         .iter()
         .skip(start)
         .take(shown)
-        .map(|s| {
-            Row::new(vec![
+        .enumerate()
+        .map(|(i, s)| {
+            let row = Row::new(vec![
                 Cell::from(format!("{:.0}", s.weight)),
                 Cell::from(format!("{:5.2}%", s.percent)),
                 Cell::from(s.symbol.clone()),
                 Cell::from(s.stage.clone()).style(Style::new().fg(stage_color(&s.stage))),
                 Cell::from(s.dso.clone()),
-            ])
+            ]);
+            // The first row shown is the one Enter goes into.
+            if focused && i == 0 && !m.symbols.is_empty() {
+                row.style(Style::new().add_modifier(Modifier::REVERSED))
+            } else {
+                row
+            }
         })
         .collect();
     let widths = [
@@ -507,6 +538,38 @@ fn symbol_table(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
         Constraint::Length(7),
         Constraint::Length(18),
     ];
+    f.render_widget(Table::new(rows, widths).header(header).block(block(title, ui.focus == Focus::Symbols)), area);
+}
+
+/// Inside one function: its hottest source lines (with the inlined function at each),
+/// updated at every tick.
+fn inside_table(f: &mut Frame, area: Rect, m: &Model, ui: &Ui, symbol: &str, mode: &str) {
+    let title = format!(" inside {symbol} ({mode}): hottest source lines · esc: back ");
+    let header = Row::new(["samples", "%", "source line", "function"]).style(Style::new().add_modifier(Modifier::BOLD));
+    let shown = area.height.saturating_sub(3) as usize;
+    let start = if ui.focus == Focus::Symbols { ui.scroll.min(m.inside.len().saturating_sub(1)) } else { 0 };
+    let mut rows: Vec<Row> = m
+        .inside
+        .iter()
+        .skip(start)
+        .take(shown)
+        .map(|l| {
+            Row::new(vec![
+                Cell::from(format!("{:.0}", l.weight)),
+                Cell::from(format!("{:5.2}%", l.percent)),
+                Cell::from(l.location.clone()),
+                Cell::from(l.function.clone()),
+            ])
+        })
+        .collect();
+    if m.inside.is_empty() {
+        rows.push(Row::new(vec![
+            Cell::from(""),
+            Cell::from(""),
+            Cell::from("no samples of it since it was entered (the next tick shows them)"),
+        ]));
+    }
+    let widths = [Constraint::Length(8), Constraint::Length(7), Constraint::Length(24), Constraint::Min(20)];
     f.render_widget(Table::new(rows, widths).header(header).block(block(title, ui.focus == Focus::Symbols)), area);
 }
 
@@ -537,9 +600,10 @@ fn ab_panel(f: &mut Frame, area: Rect, v: &AbView) {
 }
 
 /// The key bindings, as the help overlay lists them.
-pub const KEYS: [(&str, &str); 13] = [
+pub const KEYS: [(&str, &str); 14] = [
     ("q", "quit (the terminal is restored)"),
-    ("esc", "close this help (only q quits)"),
+    ("esc", "close help; back out of a stage or symbol"),
+    ("enter", "stage: its symbols; symbol: its hottest lines"),
     ("p", "pause / resume the display"),
     ("+ / -", "prefetch depth up / down (0..8)"),
     ("c", "cycle cache mode: rtcache, nocache, nhcache"),
@@ -548,7 +612,7 @@ pub const KEYS: [(&str, &str); 13] = [
     ("s", "sort symbols: samples, symbol, stage, dso"),
     ("z", "decaying / cumulative symbols (zeroes)"),
     ("tab", "focus the next panel"),
-    ("up / down", "scroll the focused symbol table"),
+    ("up / down", "select in the focused stage or symbol panel"),
     ("h", "this help"),
     ("", "keys act through the forwarder's control block"),
 ];

@@ -268,3 +268,41 @@ fn the_ab_panel_puts_its_figures_first() {
     assert_eq!(first, "A/B: first unit running");
     assert!(second.starts_with("A/A, prefetch 2 nocache against itself"), "{second}");
 }
+
+/// Enter on the stage panel's `lookup` row, then on its top symbol, as the screen shows
+/// them at 160x48: the symbol panel lists lookup's symbols only, then the function's source
+/// lines; the selected rows are drawn reversed.
+#[test]
+fn drilling_into_lookup_and_its_top_symbol() {
+    use ratatui::style::Modifier;
+    let (_, mut m) = golden_model();
+    let top_lookup = m.symbols.iter().find(|s| s.stage == "lookup").expect("a lookup symbol").clone();
+    m.set_drill(tui::model::Drill::Stage("lookup".into()));
+    assert!(m.symbols.iter().all(|s| s.stage == "lookup") && !m.symbols.is_empty());
+    let t = render(&m, &Ui::default(), 160, 48);
+    let screen = lines(&t);
+    assert!(screen.iter().any(|l| l.contains("symbols of lookup (decaying, by samples) · esc: all")), "{screen:#?}");
+    assert!(screen.iter().any(|l| l.contains(&top_lookup.symbol)), "{screen:#?}");
+    // The first symbol row (the one Enter goes into) is reversed while the panel has focus.
+    let y = screen.iter().position(|l| l.contains(&top_lookup.symbol)).unwrap() as u16;
+    assert!(t.backend().buffer()[(10, y)].modifier.contains(Modifier::REVERSED));
+    m.set_drill(tui::model::Drill::Symbol {
+        stage: "lookup".into(),
+        symbol: top_lookup.symbol.clone(),
+        dso: top_lookup.dso.clone(),
+    });
+    // Its lines hold all of its samples (decayed once since the table was drawn).
+    let total: f64 = m.inside.iter().map(|l| l.weight).sum();
+    let want = top_lookup.weight * tui::model::DECAY;
+    assert!((total - want).abs() < 1e-9, "{total} of {want}");
+    let screen = lines(&render(&m, &Ui::default(), 160, 48));
+    let title = format!("inside {} (decaying): hottest source lines · esc: back", top_lookup.symbol);
+    assert!(screen.iter().any(|l| l.contains(&title)), "{screen:#?}");
+    assert!(screen.iter().any(|l| l.contains("source line")), "{screen:#?}");
+    // The stage panel's selected row, with the focus there.
+    let ui = Ui { focus: Focus::Stages, stage_sel: 0, ..Ui::default() };
+    let t = render(&m, &ui, 160, 48);
+    let screen = lines(&t);
+    let y = screen.iter().position(|l| l.contains("│lookup")).unwrap() as u16;
+    assert!(t.backend().buffer()[(2, y)].modifier.contains(Modifier::REVERSED));
+}
