@@ -136,7 +136,7 @@ fn bad_input_gets_clear_errors() {
         ),
         (
             vec!["forward".into(), "--duration".into(), "0.0000001".into()],
-            "--duration 0.0000001: expected 0 (run until stopped) or at least 0.01 s",
+            "--duration 1e-7: expected 0 (run until stopped) or at least 0.01 s",
         ),
     ];
     for (args, want) in cases {

@@ -345,12 +345,21 @@ impl Drop for GatedChild {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
+    /// An executable script, written by a `sh` child: were this process to open it for
+    /// writing, another test's fork taken meanwhile would hold a copy of that descriptor
+    /// until its exec, and exec of a file someone holds open for writing fails with ETXTBSY.
     fn script(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+        use std::io::Write;
         let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+            .arg(&p)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        sh.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        assert!(sh.wait().unwrap().success());
         p
     }
 

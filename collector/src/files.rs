@@ -169,6 +169,52 @@ pub fn gunzip(path: &Path, bytes: &[u8], kind: Kind) -> Result<Vec<u8>> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn reads_under_a_claimed_directory_never_follow_a_link() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let secret = d.path().join("secret");
+        std::fs::create_dir(&secret).expect("mkdir");
+        std::fs::write(secret.join("meta.json"), b"root's").expect("write");
+        let out = d.path().join("out");
+        let o = crate::outdir::OutputDir::claim(&out, crate::outdir::Claim::default()).expect("made");
+        std::fs::create_dir(out.join("runs")).expect("mkdir");
+        std::fs::write(out.join("runs/own.json"), b"ours").expect("write");
+        // What the directory's owner could swap in: a run that is a link, a file that is one.
+        std::os::unix::fs::symlink(&secret, out.join("runs/001")).expect("symlink");
+        std::os::unix::fs::symlink(secret.join("meta.json"), out.join("runs/002.json")).expect("symlink");
+        assert_eq!(read(&out.join("runs/own.json"), Kind::Meta).expect("read"), b"ours");
+        for p in [out.join("runs/001/meta.json"), out.join("runs/002.json"), out.join("runs/../../secret/meta.json")] {
+            let e = read(&p, Kind::Meta).expect_err("followed");
+            assert!(e.to_string().contains("not followed"), "{e}");
+        }
+        drop(o);
+        // Unclaimed, the same path is read by path (a recording a user gives to `report`).
+        assert_eq!(read(&out.join("runs/001/meta.json"), Kind::Meta).expect("read"), b"root's");
+    }
+
+    #[test]
+    fn a_held_directory_swapped_for_another_is_still_the_one_used() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let out = d.path().join("out");
+        let o = crate::outdir::OutputDir::claim(&out, crate::outdir::Claim::default()).expect("made");
+        let runs = out.join("runs");
+        let held = crate::outdir::create_dir_held(&runs, 0o700).expect("held");
+        std::io::Write::write_all(
+            &mut crate::outdir::create_new(&runs.join("meta.json"), 0o600).expect("create"),
+            b"real",
+        )
+        .expect("write");
+        // The directory's owner renames it away and puts one of their own at its name.
+        std::fs::rename(&runs, out.join("runs.real")).expect("rename");
+        std::fs::create_dir(&runs).expect("mkdir");
+        std::fs::write(runs.join("meta.json"), b"forged").expect("write");
+        assert_eq!(read(&runs.join("meta.json"), Kind::Meta).expect("read"), b"real");
+        crate::outdir::create_new(&runs.join("new.json"), 0o600).expect("create");
+        assert!(out.join("runs.real/new.json").exists() && !runs.join("new.json").exists());
+        drop(held);
+        drop(o);
+    }
+
     fn fifo(path: &Path) {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
         // SAFETY: mkfifo with a NUL-terminated path.

@@ -606,8 +606,9 @@ impl Lab {
         Ok(existing.len())
     }
 
-    /// Whether the lab is complete: all namespaces, the forwarding sysctl, both veth pairs up,
-    /// and where the kernel's FIB is looked up, every route of the lab in it.
+    /// Whether the lab is complete: all namespaces, the forwarding sysctl, both veth pairs up.
+    /// (Routes deleted from its FIB by hand are [`Lab::routes_missing`]: the lab still
+    /// forwards, dropping their packets as no route.)
     pub fn complete(&self) -> Result<bool> {
         if self.existing()?.len() != 3 {
             return Ok(false);
@@ -619,9 +620,6 @@ impl Lab {
             .context("running `ip netns exec ... sysctl`")?;
         let want = if mode.kernel_fib() { "1" } else { "0" };
         if String::from_utf8_lossy(&out.stdout).trim() != want {
-            return Ok(false);
-        }
-        if mode.kernel_fib() && self.kernel_routes_missing() {
             return Ok(false);
         }
         if matches!(mode, Mode::Fwdscope | Mode::Xdp)
@@ -643,14 +641,32 @@ impl Lab {
         Ok(true)
     }
 
-    /// Whether the forwarding namespace's FIB lacks some of the lab's routes (routes.txt;
-    /// one deleted by hand leaves its packets unforwarded).
-    fn kernel_routes_missing(&self) -> bool {
+    /// Where the kernel's FIB is looked up (kernel and xdp modes): how many of the lab's
+    /// routes (routes.txt) its forwarding namespace lacks, and how many it should hold; None
+    /// when it holds them all (or the mode keeps its routes elsewhere). A route deleted by
+    /// hand leaves its packets to be dropped as no route: `status` and `send` say so, `up`
+    /// rebuilds.
+    pub fn routes_missing(&self) -> Option<(usize, usize)> {
+        if !self.mode()?.kernel_fib() {
+            return None;
+        }
         let want = std::fs::read_to_string(self.state_dir().join("routes.txt")).map_or(0, |t| t.lines().count());
         let dest = format!("{}/{}", std::net::Ipv4Addr::from(DEST.0), DEST.1);
         let have = ip(&["-n", &self.ns("fwd"), "-4", "route", "show", "root", &dest])
             .map_or(0, |o| o.lines().filter(|l| l.contains(" via ")).count());
-        have < want
+        (have < want).then(|| (want - have, want))
+    }
+
+    /// [`Lab::routes_missing`] in words, for `status` and `send`.
+    pub fn routes_missing_note(&self) -> Option<String> {
+        self.routes_missing().map(|(n, of)| {
+            format!(
+                "{n} of the lab's {of} routes are missing from {}'s FIB (deleted by hand?): their packets are dropped \
+                 as no route; `fwdscope lab up --name {}` restores them",
+                self.ns("fwd"),
+                self.name
+            )
+        })
     }
 
     /// The MAC address of `ifname` in namespace `ns`.
@@ -950,6 +966,9 @@ impl Lab {
                 routes.lines().count(),
                 self.ns("fwd")
             ));
+            if let Some(note) = self.routes_missing_note() {
+                s.push_str(&format!("WARNING: {note}\n"));
+            }
             if mode == Mode::Xdp {
                 let note = crate::xdp_forwarder::attach_note(&self.state_dir());
                 s.push_str(&format!("xdp forwarder: {}\n", note.as_deref().unwrap_or("not attached")));
@@ -1091,10 +1110,18 @@ fn up_locked(a: &UpOptions, lab: &Lab) -> Result<String> {
         // Routes count only when given: `lab up` alone keeps the table it finds.
         let same_routes = (a.table.is_none() && a.routes.is_none())
             || std::fs::read_to_string(lab.state_dir().join("routes.txt")).is_ok_and(|t| t == routes_text(&routes));
-        if built == spec && same_routes {
+        let missing = lab.routes_missing();
+        if built == spec && same_routes && missing.is_none() {
             return Ok(format!("lab {}: already up\n", lab.name));
         }
-        said.push_str(&format!("lab {}: up with other settings, rebuilding\n", lab.name));
+        match missing {
+            Some((n, of)) if built == spec && same_routes => said.push_str(&format!(
+                "lab {}: {n} of its {of} routes are missing from {}'s FIB, rebuilding\n",
+                lab.name,
+                lab.ns("fwd")
+            )),
+            _ => said.push_str(&format!("lab {}: up with other settings, rebuilding\n", lab.name)),
+        }
         lab.down()?;
     }
     if let Some(dead) = lab.dead_forwarder() {

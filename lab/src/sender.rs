@@ -186,11 +186,15 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
     // Likewise a lab missing a namespace, a link or its forwarding setting.
     if !lab.complete()? {
         bail!(
-            "lab {}: incomplete (a namespace, a link, a route or its forwarding setting is missing); `fwdscope lab up --name {}` \
+            "lab {}: incomplete (a namespace, a link or its forwarding setting is missing); `fwdscope lab up --name {}` \
              rebuilds it",
             lab.name,
             lab.name
         );
+    }
+    // Routes deleted by hand: the send goes on (their drops may be the point), said first.
+    if let Some(note) = lab.routes_missing_note() {
+        eprintln!("fwdscope lab send: {note}");
     }
     let routes_path = lab.state_dir().join("routes.txt");
     let table = forwarder::table::RouteTable::load(&routes_path, &forwarder::table::LoadOptions::default())
