@@ -193,3 +193,137 @@ fn an_input_against_itself_moves_nothing() {
         assert_eq!((sum(key, "a_samples"), sum(key, "b_samples")), (total, total), "{key}");
     }
 }
+
+/// A kernel function annotated from a `--vmlinux` of the recorded build, with KASLR: a tiny
+/// "kernel" is compiled here (`cc -mcmodel=kernel`, linked at 0xffffffff81000000 with a
+/// build-id), a hand-made recording says its kernel was that build-id with `_text` moved
+/// up 2 MiB, holds a kallsyms snapshot at the moved addresses, and plants 5, 3 and 7
+/// samples on three of `fake_fn`'s instructions (moved addresses). `annotate --vmlinux`
+/// must decode `fake_fn` from the image and put each count on its instruction's address
+/// as the ELF file states it (objdump's addresses). Skips, saying why, without cc and ld.
+#[test]
+fn a_kernel_function_is_annotated_from_a_vmlinux_of_its_build() {
+    use collector::recording::{Machine, Meta, RecordingWriter, SamplingInfo, FORMAT_VERSION};
+    let dir = tmpdir("annotate-vmlinux");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("k.c");
+    std::fs::write(
+        &src,
+        "int fake_fn(int x) { int s = 0; for (int i = 0; i < x; i++) s += i * x; return s; }\n\
+         int fake_other(int x) { return x * 3 + 1; }\n",
+    )
+    .unwrap();
+    let obj = dir.join("k.o");
+    let vm = dir.join("vmlinux");
+    let cc = std::process::Command::new("cc")
+        .args(["-O1", "-mcmodel=kernel", "-fno-pic", "-fno-pie", "-ffreestanding", "-fno-asynchronous-unwind-tables"])
+        .args(["-c", "-o"])
+        .arg(&obj)
+        .arg(&src)
+        .status();
+    let ld = cc.is_ok_and(|s| s.success())
+        && std::process::Command::new("ld")
+            .args([
+                "-Ttext=0xffffffff81000000",
+                "--build-id=sha1",
+                "-e",
+                "fake_fn",
+                "--defsym=_text=0xffffffff81000000",
+            ])
+            .arg("-o")
+            .arg(&vm)
+            .arg(&obj)
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ld {
+        println!("SKIP: no cc and ld to build a kernel image here");
+        return;
+    }
+    let build_id = analyzer::symbolize::ElfSymbols::open(&vm).unwrap().build_id.expect("a build-id");
+    // fake_fn's instructions as objdump gives them: (address, text).
+    let dump = std::process::Command::new("objdump").args(["-d", "--no-show-raw-insn"]).arg(&vm).output().unwrap();
+    let dump = String::from_utf8_lossy(&dump.stdout).into_owned();
+    let body = dump.split("<fake_fn>:").nth(1).expect("fake_fn in objdump").split("\n\n").next().unwrap().to_string();
+    let insns: Vec<u64> =
+        body.lines().filter_map(|l| u64::from_str_radix(l.trim().split(':').next()?.trim(), 16).ok()).collect();
+    assert!(insns.len() >= 6, "{body}");
+    let other = dump
+        .lines()
+        .find(|l| l.ends_with("<fake_other>:"))
+        .and_then(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .expect("fake_other");
+    const SHIFT: u64 = 0x20_0000;
+    let rec = dir.join("rec");
+    let mut w = RecordingWriter::create(&rec, true).unwrap();
+    let planted = [(insns[0], 5u64), (insns[2], 3), (insns[4], 7)];
+    let mut t = 0;
+    for (addr, n) in planted {
+        for _ in 0..n {
+            t += 1;
+            w.push_sample(collector::records::Sample {
+                time: t,
+                pid: 0,
+                tid: 0,
+                cpu: 0,
+                ip: addr + SHIFT,
+                period: 1,
+                kernel: true,
+                callchain: vec![],
+            });
+        }
+    }
+    w.flush().unwrap();
+    w.write_maps_and_tasks().unwrap();
+    let text_at = 0xffff_ffff_8100_0000u64 + SHIFT;
+    std::fs::write(
+        rec.join("kallsyms"),
+        format!(
+            "{text_at:016x} T _text\n{:016x} T fake_fn\n{:016x} T fake_other\n{:016x} T _etext\n",
+            insns[0] + SHIFT,
+            other + SHIFT,
+            other + SHIFT + 0x100
+        ),
+    )
+    .unwrap();
+    let meta = Meta {
+        format: "fwdscope-recording".into(),
+        version: FORMAT_VERSION,
+        sampling: SamplingInfo { requested: "cpu-clock".into(), used: "cpu-clock".into(), ..Default::default() },
+        machine: Machine {
+            kernel_build_id: Some(build_id.clone()),
+            kernel_text: Some(format!("{text_at:#x}")),
+            ..Default::default()
+        },
+        samples: 15,
+        status: "complete".into(),
+        ..Default::default()
+    };
+    w.write_meta(&meta).unwrap();
+    let o = run(&[
+        "annotate",
+        "-i",
+        rec.to_str().unwrap(),
+        "--vmlinux",
+        vm.to_str().unwrap(),
+        "--format",
+        "json",
+        "fake_fn",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let s = &v["symbols"][0];
+    assert_eq!(s["symbol"], "fake_fn");
+    assert_eq!(s["samples"], 15);
+    assert!(s["source"].as_str().unwrap().contains(&build_id), "{}", s["source"]);
+    let rows = s["instructions"].as_array().unwrap();
+    let addrs: Vec<u64> = rows.iter().map(|r| r["address"].as_u64().unwrap()).collect();
+    assert_eq!(addrs, insns, "the instructions objdump lists, at the image's addresses");
+    for r in rows {
+        let a = r["address"].as_u64().unwrap();
+        let want = planted.iter().find(|(p, _)| *p == a).map_or(0, |(_, n)| *n);
+        assert_eq!(r["samples"].as_u64().unwrap(), want, "{a:#x}: {r}");
+        assert!(r["text"].as_str().is_some_and(|t| !t.is_empty()), "not decoded: {r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
