@@ -301,7 +301,8 @@ impl App {
                 let Some(s) = self.model.symbols.get(self.ui.scroll).cloned() else { return };
                 self.model.set_drill(Drill::Symbol { stage: s.stage, symbol: s.symbol.clone(), dso: s.dso });
                 self.ui.scroll = 0;
-                self.ui.message = Some(format!("inside {}: its hottest source lines from the next tick", s.symbol));
+                self.ui.message =
+                    Some(format!("inside {}: its hottest source lines, updated each tick; esc backs out", s.symbol));
             }
             _ => {}
         }

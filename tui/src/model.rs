@@ -287,8 +287,8 @@ impl Model {
         }
     }
 
-    /// Look at every symbol, one stage's, or inside one function (from the next tick on;
-    /// the symbol table is filtered at once).
+    /// Look at every symbol, one stage's, or inside one function (its lines at once, from the
+    /// samples kept per address; the symbol table is filtered at once).
     pub fn set_drill(&mut self, d: Drill) {
         self.focus_id = match &d {
             Drill::Symbol { symbol, dso, .. } => self.name_ids.get(&(symbol.clone(), dso.clone())).copied(),
