@@ -20,11 +20,8 @@
 //! - [`results`]: runs summarized per setting, the table, results.parquet;
 //! - [`html`]: one self-contained page per sweep directory or live comparison
 //!   (`report --html`);
-//! - [`recording_page`]: the page for one recording or perf.data file (`report --html`);
-//! - [`bench_page`]: the page of a lab benchmark (`lab bench --html`): ns per packet by
-//!   stage per forwarder, the table, the provenance.
+//! - [`recording_page`]: the page for one recording or perf.data file (`report --html`).
 
-pub mod bench_page;
 mod error;
 pub mod experiments;
 pub mod html;

@@ -5,7 +5,7 @@
 //! another, a discarding sink, in interleaved rounds with the sender alone as a baseline;
 //! runs the contention rules flag left out; CPU per packet on the forwarder's own core and
 //! on the sender's; the ratios with Welch's test; each forwarder's stage split from a
-//! recording, and the [`compare::bench_page`] page of it all (`--html`). Everything runs in
+//! recording, and the [`crate::bench_page`] page of it all (`--html`). Everything runs in
 //! this process (the sender on a thread that enters the sender namespace, the recorder on
 //! another) except the lab's forwarders, which are processes of their own.
 
@@ -599,7 +599,7 @@ fn forwarding_threads_stages(threads: &[analyzer::stages::WorkerTable]) -> (Vec<
 #[derive(Debug, Clone)]
 pub struct BenchReport {
     pub text: String,
-    pub page: compare::bench_page::BenchPage,
+    pub page: crate::bench_page::BenchPage,
 }
 
 /// Run the benchmark; returns its report (the table, ratios, CPU per packet, the stage
@@ -1074,7 +1074,7 @@ fn report(
         let split = splits.iter().find(|x| x.forwarder == Some(f));
         let ns = fig.and_then(Figures::bar_ns);
         let segments = match (ns, split) {
-            (Some(ns), Some(sp)) => compare::bench_page::stage_ns(ns, &sp.stages),
+            (Some(ns), Some(sp)) => crate::bench_page::stage_ns(ns, &sp.stages),
             _ => Vec::new(),
         };
         let missing = if !segments.is_empty() {
@@ -1120,7 +1120,7 @@ fn report(
             ),
             None => format!("{}: no stage split; runs counted {counted}, left out {out_n}", f.name()),
         });
-        bars.push(compare::bench_page::BenchBar {
+        bars.push(crate::bench_page::BenchBar {
             name: f.name().to_string(),
             label: s.label(at.dut),
             segments,
@@ -1135,7 +1135,7 @@ fn report(
     let mut page_notes: Vec<String> = notes.to_vec();
     page_notes.push(format!("fwdscope forwarder flags: {}", flags.join(" ")));
     page_notes.extend(lines);
-    let page = compare::bench_page::BenchPage {
+    let page = crate::bench_page::BenchPage {
         heading,
         bars,
         // The page's table leaves the offered load to the text report: it sits beside the

@@ -105,7 +105,7 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
             if let Some(out) = &o.html {
                 // Figures, stage names and the lab's settings: nothing private (0644). A new
                 // file renamed into place: a symlink planted at the name is replaced.
-                collector::outdir::write_atomic(out, compare::bench_page::bench_page(&r.page).as_bytes(), 0o644)
+                collector::outdir::write_atomic(out, lab::bench_page::bench_page(&r.page).as_bytes(), 0o644)
                     .map_err(|e| anyhow::anyhow!("--html {}: {e}", out.display()))?;
                 println!("wrote {}", out.display());
             }

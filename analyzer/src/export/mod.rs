@@ -17,6 +17,7 @@
 //!   period.
 
 mod folded;
+pub mod page;
 pub use folded::{stage_colour, SvgOptions};
 pub mod pprof;
 mod speedscope;

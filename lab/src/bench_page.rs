@@ -7,9 +7,9 @@
 //! The bars are plain SVG rectangles written here rather than through plotters: each one
 //! carries its forwarder, stage and nanoseconds as `data-` attributes (and a tooltip), so the
 //! page can be read back and checked against the text table. Style, legend and stage
-//! colours are the other pages' ([`crate::html`], `analyzer::export::stage_colour`).
+//! colours are the other pages' (`analyzer::export::page`, `analyzer::export::stage_colour`).
 
-use crate::html::{escape, legend, Key, STYLE};
+use analyzer::export::page::{escape, legend, si, Key, STYLE};
 use analyzer::rules::{stage_rank, APART};
 
 /// One forwarder's bar.
@@ -113,7 +113,7 @@ fn chart(bars: &[BenchBar]) -> String {
             "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{axis_y:.1}\" stroke=\"#e4e4e4\"/>\
              <text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\" fill=\"#444\">{}</text>\n",
             axis_y + 16.0,
-            crate::html::si(t)
+            si(t)
         ));
         t += step;
     }
