@@ -299,20 +299,13 @@ fn settings_that_cannot_change_live_are_refused() {
 
 #[test]
 fn top_s_ab_loop_finds_the_planted_cost_and_leaves_b_in_force() {
-    use compare::live::{ab_loop, AbTiming, LiveSetting};
+    use compare::live::{ab_loop, AbTiming, LiveChange, LiveSetting};
     use std::sync::atomic::{AtomicBool, Ordering};
     let _g = serial();
     let (mut fwd, seg) = running_forwarder(&SMALL[1..]);
     let pid = fwd.id();
     let threads = compare::live::wait_threads(pid, seg.n_workers()).expect("threads");
-    let set = |label: &str, ns| LiveSetting {
-        label: label.into(),
-        prefetch: None,
-        cache: None,
-        spin_ns: Some(ns),
-        gc: Default::default(),
-        reported: None,
-    };
+    let set = |label: &str, ns| LiveSetting::new(label, LiveChange { spin_ns: Some(ns), ..Default::default() });
     let stop = AtomicBool::new(false);
     let mut last = None;
     let mut updates = 0;

@@ -3,6 +3,7 @@
 //! then, printed beside today's figures as ratios to the first setting (the hardware
 //! differs by two decades). A file of the same form works too.
 
+use crate::live_setting::LiveChange;
 use crate::plan::Setting;
 use crate::results::Summary;
 use crate::{Error, Result};
@@ -43,6 +44,9 @@ pub struct Experiment {
     #[serde(default)]
     pub live: Option<LiveTiming>,
     pub setting: Vec<ExperimentSetting>,
+    /// Each setting's flags as parsed at load: what it changes live, and its start flags.
+    #[serde(skip)]
+    pub parsed: Vec<(LiveChange, Vec<String>)>,
 }
 
 /// Block and discard lengths of a live comparison, in ms.
@@ -155,29 +159,37 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
     if let Some(s) = e.setting.iter().find(|s| s.flush_at.is_some_and(|f| !(0.0..1.0).contains(&f))) {
         return Err(bad(None, format!("setting `{}`: flush_at is a fraction of the run, 0 to 1", s.label)));
     }
-    if e.phased {
-        for s in &e.setting[1..] {
-            crate::live_setting::LiveSetting::from_flags(&s.label, &s.flags).map_err(|x| bad(None, x.to_string()))?;
-        }
+    // Each setting's flags, parsed once here: what changes live typed, the rest kept as
+    // start flags (a phased experiment's later steps switch live, so they have none).
+    let mut parsed = Vec::with_capacity(e.setting.len());
+    for (i, s) in e.setting.iter().enumerate() {
+        let p = if e.phased && i > 0 {
+            LiveChange::live_only(&s.label, &s.flags).map(|c| (c, Vec::new()))
+        } else {
+            LiveChange::split_flags(&s.label, &s.flags)
+        };
+        parsed.push(p.map_err(|x| bad(None, x.to_string()))?);
     }
-    Ok(e)
+    Ok(Experiment { parsed, ..e })
 }
 
 impl Experiment {
+    /// The settings compared (each without the experiment's shared `flags`, which start
+    /// every run).
     pub fn settings(&self) -> Vec<Setting> {
-        let first = &self.setting[..1.min(self.setting.len())];
         self.setting
             .iter()
             .enumerate()
-            .map(|(i, s)| Setting {
+            .map(|(i, s)| {
+                // Phased: every run starts as the first step; the later steps switch live.
+                let (change, start) = self.parsed.get(if self.phased { 0 } else { i }).cloned().unwrap_or_default();
+                (i, s, change, start)
+            })
+            .map(|(i, s, change, start_flags)| Setting {
                 label: s.label.clone(),
                 params: BTreeMap::new(),
-                // Phased: every run starts as the first step; the later steps switch live.
-                flags: if self.phased {
-                    self.flags.iter().chain(first.iter().flat_map(|f| &f.flags)).cloned().collect()
-                } else {
-                    self.flags.iter().chain(&s.flags).cloned().collect()
-                },
+                start_flags,
+                change,
                 flush_at: if self.phased { None } else { s.flush_at },
                 reported: s.reported,
                 reported_entries: s.reported_entries,
@@ -185,9 +197,10 @@ impl Experiment {
                 steps: if self.phased {
                     self.setting[1..=i]
                         .iter()
-                        .map(|x| crate::plan::Step {
+                        .zip(&self.parsed[1..=i])
+                        .map(|(x, (change, _))| crate::plan::Step {
                             label: x.label.clone(),
-                            flags: x.flags.clone(),
+                            change: *change,
                             flush_at: x.flush_at,
                         })
                         .collect()
@@ -315,7 +328,12 @@ mod tests {
         for (name, _) in EXPERIMENTS {
             let e = load_experiment(name).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(e.setting.len() >= 2, "{name}");
-            assert!(e.settings().iter().all(|s| s.flags.starts_with(&e.flags)));
+            // The file's flags, parsed once: each setting starts a forwarder with its own
+            // (a phased run with the first step's); the shared ones are not in the setting.
+            for (i, s) in e.settings().iter().enumerate() {
+                let want = &e.setting[if e.phased { 0 } else { i }].flags;
+                assert_eq!(&s.flags(), want, "{name} setting {i}");
+            }
         }
         let e = load_experiment("prefetch-2005").unwrap();
         let reported: Vec<f64> = e.setting.iter().filter_map(|s| s.reported).collect();
@@ -417,12 +435,13 @@ mod tests {
         assert!(e.phased);
         let sets = e.settings();
         assert_eq!(sets.len(), 4);
-        assert!(sets.iter().all(|s| s.flags == e.flags), "every run starts as the first step");
+        assert!(sets.iter().all(|s| s.flags() == e.setting[0].flags), "every run starts as the first step");
         let steps: Vec<Vec<&str>> = sets.iter().map(|s| s.steps.iter().map(|x| x.label.as_str()).collect()).collect();
         assert_eq!(steps[0], Vec::<&str>::new());
         assert_eq!(steps[3], ["gc_min_interval 0", "then flush", "then small gc_thresh"]);
         assert_eq!(sets[3].steps[1].flush_at, Some(0.1));
-        assert_eq!(sets[3].steps[0].flags, ["--gc-min-interval-ms", "0"]);
+        assert_eq!(sets[3].steps[0].change.gc.min_interval_ms, Some(0));
+        assert_eq!(sets[3].steps[2].change.gc.thresh, Some(1024));
         let misses = [None, Some(1.0), Some(2670.0), Some(4068.0)];
         let sums: Vec<Summary> = [(1.0, 65000.0), (0.9, 60000.0), (2.0, 8200.0), (3.0, 1400.0)]
             .iter()

@@ -24,7 +24,7 @@
 //! samples, when recorded).
 
 use crate::experiments::Experiment;
-pub use crate::live_setting::{GcSetting, LiveSetting};
+pub use crate::live_setting::{GcSetting, LiveChange, LiveSetting};
 use crate::paired::{self, BlockRate, Effect, Verdict};
 use crate::{Error, Result};
 use analyzer::rules::Rules;
@@ -256,7 +256,7 @@ impl Forwarder {
         if !device_given(&o.shared_flags) {
             args.extend(["--device".to_string(), "inline".to_string()]);
         }
-        let base = &o.settings[0];
+        let base = &o.settings[0].change;
         if let Some(p) = base.prefetch {
             args.extend(["--prefetch".to_string(), p.to_string()]);
         }
@@ -483,7 +483,7 @@ pub fn fill_unset(settings: &mut [LiveSetting], seg: &Segment) {
     let cache = CacheMode::from_code(c.cache_mode.load(Ordering::Relaxed));
     let spin = c.spin_ns.load(Ordering::Relaxed);
     let gc = c.gc();
-    for s in settings.iter_mut() {
+    for s in settings.iter_mut().map(|s| &mut s.change) {
         s.gc.thresh.get_or_insert(gc.thresh);
         s.gc.elasticity.get_or_insert(gc.elasticity);
         s.gc.min_interval_ms.get_or_insert(gc.min_interval_ms);
@@ -1002,32 +1002,25 @@ mod tests {
     #[test]
     fn settings_from_flags_accept_live_ones_and_refuse_the_rest() {
         let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let s = LiveSetting::from_flags("x", &f(&["--prefetch", "2", "--cache=nocache", "--spin-ns", "20"])).unwrap();
+        let s = LiveChange::live_only("x", &f(&["--prefetch", "2", "--cache=nocache", "--spin-ns", "20"])).unwrap();
         assert_eq!((s.prefetch, s.cache, s.spin_ns), (fwd_abi::Prefetch::new(2), Some(CacheMode::Nocache), Some(20)));
-        let e = LiveSetting::from_flags("y", &f(&["--fib", "dir24"])).unwrap_err().to_string();
+        let e = LiveChange::live_only("y", &f(&["--fib", "dir24"])).unwrap_err().to_string();
         assert!(e.contains("--fib cannot change while the forwarder runs") && e.contains("without --live"), "{e}");
-        let e = LiveSetting::from_flags("z", &f(&["--prefetch", "9"])).unwrap_err().to_string();
+        let e = LiveChange::live_only("z", &f(&["--prefetch", "9"])).unwrap_err().to_string();
         assert!(e.contains("--prefetch 9: 9 is not in 0..=8"), "{e}");
-        assert!(LiveSetting::from_flags("w", &f(&["--cache", "bogus"])).is_err());
+        assert!(LiveChange::live_only("w", &f(&["--cache", "bogus"])).is_err());
         // The GC tunables switch live too; unset ones keep the forwarder's values.
-        let s = LiveSetting::from_flags("g", &f(&["--gc-min-interval-ms", "0", "--gc-thresh=512"])).unwrap();
+        let s = LiveChange::live_only("g", &f(&["--gc-min-interval-ms", "0", "--gc-thresh=512"])).unwrap();
         assert_eq!(s.gc, GcSetting { thresh: Some(512), min_interval_ms: Some(0), ..Default::default() });
         let base = fwd_abi::GcTunables { thresh: 4096, elasticity: 8, min_interval_ms: 500, timeout_s: 300 };
         assert_eq!(s.gc.over(base), fwd_abi::GcTunables { thresh: 512, min_interval_ms: 0, ..base });
-        let e = LiveSetting::from_flags("t", &f(&["--gc-timeout", "100000"])).unwrap_err().to_string();
+        let e = LiveChange::live_only("t", &f(&["--gc-timeout", "100000"])).unwrap_err().to_string();
         assert!(e.contains("--gc-timeout 100000: expected a whole number 0..=86400"), "{e}");
     }
 
     /// A setting of prefetch 0 labelled `l`.
     fn prefetch_0(l: &str) -> LiveSetting {
-        LiveSetting {
-            label: l.into(),
-            prefetch: Some(fwd_abi::Prefetch::NONE),
-            cache: None,
-            spin_ns: None,
-            gc: GcSetting::default(),
-            reported: None,
-        }
+        LiveSetting::new(l, LiveChange { prefetch: Some(fwd_abi::Prefetch::NONE), ..Default::default() })
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! What a comparison runs: settings (each a label, its swept parameters and the forwarder
-//! flags that make it) and the order of runs; the bounds every plan is held to, whether its
+//! What a comparison runs: settings (each a label, its swept parameters, what it changes
+//! live, typed, and the flags only a forwarder's start takes) and the order of runs; the bounds every plan is held to, whether its
 //! figures came from flags or an experiment file ([`check_plan`]), and how long it will take
 //! ([`estimate_seconds`]).
 
+use crate::live_setting::LiveChange;
 use std::collections::BTreeMap;
 
 /// Runs per setting, at most (`--repeat` and an experiment's `repeat`).
@@ -54,7 +55,7 @@ pub fn check_plan(repeat: usize, duration: f64, settings: usize) -> Result<(), S
 /// How many settings the axes make (their values multiplied; axes without values count
 /// once), saturating: checked before [`settings`] builds them.
 pub fn setting_count(axes: &[Axis]) -> usize {
-    axes.iter().filter(|a| !a.values.is_empty()).fold(1usize, |n, a| n.saturating_mul(a.values.len()))
+    axes.iter().filter(|a| !a.is_empty()).fold(1usize, |n, a| n.saturating_mul(a.len()))
 }
 
 /// Seconds a multi-process sweep takes at least: every run's forwarding plus
@@ -77,25 +78,88 @@ pub fn duration_text(secs: f64) -> String {
     }
 }
 
-/// One swept parameter: its forwarder flag name (`prefetch` for `--prefetch`) and values.
+/// One swept parameter and its values, typed: the live-changeable ones as what they
+/// change ([`LiveChange`]), the others as the start flag `--NAME value` (the FIB engine,
+/// the worker count: a forwarder process is started with them).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Axis {
-    pub name: String,
-    pub values: Vec<String>,
+pub enum Axis {
+    Prefetch(Vec<fwd_abi::Prefetch>),
+    Cache(Vec<fwd_abi::CacheMode>),
+    SpinNs(Vec<u32>),
+    /// A flag only a forwarder's start takes: its name without `--` and its values.
+    Start {
+        name: String,
+        values: Vec<String>,
+    },
 }
 
 impl Axis {
-    pub fn new(name: &str, values: impl IntoIterator<Item = impl ToString>) -> Axis {
-        Axis { name: name.to_string(), values: values.into_iter().map(|v| v.to_string()).collect() }
+    /// A start-only axis: flag `--NAME` with `values`.
+    pub fn start(name: &str, values: impl IntoIterator<Item = impl ToString>) -> Axis {
+        Axis::Start { name: name.to_string(), values: values.into_iter().map(|v| v.to_string()).collect() }
+    }
+
+    /// The axis's name (its flag without `--`), as the setting labels and parameters show it.
+    pub fn name(&self) -> &str {
+        match self {
+            Axis::Prefetch(_) => "prefetch",
+            Axis::Cache(_) => "cache",
+            Axis::SpinNs(_) => "spin-ns",
+            Axis::Start { name, .. } => name,
+        }
+    }
+
+    /// How many values it has.
+    pub fn len(&self) -> usize {
+        match self {
+            Axis::Prefetch(v) => v.len(),
+            Axis::Cache(v) => v.len(),
+            Axis::SpinNs(v) => v.len(),
+            Axis::Start { values, .. } => values.len(),
+        }
+    }
+
+    /// Whether it has no value (an axis not swept).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i` as text, and `setting` changed to it.
+    fn apply(&self, i: usize, setting: &mut Setting) -> String {
+        let c = &mut setting.change;
+        match self {
+            Axis::Prefetch(v) => {
+                c.prefetch = Some(v[i]);
+                v[i].to_string()
+            }
+            Axis::Cache(v) => {
+                c.cache = Some(v[i]);
+                v[i].name().to_string()
+            }
+            Axis::SpinNs(v) => {
+                c.spin_ns = Some(v[i]);
+                v[i].to_string()
+            }
+            Axis::Start { name, values } => {
+                setting.start_flags.extend([format!("--{name}"), values[i].clone()]);
+                values[i].clone()
+            }
+        }
     }
 }
 
-/// One setting: its label, its parameters, and the forwarder flags that make it.
+/// One setting: its label, its parameters, what it changes live and the flags only a
+/// forwarder's start takes; [`Setting::flags`] are the forwarder flags that make it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Setting {
     pub label: String,
+    /// The swept parameters as text (the results' columns), by axis name.
     pub params: BTreeMap<String, String>,
-    pub flags: Vec<String>,
+    /// Flags only a forwarder's start takes (`--fib dir24`, `--workers 2`, an experiment's
+    /// other flags), in order.
+    pub start_flags: Vec<String>,
+    /// What it changes that a running forwarder can change too (typed once).
+    pub change: LiveChange,
     /// Flush the route cache at this fraction of the run (through the control block).
     pub flush_at: Option<f64>,
     /// What was reported then, in the experiment's unit.
@@ -110,12 +174,20 @@ pub struct Setting {
     pub steps: Vec<Step>,
 }
 
-/// A step of a phased experiment: live-changeable flags, and when in the step the route
+impl Setting {
+    /// The forwarder flags that start a forwarder in this setting: the start flags, then
+    /// what it changes ([`LiveChange::flags`]).
+    pub fn flags(&self) -> Vec<String> {
+        self.start_flags.iter().cloned().chain(self.change.flags()).collect()
+    }
+}
+
+/// A step of a phased experiment: what it changes live, and when in the step the route
 /// cache is flushed (a fraction of it).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Step {
     pub label: String,
-    pub flags: Vec<String>,
+    pub change: LiveChange,
     pub flush_at: Option<f64>,
 }
 
@@ -123,16 +195,17 @@ pub struct Step {
 /// nothing is swept). Axes with no values are skipped.
 pub fn settings(axes: &[Axis]) -> Vec<Setting> {
     let mut out = vec![Setting::default()];
-    for Axis { name, values } in axes.iter().filter(|a| !a.values.is_empty()) {
+    for axis in axes.iter().filter(|a| !a.is_empty()) {
+        let name = axis.name();
         out = out
             .into_iter()
             .flat_map(|s| {
-                values.iter().map(move |v| {
+                (0..axis.len()).map(move |i| {
                     let mut n = s.clone();
+                    let v = axis.apply(i, &mut n);
                     n.label =
                         if n.label.is_empty() { format!("{name} {v}") } else { format!("{}, {name} {v}", n.label) };
-                    n.params.insert(name.to_string(), v.clone());
-                    n.flags.extend([format!("--{name}"), v.clone()]);
+                    n.params.insert(name.to_string(), v);
                     n
                 })
             })
@@ -156,24 +229,31 @@ mod tests {
 
     #[test]
     fn settings_are_the_product_and_runs_interleave() {
-        let s = settings(&[Axis::new("prefetch", [0, 2]), Axis::new("cache", ["rtcache", "nocache"])]);
+        let p = |d| fwd_abi::Prefetch::new(d).unwrap();
+        let s = settings(&[
+            Axis::Prefetch(vec![p(0), p(2)]),
+            Axis::Cache(vec![fwd_abi::CacheMode::Rtcache, fwd_abi::CacheMode::Nocache]),
+            Axis::start("workers", [1]),
+        ]);
         let labels: Vec<&str> = s.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(
             labels,
             [
-                "prefetch 0, cache rtcache",
-                "prefetch 0, cache nocache",
-                "prefetch 2, cache rtcache",
-                "prefetch 2, cache nocache"
+                "prefetch 0, cache rtcache, workers 1",
+                "prefetch 0, cache nocache, workers 1",
+                "prefetch 2, cache rtcache, workers 1",
+                "prefetch 2, cache nocache, workers 1"
             ]
         );
-        assert_eq!(s[3].flags, ["--prefetch", "2", "--cache", "nocache"]);
+        assert_eq!(s[3].flags(), ["--workers", "1", "--prefetch", "2", "--cache", "nocache"]);
+        assert_eq!(s[3].params["cache"], "nocache");
+        assert_eq!(s[3].change.prefetch, Some(p(2)));
         // 3 settings x 3 repeats: each round rotated; no setting twice in a row.
         let o = order(3, 3);
         assert_eq!(o.iter().map(|x| x.0).collect::<Vec<_>>(), [0, 1, 2, 1, 2, 0, 2, 0, 1]);
         assert!(o.windows(2).all(|w| w[0].0 != w[1].0));
         assert_eq!(settings(&[])[0].label, "base");
-        assert_eq!(settings(&[Axis::new("fib", Vec::<String>::new())])[0].label, "base");
+        assert_eq!(settings(&[Axis::start("fib", Vec::<String>::new())])[0].label, "base");
     }
 
     #[test]
@@ -192,7 +272,8 @@ mod tests {
         assert!(check_plan(5, 0.0, 4).unwrap_err().starts_with("duration 0:"));
         assert!(check_plan(5, 3.0, 1_000_000).unwrap_err().starts_with("1000000 settings: expected 1 to 1000"));
         // The product of the axes, counted before it is built.
-        let axes = [Axis::new("prefetch", 0..1000), Axis::new("cache", ["a", "b"]), Axis::new("fib", Vec::<u8>::new())];
+        let axes =
+            [Axis::start("prefetch", 0..1000), Axis::start("cache", ["a", "b"]), Axis::start("fib", Vec::<u8>::new())];
         assert_eq!(setting_count(&axes), 2000);
         assert_eq!(setting_count(&[]), 1);
         // 4 settings x 5 runs x (3 s + 1.5 s) = 90 s.

@@ -177,7 +177,7 @@ fn steps_later(
         for (j, st) in steps.iter().enumerate() {
             let at = step * (j as u32 + 1);
             std::thread::sleep(at.saturating_sub(start.elapsed()));
-            let live = crate::live_setting::LiveSetting::from_flags(&st.label, &st.flags)?;
+            let live = crate::live_setting::LiveSetting::new(&st.label, st.change);
             seg.apply(&live.request_over(&seg, j as u64 + 1));
             applied = fwd_abi::rows::mono_ns();
             if let Some(f) = st.flush_at {
@@ -312,7 +312,7 @@ impl Runner<'_> {
         let total = duration * (s.steps.len() + 1) as f64;
         let mut args = o.program_args.clone();
         args.extend(o.shared_flags.iter().cloned());
-        args.extend(s.flags.iter().cloned());
+        args.extend(s.flags());
         args.extend(["--duration".to_string(), total.to_string(), "-i".into(), total.to_string()]);
         let staging = match &o.dataset {
             Some(d) => {

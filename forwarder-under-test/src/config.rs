@@ -14,14 +14,14 @@ pub use fwd_abi::CacheMode;
 
 /// Most route-cache hash buckets (2^24; Linux sized the table from memory, a few 100k at most).
 pub const MAX_HASH_BUCKETS: usize = 1 << 24;
-/// Most route-cache entries (2^26).
-pub const MAX_CACHE_ENTRIES: usize = 1 << 26;
+/// Most route-cache entries (2^26; `fwd_abi::setting::gc_limits`, shared with live settings).
+pub const MAX_CACHE_ENTRIES: usize = fwd_abi::setting::gc_limits::MAX_ENTRIES as usize;
 /// Largest --gc-elasticity.
-pub const MAX_GC_ELASTICITY: usize = 1024;
+pub const MAX_GC_ELASTICITY: usize = fwd_abi::setting::gc_limits::MAX_ELASTICITY as usize;
 /// Largest --gc-min-interval-ms (one hour).
-pub const MAX_GC_INTERVAL_MS: u64 = 3_600_000;
+pub const MAX_GC_INTERVAL_MS: u64 = fwd_abi::setting::gc_limits::MAX_MIN_INTERVAL_MS as u64;
 /// Largest --gc-timeout (one day).
-pub const MAX_GC_TIMEOUT_S: u64 = 86_400;
+pub const MAX_GC_TIMEOUT_S: u64 = fwd_abi::setting::gc_limits::MAX_TIMEOUT_S as u64;
 /// Most routes in a generated table (2^24, sixteen times today's full IPv4 table).
 pub const MAX_ROUTES: usize = 1 << 24;
 /// Most next hops.

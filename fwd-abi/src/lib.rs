@@ -30,7 +30,7 @@ pub mod published;
 pub mod rows;
 pub mod rtstat;
 pub mod segment;
-mod setting;
+pub mod setting;
 pub mod threads;
 
 pub use cache_mode::CacheMode;

@@ -1,8 +1,23 @@
 //! The prefetch depth, typed once with its one limit: the forwarder's flag, `sweep
 //! --prefetch`, a live setting, `top`'s keys, the control block and what a forwarder
 //! publishes all hold a [`Prefetch`], so the limit 8 is written here and nowhere else.
+//! The route-cache GC tunables' limits live here too ([`gc_limits`]), shared by the
+//! forwarder's start flags and the live settings that change them.
 
 use serde::{Deserialize, Serialize};
+
+/// The bounds of the route-cache GC tunables, in their units: at start (the forwarder's
+/// flags) and live (a setting switched through the control block) alike.
+pub mod gc_limits {
+    /// Most route-cache entries, and so the largest `--gc-thresh` (2^26).
+    pub const MAX_ENTRIES: u32 = 1 << 26;
+    /// Largest `--gc-elasticity`.
+    pub const MAX_ELASTICITY: u32 = 1024;
+    /// Largest `--gc-min-interval-ms` (one hour, in ms).
+    pub const MAX_MIN_INTERVAL_MS: u32 = 3_600_000;
+    /// Largest `--gc-timeout` (one day, in s).
+    pub const MAX_TIMEOUT_S: u32 = 86_400;
+}
 use std::fmt;
 use std::str::FromStr;
 

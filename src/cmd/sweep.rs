@@ -120,12 +120,14 @@ fn experiment_and_settings(
     let sets = match &exp {
         Some(e) => e.settings(),
         None => {
+            // Typed from clap on: the live-changeable axes as what they change, the
+            // others as the start flags they are.
             let axes = [
-                Axis::new("prefetch", &a.prefetch),
-                Axis::new("cache", a.cache.iter().map(|c| c.name())),
-                Axis::new("fib", &a.fib),
-                Axis::new("workers", &a.workers),
-                Axis::new("spin-ns", &a.spin_ns),
+                Axis::Prefetch(a.prefetch.clone()),
+                Axis::Cache(a.cache.clone()),
+                Axis::start("fib", &a.fib),
+                Axis::start("workers", &a.workers),
+                Axis::SpinNs(a.spin_ns.clone()),
             ];
             let n = setting_count(&axes);
             if n > compare::plan::MAX_SETTINGS {
@@ -145,7 +147,7 @@ fn experiment_and_settings(
 /// starts or anything is replaced.
 fn check_settings(shared: &[String], sets: &[compare::plan::Setting]) -> Result<()> {
     for s in sets {
-        let flags: Vec<String> = shared.iter().chain(&s.flags).cloned().collect();
+        let flags: Vec<String> = shared.iter().cloned().chain(s.flags()).collect();
         let what = if s.label.is_empty() { "the runs".to_string() } else { format!("setting `{}`", s.label) };
         check_forwarder_flags(&flags, &format!("{what}: forwarder flags `{}`", flags.join(" ")))?;
     }
@@ -169,7 +171,9 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     // Every run's flags are checked before the output directory is claimed (and, with
     // --force, replaced): a typo after `--` leaves the previous results in place.
     check_forwarder_flags(&a.rest, "forwarder flags after `--`")?;
-    check_settings(&a.rest, &sets)?;
+    // An experiment's shared flags start every run, before those after `--`.
+    let shared: Vec<String> = exp.iter().flat_map(|e| e.flags.iter()).chain(&a.rest).cloned().collect();
+    check_settings(&shared, &sets)?;
     let (program, program_args) = forwarder_command(&None)?;
     let mut o = SweepOptions::new(a.output.clone(), sets, program, program_args);
     o.force = a.force;
@@ -202,7 +206,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     )?;
     o.freq = a.freq;
     o.callchain = a.callchain;
-    o.shared_flags = a.rest.clone();
+    o.shared_flags = shared;
     o.experiment = exp;
     o.dataset = a.dataset.as_ref().map(|dir| compare::runner::DatasetTarget {
         dir: dir.clone(),
@@ -233,7 +237,7 @@ fn stopped_by(signals: &forwarder::signals::StopSignals) -> Result<()> {
 }
 
 fn live(a: &SweepArgs) -> Result<()> {
-    use compare::live::{LiveOptions, LiveSetting};
+    use compare::live::{LiveChange, LiveOptions, LiveSetting};
     if !a.fib.is_empty() || !a.workers.is_empty() {
         anyhow::bail!(
             "--{} cannot change while the forwarder runs: compare it with the multi-process sweep (without --live)",
@@ -249,16 +253,14 @@ fn live(a: &SweepArgs) -> Result<()> {
         );
     }
     let mut live = Vec::new();
-    for (i, s) in sets.iter().enumerate() {
+    for s in &sets {
         if s.flush_at.is_some() {
             anyhow::bail!("setting {}: a timed route-cache flush has no place in live blocks", s.label);
         }
-        // An experiment's shared flags start the forwarder; its settings' own flags switch.
-        let own = match &exp {
-            Some(e) => &e.setting[i].flags,
-            None => &s.flags,
-        };
-        let mut l = LiveSetting::from_flags(&s.label, own)?;
+        // An experiment's shared flags start the forwarder; a setting's changes switch
+        // live, and a flag only a start takes is refused, naming it.
+        LiveChange::live_only(&s.label, &s.start_flags)?;
+        let mut l = LiveSetting::new(&s.label, s.change);
         l.reported = s.reported;
         live.push(l);
     }

@@ -13,7 +13,7 @@ use analyzer::rules::Rules;
 use analyzer::stages::Attributor;
 use analyzer::symbolize::{Kallsyms, Symbolizer};
 use collector::session::{RecordOptions, Target};
-use compare::live::{AbStatus, LiveSetting};
+use compare::live::{AbStatus, LiveChange, LiveSetting};
 use fwd_abi::{CacheMode, Prefetch, Segment};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use std::path::PathBuf;
@@ -379,13 +379,11 @@ impl App {
             self.ui.message = Some("change a setting first (+, -, c): A/B compares it with the one before".into());
             return;
         };
-        let setting = |p: Prefetch, c: CacheMode| LiveSetting {
-            label: format!("prefetch {p} {c}"),
-            prefetch: Some(p),
-            cache: Some(c),
-            spin_ns: None,
-            gc: Default::default(),
-            reported: None,
+        let setting = |p: Prefetch, c: CacheMode| {
+            LiveSetting::new(
+                &format!("prefetch {p} {c}"),
+                LiveChange { prefetch: Some(p), cache: Some(c), ..Default::default() },
+            )
         };
         // B is the setting last asked for, also when the forwarder has not confirmed it yet.
         let p1 = self.ui.requested_prefetch.unwrap_or(f.prefetch);
