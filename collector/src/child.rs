@@ -45,6 +45,120 @@ impl Default for SpawnOptions<'_> {
     }
 }
 
+/// The CPU mask that pins the child to `cpu` (none: unpinned). Made before the fork: the
+/// child only makes system calls.
+fn cpu_mask(cpu: Option<usize>) -> Result<Option<libc::cpu_set_t>> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write within it.
+    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    match cpu {
+        Some(c) if c < libc::CPU_SETSIZE as usize => {
+            unsafe { libc::CPU_SET(c, &mut mask) };
+            Ok(Some(mask))
+        }
+        Some(c) => Err(Error::Config(format!("CPU {c}: beyond the {} CPUs a mask holds", libc::CPU_SETSIZE))),
+        None => Ok(None),
+    }
+}
+
+/// `program`'s path for execv, once it is known to be a file this user may execute.
+fn executable(program: &Path) -> Result<CString> {
+    let meta = std::fs::metadata(program).map_err(|e| Error::io(program, e))?;
+    if !meta.is_file() {
+        return Err(Error::Config(format!("{}: not an executable file", program.display())));
+    }
+    let prog = CString::new(program.as_os_str().as_bytes())
+        .map_err(|_| Error::Config(format!("{}: path contains a NUL byte", program.display())))?;
+    // A file this user may not execute would fail only in the child, after the fork:
+    // an exit status 127 and an empty recording. Said here instead.
+    // SAFETY: access reads the NUL-terminated path it is given.
+    if unsafe { libc::access(prog.as_ptr(), libc::X_OK) } != 0 {
+        return Err(Error::Config(format!(
+            "{}: not executable by this user ({}); give a program, or chmod +x it",
+            program.display(),
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(prog)
+}
+
+/// The start gate's pipe and the exec-error pipe (both close-on-exec): (read, write) each.
+fn gate_pipes() -> Result<([libc::c_int; 2], [libc::c_int; 2])> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::Perf { what: "creating the start gate".into(), source: std::io::Error::last_os_error() });
+    }
+    let mut errp = [0 as libc::c_int; 2];
+    // SAFETY: errp is a valid array of two ints.
+    if unsafe { libc::pipe2(errp.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        let source = std::io::Error::last_os_error();
+        // SAFETY: closing the gate pipe made above.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        return Err(Error::Perf { what: "creating the exec-error pipe".into(), source });
+    }
+    Ok((fds, errp))
+}
+
+/// Everything the forked child needs, prepared before the fork (the child allocates nothing).
+struct ChildPlan<'a> {
+    parent: libc::pid_t,
+    die_with_parent: bool,
+    mask: Option<libc::cpu_set_t>,
+    gate: [libc::c_int; 2],
+    exec_error: [libc::c_int; 2],
+    out_fd: libc::c_int,
+    prog: &'a CString,
+    argv: &'a [*const libc::c_char],
+}
+
+impl ChildPlan<'_> {
+    /// The child's side of the fork: bind to the parent, pin, redirect output, wait at the
+    /// gate, then exec the program (its errno goes to the exec-error pipe if that fails).
+    ///
+    /// # Safety
+    /// Only in a child just forked: it calls only async-signal-safe functions.
+    unsafe fn run_child(&self) -> ! {
+        let (fds, errp) = (self.gate, self.exec_error);
+        // SAFETY: see above.
+        unsafe {
+            // The target dies with us, however we end (SIGKILL included): SIGTERM, which
+            // a forwarder handles as Ctrl-C (it stops and removes its stats segment).
+            // If we died before this line, exit now rather than run orphaned.
+            if self.die_with_parent {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                if libc::getppid() != self.parent {
+                    libc::_exit(127);
+                }
+            }
+            if let Some(mask) = &self.mask {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) != 0 {
+                    let errno = *libc::__errno_location();
+                    libc::write(errp[1], &errno as *const i32 as *const libc::c_void, 4);
+                    libc::_exit(127);
+                }
+            }
+            libc::close(fds[1]);
+            libc::close(errp[0]);
+            if self.out_fd >= 0 {
+                libc::dup2(self.out_fd, 1);
+                libc::dup2(self.out_fd, 2);
+            }
+            let mut b = 0u8;
+            let r = libc::read(fds[0], &mut b as *mut u8 as *mut libc::c_void, 1);
+            if r == 1 {
+                libc::execv(self.prog.as_ptr(), self.argv.as_ptr());
+                // Only reached when exec failed: tell the parent why.
+                let errno = *libc::__errno_location();
+                libc::write(errp[1], &errno as *const i32 as *const libc::c_void, 4);
+            }
+            libc::_exit(127);
+        }
+    }
+}
+
 impl GatedChild {
     /// Fork a child that will exec `program` with `args` once [`GatedChild::release`] is called.
     pub fn spawn(program: &Path, args: &[String]) -> Result<GatedChild> {
@@ -62,36 +176,8 @@ impl GatedChild {
         let found = in_path(program)?;
         let program = found.as_path();
         let out_fd = opts.output.map_or(-1, |f| f.as_raw_fd());
-        let die_with_parent = opts.die_with_parent;
-        // The CPU mask is made before the fork (the child only makes system calls).
-        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write within it.
-        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        let pin = match opts.cpu {
-            Some(c) if c < libc::CPU_SETSIZE as usize => {
-                unsafe { libc::CPU_SET(c, &mut mask) };
-                true
-            }
-            Some(c) => {
-                return Err(Error::Config(format!("CPU {c}: beyond the {} CPUs a mask holds", libc::CPU_SETSIZE)))
-            }
-            None => false,
-        };
-        let meta = std::fs::metadata(program).map_err(|e| Error::io(program, e))?;
-        if !meta.is_file() {
-            return Err(Error::Config(format!("{}: not an executable file", program.display())));
-        }
-        let prog = CString::new(program.as_os_str().as_bytes())
-            .map_err(|_| Error::Config(format!("{}: path contains a NUL byte", program.display())))?;
-        // A file this user may not execute would fail only in the child, after the fork:
-        // an exit status 127 and an empty recording. Said here instead.
-        // SAFETY: access reads the NUL-terminated path it is given.
-        if unsafe { libc::access(prog.as_ptr(), libc::X_OK) } != 0 {
-            return Err(Error::Config(format!(
-                "{}: not executable by this user ({}); give a program, or chmod +x it",
-                program.display(),
-                std::io::Error::last_os_error()
-            )));
-        }
+        let mask = cpu_mask(opts.cpu)?;
+        let prog = executable(program)?;
         let mut argv: Vec<CString> = vec![prog.clone()];
         for a in args {
             argv.push(
@@ -100,27 +186,18 @@ impl GatedChild {
         }
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|c| c.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: fds is a valid array of two ints.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(Error::Perf {
-                what: "creating the start gate".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        let mut errp = [0 as libc::c_int; 2];
-        // SAFETY: errp is a valid array of two ints.
-        if unsafe { libc::pipe2(errp.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            let source = std::io::Error::last_os_error();
-            // SAFETY: closing the gate pipe made above.
-            unsafe {
-                libc::close(fds[0]);
-                libc::close(fds[1]);
-            }
-            return Err(Error::Perf { what: "creating the exec-error pipe".into(), source });
-        }
-        // SAFETY: getpid cannot fail.
-        let parent = unsafe { libc::getpid() };
+        let (fds, errp) = gate_pipes()?;
+        let plan = ChildPlan {
+            // SAFETY: getpid cannot fail.
+            parent: unsafe { libc::getpid() },
+            die_with_parent: opts.die_with_parent,
+            mask,
+            gate: fds,
+            exec_error: errp,
+            out_fd,
+            prog: &prog,
+            argv: &argv_ptrs,
+        };
         // SAFETY: after fork the child only calls async-signal-safe functions (prctl,
         // getppid, read, write, close, dup2, execv, _exit, errno) on memory prepared before
         // the fork.
@@ -136,38 +213,8 @@ impl GatedChild {
             return Err(Error::Perf { what: "fork".into(), source });
         }
         if pid == 0 {
-            // SAFETY: see above.
-            unsafe {
-                // The target dies with us, however we end (SIGKILL included): SIGTERM, which
-                // a forwarder handles as Ctrl-C (it stops and removes its stats segment).
-                // If we died before this line, exit now rather than run orphaned.
-                if die_with_parent {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                    if libc::getppid() != parent {
-                        libc::_exit(127);
-                    }
-                }
-                if pin && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask) != 0 {
-                    let errno = *libc::__errno_location();
-                    libc::write(errp[1], &errno as *const i32 as *const libc::c_void, 4);
-                    libc::_exit(127);
-                }
-                libc::close(fds[1]);
-                libc::close(errp[0]);
-                if out_fd >= 0 {
-                    libc::dup2(out_fd, 1);
-                    libc::dup2(out_fd, 2);
-                }
-                let mut b = 0u8;
-                let r = libc::read(fds[0], &mut b as *mut u8 as *mut libc::c_void, 1);
-                if r == 1 {
-                    libc::execv(prog.as_ptr(), argv_ptrs.as_ptr());
-                    // Only reached when exec failed: tell the parent why.
-                    let errno = *libc::__errno_location();
-                    libc::write(errp[1], &errno as *const i32 as *const libc::c_void, 4);
-                }
-                libc::_exit(127);
-            }
+            // SAFETY: in the child just forked; see above.
+            unsafe { plan.run_child() }
         }
         // SAFETY: closing our copies of the child's ends.
         unsafe {

@@ -85,6 +85,8 @@ const fn counter(name: &'static str, help: &'static str, c: &'static [(&'static 
 
 /// The families fed one-to-one by counters (drops, stage clocks, the cache mode and the
 /// calibration cost are built apart, in [`SnapshotCollector`]).
+// One piece: a table, one entry per family in the order they are exported; split up it
+// would read no better and the exported order would be spread over several functions.
 fn simple_families() -> Vec<Simple> {
     use Ctr::*;
     let labelled = |name, help, label, series| Simple { label, ..counter(name, help, series) };
@@ -291,6 +293,17 @@ impl SnapshotCollector {
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        self.encode_forwarder(&mut enc)?;
+        self.encode_simple(&mut enc)?;
+        self.encode_drops(&mut enc)?;
+        self.encode_cache_mode(&mut enc)?;
+        self.encode_stage_clocks(&mut enc)
+    }
+}
+
+impl SnapshotCollector {
+    /// The forwarder itself: its info gauge, start time and worker count.
+    fn encode_forwarder(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let m = &self.meta;
         // Who is being exported.
         let info = [
@@ -302,7 +315,7 @@ impl Collector for SnapshotCollector {
         // An info-style gauge (always 1), as node_uname_info: OpenMetrics' own `info` type
         // is not understood by the Prometheus text parser promtool and older servers use.
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_forwarder_info",
             "The forwarder this exporter reads (always 1): its PID, driver, FIB engine and route-cache version.",
             None,
@@ -311,7 +324,7 @@ impl Collector for SnapshotCollector {
         )?;
         let none: Vec<(&'static str, String)> = Vec::new();
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_forwarder_start_time",
             "When the forwarder started, in seconds since the Unix epoch.",
             Some(&Unit::Seconds),
@@ -319,14 +332,18 @@ impl Collector for SnapshotCollector {
             &[(none.clone(), m.start_unix_ns as f64 / 1e9)],
         )?;
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_forwarder_workers",
             "Worker threads of the forwarder.",
             None,
             true,
-            &[(none.clone(), self.snapshot.workers.len() as f64)],
-        )?;
+            &[(none, self.snapshot.workers.len() as f64)],
+        )
+    }
 
+    /// The families fed one-to-one by counters ([`simple_families`]), one series per
+    /// worker and label value.
+    fn encode_simple(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for f in simple_families() {
             let mut rows = Vec::new();
             for (w, wl) in self.workers() {
@@ -343,9 +360,13 @@ impl Collector for SnapshotCollector {
                     rows.push((labels, v));
                 }
             }
-            self.encode_series(&mut enc, f.name, f.help, f.unit.as_ref(), f.gauge, &rows)?;
+            self.encode_series(enc, f.name, f.help, f.unit.as_ref(), f.gauge, &rows)?;
         }
+        Ok(())
+    }
 
+    /// Drops: one family, the reason as a label.
+    fn encode_drops(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         // Drops: one family, the reason as a label; every reason the forwarder counts.
         let mut rows = Vec::new();
         for (w, wl) in self.workers() {
@@ -356,14 +377,17 @@ impl Collector for SnapshotCollector {
             }
         }
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_dropped_packets",
             "Packets dropped, by reason: the forwarder's own checks (runt, not_ipv4, bad_checksum, ttl_exceeded, no_route, ...), dst_overflow (route cache full), tx_ring_full, and rx_missed (the device found no free rx slot).",
             None,
             false,
             &rows,
-        )?;
+        )
+    }
 
+    /// The cache mode in force and the calibration cost planted per packet.
+    fn encode_cache_mode(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         // Cache mode: one series per mode, 1 for the mode in force.
         let mut rows = Vec::new();
         for (w, wl) in self.workers() {
@@ -374,7 +398,7 @@ impl Collector for SnapshotCollector {
             }
         }
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_cache_mode",
             "The lookup's cache mode: 1 for the mode in force (rtcache, nocache, nhcache), 0 for the others.",
             None,
@@ -386,14 +410,20 @@ impl Collector for SnapshotCollector {
             .filter_map(|(w, wl)| Some((vec![("worker", wl)], self.get(w, Ctr::SpinNs)? as f64 / 1e9)))
             .collect();
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_calib_cost",
             "The calibration cost planted per packet (stage calib; 0: off), in seconds.",
             Some(&Unit::Seconds),
             true,
             &rows,
-        )?;
+        )
+    }
 
+    /// Stage clocks: calls, packets and time per worker and stage, the sampling ratio and
+    /// the TSC rate.
+    fn encode_stage_clocks(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let m = &self.meta;
+        let none: Vec<(&'static str, String)> = Vec::new();
         // Stage clocks: calls and packets in every poll; clocks in a random share of the
         // polls, so the time is estimated by scaling with the sampling ratio (the garbage
         // collector is clocked in every poll and not scaled).
@@ -419,16 +449,16 @@ impl Collector for SnapshotCollector {
             }
         }
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_stage_calls",
             "Bursts in which the stage ran (idle: empty polls), as VPP's per-node calls.",
             None,
             false,
             &calls,
         )?;
-        self.encode_series(&mut enc, "fwdscope_stage_packets", "Packets the stage handled.", None, false, &packets)?;
+        self.encode_series(enc, "fwdscope_stage_packets", "Packets the stage handled.", None, false, &packets)?;
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_stage",
             "Time in the stage, from the TSC: clocked in one poll in fwdscope_stage_clock_sample_ratio (chosen at random) and scaled by it, so an estimate; gc is clocked in every poll. rate() of it over rate(fwdscope_stage_packets_total) is seconds per packet.",
             Some(&Unit::Seconds),
@@ -436,7 +466,7 @@ impl Collector for SnapshotCollector {
             &secs,
         )?;
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_stage_tsc_cycles",
             "TSC cycles in the stage (exported instead of seconds: the forwarder could not tell its TSC rate); clocked and scaled as fwdscope_stage_seconds_total.",
             None,
@@ -444,7 +474,7 @@ impl Collector for SnapshotCollector {
             &cycles,
         )?;
         self.encode_series(
-            &mut enc,
+            enc,
             "fwdscope_stage_clock_sample_ratio",
             "Stage clocks run in one poll in this many (--clock-one-in).",
             None,
@@ -453,7 +483,7 @@ impl Collector for SnapshotCollector {
         )?;
         if m.tsc_hz > 0 {
             self.encode_series(
-                &mut enc,
+                enc,
                 "fwdscope_tsc_frequency",
                 "The TSC rate the stage clocks were converted with.",
                 Some(&Unit::Other("hertz".into())),

@@ -335,6 +335,32 @@ pub fn run_forward_with(
     interrupted: &AtomicBool,
     on_start: OnStart,
 ) -> Result<Summary> {
+    check_timing(args)?;
+    let cfg = args.fwd.to_config()?;
+    let fwd = Forwarder::start(&cfg)?;
+    let beside = match on_start(&fwd.info) {
+        Ok(b) => b,
+        Err(msg) => {
+            fwd.stop()?;
+            return Err(Error::Config(msg));
+        }
+    };
+    // Output errors (a closed pipe) end the run, but only after the forwarder is stopped
+    // cleanly below: its workers joined and its stats segment removed.
+    let written =
+        write_start(out, args.json, &cfg, &fwd.info).and_then(|()| write_intervals(out, args, &fwd, interrupted));
+    let info = fwd.info.clone();
+    let seg = fwd.stop()?;
+    drop(beside);
+    let first = written?;
+    let last = seg.snapshot();
+    let summary = Summary::new(&first, &last, &cfg, &info);
+    write_summary(out, args.json, &summary)?;
+    Ok(summary)
+}
+
+/// Refuse an interval or a duration `forward` cannot run with.
+fn check_timing(args: &ForwardArgs) -> Result<()> {
     if !(args.interval.is_finite() && args.interval > 0.0) {
         return Err(Error::Config(format!("-i {}: expected a positive number of seconds", args.interval)));
     }
@@ -348,79 +374,87 @@ pub fn run_forward_with(
             seconds_text(args.duration)
         )));
     }
-    let cfg = args.fwd.to_config()?;
-    let fwd = Forwarder::start(&cfg)?;
-    let io = |e: std::io::Error| Error::io("<stdout>", e);
-    let info = &fwd.info;
-    let beside = match on_start(info) {
-        Ok(b) => b,
-        Err(msg) => {
-            fwd.stop()?;
-            return Err(Error::Config(msg));
-        }
-    };
-    // Output errors (a closed pipe) end the run, but only after the forwarder is stopped
-    // cleanly below: its workers joined and its stats segment removed.
-    let written = (|| -> Result<fwd_abi::Snapshot> {
-        if args.json {
-            let head = serde_json::json!({ "type": "start", "config": cfg, "info": info });
-            writeln!(out, "{head}").map_err(io)?;
-        } else {
-            writeln!(
-                out,
-                "fwdscope forward: {} driver, {} worker(s), cache {}, fib {} ({} routes, built in {:.0} ms), prefetch {}, device {}, stats {}",
-                cfg.driver, cfg.workers, cfg.cache, cfg.fib, info.routes, info.fib_build_ms, cfg.prefetch, info.device, info.stats_path
-            )
-            .map_err(io)?;
-            if let (Some(x), Some(i)) = (&info.xdp, &cfg.in_if) {
-                writeln!(out, "{}", x.line(i)).map_err(io)?;
-            }
-            writeln!(out, "{}", IntervalRow::header()).map_err(io)?;
-        }
-        let seg = fwd.segment().clone();
-        let first = seg.snapshot();
-        let mut prev = first.clone();
-        let start = Instant::now();
-        let interval = Duration::from_secs_f64(args.interval);
-        let end = (args.duration > 0.0).then(|| Duration::from_secs_f64(args.duration));
-        let mut tick = 1u32;
-        loop {
-            let due = interval * tick;
-            let next = end.map_or(due, |e| due.min(e));
-            let completed = fwd.wait_until(start, next, interrupted);
-            let cur = seg.snapshot();
-            if cur.at.duration_since(prev.at) >= Duration::from_millis(50) || !completed {
-                let row = IntervalRow::between(&prev, &cur, start.elapsed().as_secs_f64());
-                if args.json {
-                    let mut v = serde_json::to_value(&row).map_err(|e| Error::Config(e.to_string()))?;
-                    v["type"] = "interval".into();
-                    writeln!(out, "{v}").map_err(io)?;
-                } else {
-                    writeln!(out, "{}", row.line()).map_err(io)?;
-                }
-                prev = cur;
-            }
-            if !completed || end.is_some_and(|e| start.elapsed() >= e) {
-                break;
-            }
-            tick += 1;
-        }
-        Ok(first)
-    })();
-    let info = fwd.info.clone();
-    let seg = fwd.stop()?;
-    drop(beside);
-    let first = written?;
-    let last = seg.snapshot();
-    let summary = Summary::new(&first, &last, &cfg, &info);
-    if args.json {
-        let mut v = serde_json::to_value(&summary).map_err(|e| Error::Config(e.to_string()))?;
-        v["type"] = "summary".into();
-        writeln!(out, "{v}").map_err(io)?;
+    Ok(())
+}
+
+/// The error for a failed write to the output.
+fn stdout_error(e: std::io::Error) -> Error {
+    Error::io("<stdout>", e)
+}
+
+/// Write what the forwarder started with: a `start` JSON line, or the text head line (and
+/// the afxdp line) and the interval table's header.
+fn write_start(out: &mut dyn Write, json: bool, cfg: &Config, info: &RunInfo) -> Result<()> {
+    let io = stdout_error;
+    if json {
+        let head = serde_json::json!({ "type": "start", "config": cfg, "info": info });
+        writeln!(out, "{head}").map_err(io)?;
     } else {
-        write!(out, "{}", summary.text()).map_err(io)?;
+        writeln!(
+            out,
+            "fwdscope forward: {} driver, {} worker(s), cache {}, fib {} ({} routes, built in {:.0} ms), prefetch {}, device {}, stats {}",
+            cfg.driver, cfg.workers, cfg.cache, cfg.fib, info.routes, info.fib_build_ms, cfg.prefetch, info.device, info.stats_path
+        )
+        .map_err(io)?;
+        if let (Some(x), Some(i)) = (&info.xdp, &cfg.in_if) {
+            writeln!(out, "{}", x.line(i)).map_err(io)?;
+        }
+        writeln!(out, "{}", IntervalRow::header()).map_err(io)?;
     }
-    Ok(summary)
+    Ok(())
+}
+
+/// Write an interval row every `--interval` until `--duration`, an interrupt or a stop
+/// request (rows closer than 50 ms to the last are skipped, except the final one).
+/// Returns the segment's snapshot from the start.
+fn write_intervals(
+    out: &mut dyn Write,
+    args: &ForwardArgs,
+    fwd: &Forwarder,
+    interrupted: &AtomicBool,
+) -> Result<fwd_abi::Snapshot> {
+    let io = stdout_error;
+    let seg = fwd.segment().clone();
+    let first = seg.snapshot();
+    let mut prev = first.clone();
+    let start = Instant::now();
+    let interval = Duration::from_secs_f64(args.interval);
+    let end = (args.duration > 0.0).then(|| Duration::from_secs_f64(args.duration));
+    let mut tick = 1u32;
+    loop {
+        let due = interval * tick;
+        let next = end.map_or(due, |e| due.min(e));
+        let completed = fwd.wait_until(start, next, interrupted);
+        let cur = seg.snapshot();
+        if cur.at.duration_since(prev.at) >= Duration::from_millis(50) || !completed {
+            let row = IntervalRow::between(&prev, &cur, start.elapsed().as_secs_f64());
+            if args.json {
+                let mut v = serde_json::to_value(&row).map_err(|e| Error::Config(e.to_string()))?;
+                v["type"] = "interval".into();
+                writeln!(out, "{v}").map_err(io)?;
+            } else {
+                writeln!(out, "{}", row.line()).map_err(io)?;
+            }
+            prev = cur;
+        }
+        if !completed || end.is_some_and(|e| start.elapsed() >= e) {
+            break;
+        }
+        tick += 1;
+    }
+    Ok(first)
+}
+
+/// Write the run's summary: a `summary` JSON line, or the summary's text.
+fn write_summary(out: &mut dyn Write, json: bool, summary: &Summary) -> Result<()> {
+    if json {
+        let mut v = serde_json::to_value(summary).map_err(|e| Error::Config(e.to_string()))?;
+        v["type"] = "summary".into();
+        writeln!(out, "{v}").map_err(stdout_error)?;
+    } else {
+        write!(out, "{}", summary.text()).map_err(stdout_error)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -127,6 +127,14 @@ impl Summary {
     /// The human-readable summary.
     pub fn text(&self) -> String {
         let mut s = String::new();
+        self.write_packets(&mut s);
+        self.write_drops_and_tables(&mut s);
+        self.write_clocks(&mut s);
+        s
+    }
+
+    /// The head line (run, table, device), then packets in total and per worker.
+    fn write_packets(&self, s: &mut String) {
         use std::fmt::Write;
         let _ = writeln!(
             s,
@@ -156,6 +164,11 @@ impl Summary {
             let _ = writeln!(s, "  worker {}: {:.3} Mpps ({} packets)", w.worker, w.mpps, w.tx_packets);
         }
         let _ = writeln!(s, "  total: {:.3} Mpps", self.total_mpps);
+    }
+
+    /// Drops by reason, the route cache's counters and the FIB's build.
+    fn write_drops_and_tables(&self, s: &mut String) {
+        use std::fmt::Write;
         if self.drops.is_empty() {
             let _ = writeln!(s, "  drops by reason: none");
         } else {
@@ -181,6 +194,11 @@ impl Summary {
             self.info.fib_build_ms,
             self.info.fib_memory_bytes as f64 / 1048576.0
         );
+    }
+
+    /// The stage clocks' table and what bounds the run, or that they were off.
+    fn write_clocks(&self, s: &mut String) {
+        use std::fmt::Write;
         match &self.clocks {
             Some(c) => {
                 let _ = writeln!(
@@ -210,6 +228,5 @@ impl Summary {
                 let _ = writeln!(s, "  stage clocks: off (--no-stage-clock)");
             }
         }
-        s
     }
 }

@@ -328,6 +328,166 @@ fn spawn_worker(s: &Shared, q: Queue) -> Result<JoinHandle<()>> {
         .map_err(|e| Error::Sys { what: "spawning a worker thread".into(), source: e })
 }
 
+/// The synthetic device's mode for `cfg` on a machine of `cores` cores: auto runs the
+/// device on a thread of its own when a core is left over for it, inline otherwise.
+fn resolve_gen_mode(cfg: &Config, cores: usize) -> GenMode {
+    match cfg.gen_mode {
+        GenMode::Auto if cfg.workers < cores => GenMode::Thread,
+        GenMode::Auto => GenMode::Inline,
+        m => m,
+    }
+}
+
+/// Where the stats segment goes: the configured path, or this process's default path
+/// (after removing the segments of forwarders that were killed before they could).
+fn stats_path_for(cfg: &Config) -> std::path::PathBuf {
+    match &cfg.stats_path {
+        Some(p) => p.clone(),
+        None => {
+            // Segments of forwarders that were killed before they could remove theirs.
+            fwd_abi::segment::remove_stale(std::path::Path::new(fwd_abi::segment::SEGMENT_DIR));
+            default_path(std::process::id())
+        }
+    }
+}
+
+/// What was set up, for reports (the afxdp report is added once the sockets are open).
+fn run_info(
+    cfg: &Config,
+    table: &RouteTable,
+    fib: &Fib,
+    fib_build_ms: f64,
+    gen_mode: GenMode,
+    stats_path: &std::path::Path,
+    cores: usize,
+) -> RunInfo {
+    let tsc = crate::cpu::tsc_rate();
+    RunInfo {
+        table_source: table.source.clone(),
+        routes: table.routes.len(),
+        nexthops: table.nexthops.len(),
+        duplicates: table.duplicates,
+        conflicts: table.conflicts,
+        aggregates_added: table.aggregates_added,
+        fib: cfg.fib.to_string(),
+        fib_build_ms,
+        fib_memory_bytes: fib.memory_bytes(),
+        gen_mode,
+        tsc_hz: tsc.hz,
+        tsc_source: tsc.source.clone(),
+        stats_path: stats_path.display().to_string(),
+        cores,
+        device: match (cfg.driver, &cfg.in_if, &cfg.out_if) {
+            (DriverKind::Afpacket, Some(i), Some(o)) => format!("AF_PACKET on {i} -> {o}"),
+            (DriverKind::Afxdp, Some(i), Some(o)) => format!("AF_XDP on {i} -> {o}"),
+            _ => gen_mode.to_string(),
+        },
+        xdp: None,
+    }
+}
+
+/// Create the stats segment at `path` for `cfg`'s workers, publishing `cfg` and `info`,
+/// and set its controls (prefetch, cache mode, stage clock, spin, route-cache GC) from `cfg`.
+fn create_segment(cfg: &Config, path: &std::path::Path, info: &RunInfo) -> Result<Arc<Segment>> {
+    // Published typed (fwd_abi::Published): every observer reads it through that type.
+    let cfg_json = fwd_abi::Published::of(cfg, info)?.to_json();
+    let seg = Arc::new(Segment::create(path, cfg.workers, &cfg_json, info.tsc_hz)?);
+    let c = seg.control();
+    c.prefetch.store(u32::from(cfg.prefetch), Ordering::Relaxed);
+    c.cache_mode.store(cfg.cache.code(), Ordering::Relaxed);
+    c.stage_clock.store(u32::from(cfg.stage_clock), Ordering::Relaxed);
+    c.spin_ns.store(cfg.spin_ns, Ordering::Relaxed);
+    let rt = &cfg.rt;
+    c.store_gc(fwd_abi::GcTunables {
+        thresh: rt.gc_thresh.min(u32::MAX as usize) as u32,
+        elasticity: rt.gc_elasticity.min(u32::MAX as usize) as u32,
+        min_interval_ms: rt.gc_min_interval_ms.min(u32::MAX as u64) as u32,
+        timeout_s: rt.gc_timeout_s.min(u32::MAX as u64) as u32,
+    });
+    Ok(seg)
+}
+
+/// Real interfaces: each worker's queue, its port the next of `xsk` (afxdp) or of `ports`
+/// (afpacket), the kernel's rx ring the device of its descriptor ring.
+fn port_queues(
+    cfg: &Config,
+    afxdp: bool,
+    mut xsk: impl Iterator<Item = XskQueue>,
+    mut ports: impl Iterator<Item = AfpQueue>,
+) -> Vec<Queue> {
+    let mut queues = Vec::new();
+    for id in 0..cfg.workers {
+        let ring = Arc::new(RxRing::new(cfg.rx_ring));
+        // The kernel's rx ring is the device of this worker's descriptor ring.
+        let dev = RxDevice { ring: ring.clone(), filled: 0 };
+        let port = if afxdp {
+            xsk.next().map(|mut p| {
+                p.dev = dev;
+                PortQueue::Xdp(p)
+            })
+        } else {
+            ports.next().map(|mut p| {
+                p.dev = dev;
+                PortQueue::Afp(p)
+            })
+        };
+        queues.push(Queue { id, ring, inline: None, dev_stats: Arc::default(), port });
+    }
+    queues
+}
+
+/// Synthetic device: each worker's queue and its generator, run inline by the worker or
+/// (thread mode) by the device thread. Returns the queues and the device thread's share.
+fn generator_queues(
+    cfg: &Config,
+    table: &RouteTable,
+    arena: &Arc<BufferArena>,
+    gen_mode: GenMode,
+) -> Result<(Vec<Queue>, Vec<GenQueue>)> {
+    let mut queues = Vec::new();
+    let mut dev_queues = Vec::new();
+    let chooser = Arc::new(DstChooser::new(&table.routes, cfg.traffic.dst, cfg.traffic.seed)?);
+    let per_queue_rate = cfg.traffic.rate.map(|r| r / cfg.workers as f64);
+    for id in 0..cfg.workers {
+        let ring = Arc::new(RxRing::new(cfg.rx_ring));
+        let gen = FlowGen::new(&cfg.traffic, chooser.clone(), id, cfg.workers);
+        let mut gq = GenQueue::new(ring.clone(), gen, arena.clone(), per_queue_rate);
+        gq.dma = if gen_mode == GenMode::Thread { cfg.dma } else { DmaModel::Cached };
+        let dev_stats = gq.stats.clone();
+        let inline = if gen_mode == GenMode::Inline {
+            Some(gq)
+        } else {
+            dev_queues.push(gq);
+            None
+        };
+        queues.push(Queue { id, ring, inline, dev_stats, port: None });
+    }
+    Ok((queues, dev_queues))
+}
+
+/// Start the synthetic device's thread over `dev_queues` (pinned to `cpu` when `pin`);
+/// none when no queue is left to it.
+fn spawn_device_thread(
+    dev_queues: Vec<GenQueue>,
+    stop: Arc<AtomicBool>,
+    pin: bool,
+    cpu: usize,
+) -> Result<Option<JoinHandle<()>>> {
+    if dev_queues.is_empty() {
+        return Ok(None);
+    }
+    let handle = std::thread::Builder::new()
+        .name(fwd_abi::threads::DEVICE_THREAD.into())
+        .spawn(move || {
+            if pin {
+                pin_to_cpu(cpu);
+            }
+            run_device_thread(dev_queues, stop)
+        })
+        .map_err(|e| Error::Sys { what: "spawning the device thread".into(), source: e })?;
+    Ok(Some(handle))
+}
+
 impl Forwarder {
     /// Build everything and start the threads.
     pub fn start(cfg: &Config) -> Result<Forwarder> {
@@ -346,43 +506,9 @@ impl Forwarder {
             _ => resolve_nexthops(&table),
         };
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let gen_mode = match cfg.gen_mode {
-            GenMode::Auto if cfg.workers < cores => GenMode::Thread,
-            GenMode::Auto => GenMode::Inline,
-            m => m,
-        };
-        let tsc = crate::cpu::tsc_rate();
-        let hz = tsc.hz;
-        let stats_path = match &cfg.stats_path {
-            Some(p) => p.clone(),
-            None => {
-                // Segments of forwarders that were killed before they could remove theirs.
-                fwd_abi::segment::remove_stale(std::path::Path::new(fwd_abi::segment::SEGMENT_DIR));
-                default_path(std::process::id())
-            }
-        };
-        let mut info = RunInfo {
-            table_source: table.source.clone(),
-            routes: table.routes.len(),
-            nexthops: table.nexthops.len(),
-            duplicates: table.duplicates,
-            conflicts: table.conflicts,
-            aggregates_added: table.aggregates_added,
-            fib: cfg.fib.to_string(),
-            fib_build_ms,
-            fib_memory_bytes: fib.memory_bytes(),
-            gen_mode,
-            tsc_hz: hz,
-            tsc_source: tsc.source.clone(),
-            stats_path: stats_path.display().to_string(),
-            cores,
-            device: match (cfg.driver, &cfg.in_if, &cfg.out_if) {
-                (DriverKind::Afpacket, Some(i), Some(o)) => format!("AF_PACKET on {i} -> {o}"),
-                (DriverKind::Afxdp, Some(i), Some(o)) => format!("AF_XDP on {i} -> {o}"),
-                _ => gen_mode.to_string(),
-            },
-            xdp: None,
-        };
+        let gen_mode = resolve_gen_mode(cfg, cores);
+        let stats_path = stats_path_for(cfg);
+        let mut info = run_info(cfg, &table, &fib, fib_build_ms, gen_mode, &stats_path, cores);
         let per_queue = cfg.rx_ring + cfg.tx_ring + 4 * crate::burst::MAX_BURST + 256;
         let count = (per_queue * cfg.workers) as u32;
         // afxdp: the arena is the UMEM; the kernel puts a frame 256 bytes into its buffer.
@@ -391,88 +517,26 @@ impl Forwarder {
         } else {
             BufferArena::new(count)?
         });
-        let mut xsk = if afxdp {
+        let xsk = if afxdp {
             let (qs, rep) = open_xsk_ports(cfg, &arena)?;
             info.xdp = Some(rep);
-            qs.into_iter()
+            qs
         } else {
-            Vec::new().into_iter()
+            Vec::new()
         };
-        // Published typed (fwd_abi::Published): every observer reads it through that type.
-        let cfg_json = fwd_abi::Published::of(cfg, &info)?.to_json();
-        let seg = Arc::new(Segment::create(&stats_path, cfg.workers, &cfg_json, hz)?);
-        let c = seg.control();
-        c.prefetch.store(u32::from(cfg.prefetch), Ordering::Relaxed);
-        c.cache_mode.store(cfg.cache.code(), Ordering::Relaxed);
-        c.stage_clock.store(u32::from(cfg.stage_clock), Ordering::Relaxed);
-        c.spin_ns.store(cfg.spin_ns, Ordering::Relaxed);
-        let rt = &cfg.rt;
-        c.store_gc(fwd_abi::GcTunables {
-            thresh: rt.gc_thresh.min(u32::MAX as usize) as u32,
-            elasticity: rt.gc_elasticity.min(u32::MAX as usize) as u32,
-            min_interval_ms: rt.gc_min_interval_ms.min(u32::MAX as u64) as u32,
-            timeout_s: rt.gc_timeout_s.min(u32::MAX as u64) as u32,
-        });
+        let seg = create_segment(cfg, &stats_path, &info)?;
 
         let depot = Depot::new("pktbuf", arena.count(), 64, cfg.workers);
-        let mut ports = if afpacket { open_ports(cfg)? } else { Vec::new() }.into_iter();
+        let ports = if afpacket { open_ports(cfg)? } else { Vec::new() };
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Shared { cfg: cfg.clone(), fib, nh_out, arena: arena.clone(), depot, seg: seg.clone(), stop };
-        let mut queues = Vec::new();
-        let mut dev_queues = Vec::new();
-        if afpacket || afxdp {
-            for id in 0..cfg.workers {
-                let ring = Arc::new(RxRing::new(cfg.rx_ring));
-                // The kernel's rx ring is the device of this worker's descriptor ring.
-                let dev = RxDevice { ring: ring.clone(), filled: 0 };
-                let port = if afxdp {
-                    xsk.next().map(|mut p| {
-                        p.dev = dev;
-                        PortQueue::Xdp(p)
-                    })
-                } else {
-                    ports.next().map(|mut p| {
-                        p.dev = dev;
-                        PortQueue::Afp(p)
-                    })
-                };
-                queues.push(Queue { id, ring, inline: None, dev_stats: Arc::default(), port });
-            }
+        let (queues, dev_queues) = if afpacket || afxdp {
+            (port_queues(cfg, afxdp, xsk.into_iter(), ports.into_iter()), Vec::new())
         } else {
-            let chooser = Arc::new(DstChooser::new(&table.routes, cfg.traffic.dst, cfg.traffic.seed)?);
-            let per_queue_rate = cfg.traffic.rate.map(|r| r / cfg.workers as f64);
-            for id in 0..cfg.workers {
-                let ring = Arc::new(RxRing::new(cfg.rx_ring));
-                let gen = FlowGen::new(&cfg.traffic, chooser.clone(), id, cfg.workers);
-                let mut gq = GenQueue::new(ring.clone(), gen, arena.clone(), per_queue_rate);
-                gq.dma = if gen_mode == GenMode::Thread { cfg.dma } else { DmaModel::Cached };
-                let dev_stats = gq.stats.clone();
-                let inline = if gen_mode == GenMode::Inline {
-                    Some(gq)
-                } else {
-                    dev_queues.push(gq);
-                    None
-                };
-                queues.push(Queue { id, ring, inline, dev_stats, port: None });
-            }
-        }
-        let workers = queues.into_iter().map(|q| spawn_worker(&shared, q)).collect::<Result<Vec<_>>>()?;
-        let device = if dev_queues.is_empty() {
-            None
-        } else {
-            let (stop2, pin, cpu) = (shared.stop.clone(), cfg.pin, cores - 1);
-            Some(
-                std::thread::Builder::new()
-                    .name(fwd_abi::threads::DEVICE_THREAD.into())
-                    .spawn(move || {
-                        if pin {
-                            pin_to_cpu(cpu);
-                        }
-                        run_device_thread(dev_queues, stop2)
-                    })
-                    .map_err(|e| Error::Sys { what: "spawning the device thread".into(), source: e })?,
-            )
+            generator_queues(cfg, &table, &arena, gen_mode)?
         };
+        let workers = queues.into_iter().map(|q| spawn_worker(&shared, q)).collect::<Result<Vec<_>>>()?;
+        let device = spawn_device_thread(dev_queues, shared.stop.clone(), cfg.pin, cores - 1)?;
         seg.set_state(State::Running);
         Ok(Forwarder { seg, stop: shared.stop, workers, device, info, started: Instant::now(), config: cfg.clone() })
     }

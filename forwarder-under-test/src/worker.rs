@@ -181,10 +181,27 @@ impl Worker {
     }
 
     /// One pass of the burst loop (the phases in the module docs). Returns packets
-    /// received.
+    /// received. Its phases are `#[inline(always)]` helpers: this is the forwarding hot
+    /// path, and they compile into this one function as if written in it.
     #[inline]
     pub fn poll(&mut self) -> usize {
         self.clk.start();
+        self.poll_devices();
+        if self.rx.peek_done(0).is_none() && !self.wait_for_rx() {
+            return 0;
+        }
+        let pf = self.prefetch;
+        let n = self.receive_burst(pf);
+        self.lookup_burst(pf);
+        let out = self.transmit_burst();
+        self.after_burst(out);
+        n
+    }
+
+    /// Nic and driver rx: run an inline synthetic device, or move frames from the kernel's
+    /// rings (AF_PACKET, AF_XDP) to the worker's rx ring.
+    #[inline(always)]
+    fn poll_devices(&mut self) {
         if let Some(g) = self.gen.as_mut() {
             let made = fwd_nic_generate(g, self.burst_size);
             self.clk.lap(Stage::Nic);
@@ -209,34 +226,44 @@ impl Worker {
             self.dev_stats.packets.fetch_add(moved as u64, Ordering::Relaxed);
             self.clk.lap(if moved > 0 { Stage::DriverRx } else { Stage::Idle });
         }
-        if self.rx.peek_done(0).is_none() {
-            // Only a device thread fills the ring while we wait; an inline device and the
-            // kernel's rings fill it when polled.
-            let separate = self.gen.is_none() && self.afp.is_none() && self.xdp.is_none();
-            let arrived = separate && fwd_idle_poll(&self.rx, IDLE_SPINS);
-            self.clk.lap(Stage::Idle);
-            if !arrived {
-                self.clk.call(Stage::Idle, 0);
-                self.ctr[Ctr::IdlePolls as usize] += 1;
-                if let Some(q) = self.afp.as_mut() {
-                    // Nothing came in: what waits for a batch goes out now.
-                    fwd_driver_afp_tx_flush(&mut q.tx, &mut self.ctr);
-                    self.clk.lap(Stage::DriverTx);
+    }
+
+    /// Idle: the rx ring had nothing done. Spin briefly for a device thread; when still
+    /// nothing arrived, flush what waits to be sent and take back finished sends. Returns
+    /// whether frames arrived (false: the poll ends here).
+    #[inline(always)]
+    fn wait_for_rx(&mut self) -> bool {
+        // Only a device thread fills the ring while we wait; an inline device and the
+        // kernel's rings fill it when polled.
+        let separate = self.gen.is_none() && self.afp.is_none() && self.xdp.is_none();
+        let arrived = separate && fwd_idle_poll(&self.rx, IDLE_SPINS);
+        self.clk.lap(Stage::Idle);
+        if !arrived {
+            self.clk.call(Stage::Idle, 0);
+            self.ctr[Ctr::IdlePolls as usize] += 1;
+            if let Some(q) = self.afp.as_mut() {
+                // Nothing came in: what waits for a batch goes out now.
+                fwd_driver_afp_tx_flush(&mut q.tx, &mut self.ctr);
+                self.clk.lap(Stage::DriverTx);
+            }
+            if let Some(q) = self.xdp.as_mut() {
+                // Nothing came in: take back what the kernel finished sending.
+                fwd_driver_xdp_tx_complete(q, &mut self.ctr, &mut self.to_free);
+                self.clk.lap(Stage::DriverTx);
+                if !self.to_free.is_empty() {
+                    fwd_slab_free_bulk(&mut self.bufs, &self.to_free);
+                    self.to_free.clear();
+                    self.clk.lap(Stage::Slab);
                 }
-                if let Some(q) = self.xdp.as_mut() {
-                    // Nothing came in: take back what the kernel finished sending.
-                    fwd_driver_xdp_tx_complete(q, &mut self.ctr, &mut self.to_free);
-                    self.clk.lap(Stage::DriverTx);
-                    if !self.to_free.is_empty() {
-                        fwd_slab_free_bulk(&mut self.bufs, &self.to_free);
-                        self.to_free.clear();
-                        self.clk.lap(Stage::Slab);
-                    }
-                }
-                return 0;
             }
         }
-        let pf = self.prefetch;
+        arrived
+    }
+
+    /// Driver rx, slab and ip: take a burst of completed descriptors, refill and post the
+    /// rx slots, stash dst objects, check the headers. Returns packets received.
+    #[inline(always)]
+    fn receive_burst(&mut self, pf: usize) -> usize {
         let n = fwd_driver_rx_burst(&self.arena, pf, &mut self.rx, &mut self.burst, self.burst_size, &mut self.ctr);
         self.clk.lap(Stage::DriverRx);
         self.clk.call(Stage::DriverRx, n);
@@ -254,6 +281,13 @@ impl Worker {
         fwd_ip_input_burst(&self.arena, &mut self.burst, pf, &mut self.ctr, &mut self.to_free);
         self.clk.lap(Stage::Ip);
         self.clk.call(Stage::Ip, n);
+        n
+    }
+
+    /// Lookup: route cache or FIB for the burst; a garbage-collector run inside it is moved
+    /// to the gc stage's clock.
+    #[inline(always)]
+    fn lookup_burst(&mut self, pf: usize) {
         let now = self.now();
         let (m, gc0, gc_runs0) = (self.burst.n, self.rt.gc_tsc, self.rt.stat.gc_total - self.rt.stat.gc_ignored);
         let mut cx = LookupCtx {
@@ -274,6 +308,12 @@ impl Worker {
             self.clk.calls[Stage::Gc as usize] += gc_runs;
             self.clk.packets[Stage::Gc as usize] += m as u64;
         }
+    }
+
+    /// Driver tx and slab: send the burst on the worker's port, then free what it released
+    /// (buffers, dsts). Returns packets that went to transmit.
+    #[inline(always)]
+    fn transmit_burst(&mut self) -> usize {
         let out = self.burst.n;
         let port = match (self.afp.as_mut(), self.xdp.as_mut()) {
             (Some(q), _) => Port::Afp(&mut q.tx),
@@ -298,6 +338,13 @@ impl Worker {
         }
         self.rt.release_pending();
         self.clk.lap(Stage::Slab);
+        out
+    }
+
+    /// Gc and calib: the route cache's expiry timer when due (rtcache mode), and the
+    /// calibration spin for the `out` packets sent (--spin-ns).
+    #[inline(always)]
+    fn after_burst(&mut self, out: usize) {
         if self.mode == CacheMode::Rtcache {
             let now = self.now();
             if now >= self.rt.next_check {
@@ -314,7 +361,6 @@ impl Worker {
             self.clk.lap(Stage::Calib);
             self.clk.call(Stage::Calib, out);
         }
-        n
     }
 
     /// At most every 10 ms (by the TSC): this thread's time on CPU and waiting to run from

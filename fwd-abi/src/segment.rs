@@ -313,6 +313,61 @@ impl Foreign {
 unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
+/// Another user's segment at `path` (`f`, `len` bytes), read into a private copy: only
+/// what its header lays out (checked again by [`check_header`]), never a file's whole
+/// length: another user's file may be a sparse terabyte.
+fn copy_foreign(f: &File, path: &Path, len: usize) -> Result<memmap2::MmapMut> {
+    let mut head = memmap2::MmapMut::map_anon(HEADER_SIZE).map_err(|e| Error::io(path, e))?;
+    f.read_exact_at(&mut head, 0).map_err(|e| Error::io(path, e))?;
+    // SAFETY: a page-aligned copy of HEADER_SIZE bytes; Header is plain data plus an atomic.
+    let h = unsafe { &*(head.as_ptr() as *const Header) };
+    let total = layout(h.n_workers as usize, h.n_counters as usize, h.config_len as usize).total;
+    if total > len || total > MAX_FOREIGN_BYTES {
+        return Err(Error::Segment {
+            path: path.into(),
+            msg: format!(
+                "its header lays out {total} bytes in a file of {len} (another user's segment is copied, at most \
+                 {MAX_FOREIGN_BYTES} bytes)"
+            ),
+        });
+    }
+    let mut copy = memmap2::MmapMut::map_anon(total.max(HEADER_SIZE + CONTROL_SIZE)).map_err(|e| Error::io(path, e))?;
+    f.read_exact_at(&mut copy, 0).map_err(|e| Error::io(path, e))?;
+    Ok(copy)
+}
+
+/// Check the header at the start of `map` (a file of `len` bytes at `path`): magic,
+/// version, header size, and every offset against the sizes it gives. Returns the layout.
+/// `map` holds at least a header and a control block.
+fn check_header(map: &[u8], path: &Path, len: usize) -> Result<Layout> {
+    let bad = |msg: String| Error::Segment { path: path.into(), msg };
+    // SAFETY: the caller checked the length; Header is plain data plus an atomic.
+    let h = unsafe { &*(map.as_ptr() as *const Header) };
+    if h.magic != MAGIC {
+        return Err(bad("bad magic: not a fwdscope stats segment".into()));
+    }
+    if h.version != VERSION {
+        return Err(bad(format!("layout version {}, this reader understands {VERSION}", h.version)));
+    }
+    if h.header_size as usize != HEADER_SIZE {
+        return Err(bad(format!("header size {}, this reader expects {HEADER_SIZE}", h.header_size)));
+    }
+    let lay = layout(h.n_workers as usize, h.n_counters as usize, h.config_len as usize);
+    if lay.total > len
+        || lay.workers_off != h.workers_off as usize
+        || lay.block_size != h.block_size as usize
+        || lay.config_off != h.config_off as usize
+        || lay.names_off != h.names_off as usize
+        || lay.control_off != h.control_off as usize
+    {
+        return Err(bad(format!(
+            "header offsets do not match its sizes ({} workers, {} counters)",
+            h.n_workers, h.n_counters
+        )));
+    }
+    Ok(lay)
+}
+
 impl Segment {
     /// Create the segment file (mode 0600) for `n_workers` workers. A file already there is
     /// replaced only when it is stale: left by a forwarder that was killed (its owner is not
@@ -416,52 +471,16 @@ impl Segment {
         // SAFETY: geteuid cannot fail.
         let foreign = md.uid() != unsafe { libc::geteuid() };
         let (map, foreign) = if foreign {
-            // Copy only what its header lays out (checked again below), never a file's
-            // whole length: another user's file may be a sparse terabyte.
-            let mut head = memmap2::MmapMut::map_anon(HEADER_SIZE).map_err(|e| Error::io(path, e))?;
-            f.read_exact_at(&mut head, 0).map_err(|e| Error::io(path, e))?;
-            // SAFETY: a page-aligned copy of HEADER_SIZE bytes; Header is plain data plus an atomic.
-            let h = unsafe { &*(head.as_ptr() as *const Header) };
-            let total = layout(h.n_workers as usize, h.n_counters as usize, h.config_len as usize).total;
-            if total > len || total > MAX_FOREIGN_BYTES {
-                return Err(bad(format!(
-                    "its header lays out {total} bytes in a file of {len} (another user's segment is copied, at most \
-                     {MAX_FOREIGN_BYTES} bytes)"
-                )));
-            }
-            let mut copy =
-                memmap2::MmapMut::map_anon(total.max(HEADER_SIZE + CONTROL_SIZE)).map_err(|e| Error::io(path, e))?;
-            f.read_exact_at(&mut copy, 0).map_err(|e| Error::io(path, e))?;
+            let copy = copy_foreign(&f, path, len)?;
             (copy, Some(Foreign { file: f, gone: std::sync::atomic::AtomicBool::new(false) }))
         } else {
             // SAFETY: shared mapping of a file of this user's, which the forwarder writes
             // only through atomics.
             (unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|e| Error::io(path, e))?, None)
         };
+        let lay = check_header(&map, path, len)?;
         // SAFETY: length checked above; Header is plain data plus an atomic.
         let h = unsafe { &*(map.as_ptr() as *const Header) };
-        if h.magic != MAGIC {
-            return Err(bad("bad magic: not a fwdscope stats segment".into()));
-        }
-        if h.version != VERSION {
-            return Err(bad(format!("layout version {}, this reader understands {VERSION}", h.version)));
-        }
-        if h.header_size as usize != HEADER_SIZE {
-            return Err(bad(format!("header size {}, this reader expects {HEADER_SIZE}", h.header_size)));
-        }
-        let lay = layout(h.n_workers as usize, h.n_counters as usize, h.config_len as usize);
-        if lay.total > len
-            || lay.workers_off != h.workers_off as usize
-            || lay.block_size != h.block_size as usize
-            || lay.config_off != h.config_off as usize
-            || lay.names_off != h.names_off as usize
-            || lay.control_off != h.control_off as usize
-        {
-            return Err(bad(format!(
-                "header offsets do not match its sizes ({} workers, {} counters)",
-                h.n_workers, h.n_counters
-            )));
-        }
         Ok(Segment {
             n_workers: h.n_workers as usize,
             n_counters: h.n_counters as usize,

@@ -396,6 +396,50 @@ fn drive(
     samplers: &mut [SamplingEvent],
     counting: &mut OpenCounting,
 ) -> Result<()> {
+    begin(opts, sink, target, samplers, counting)?;
+    let start = Instant::now();
+    let mut watch = CounterWatch {
+        is_forwarder: matches!(opts.target, Target::Forwarder { .. } | Target::Pid(_)),
+        started_here: matches!(opts.target, Target::Forwarder { .. }),
+        segment: None,
+        last_counters: Instant::now() - opts.counter_interval,
+    };
+    let mut last_chunk = Instant::now();
+    let mut records = Vec::with_capacity(8192);
+    let ended_by = loop {
+        let mut drained = 0;
+        for s in samplers.iter_mut() {
+            drained += s.drain(&mut records, 1 << 14, &mut sink.meta.unparsed);
+        }
+        for r in records.drain(..) {
+            sink.record(r);
+        }
+        sink.end_pass();
+        watch.pass(opts, sink, target.pid, counting)?;
+        if last_chunk.elapsed() >= opts.chunk_interval {
+            last_chunk = Instant::now();
+            sink.checkpoint()?;
+        }
+        if let Some(why) = ended(opts, stop, start, target) {
+            break why;
+        }
+        if drained == 0 {
+            std::thread::sleep(opts.poll_interval);
+        }
+    };
+    wind_down(sink, target, samplers, &mut records, counting, watch.segment.as_ref());
+    finish(sink, ended_by, log)
+}
+
+/// The first records (what exists already), the `Started` batch, and then the target let
+/// run: a child we started released at its gate, else the events enabled.
+fn begin(
+    opts: &RecordOptions,
+    sink: &mut Sink,
+    target: &mut Started,
+    samplers: &mut [SamplingEvent],
+    counting: &mut OpenCounting,
+) -> Result<()> {
     let t0 = sink.meta.start_mono_ns;
     synthesize_existing(&opts.target, sink, t0);
     sink.end_pass();
@@ -415,60 +459,69 @@ fn drive(
         }
         enable(counting)?;
     }
-    let is_forwarder = matches!(opts.target, Target::Forwarder { .. } | Target::Pid(_));
-    let started_here = matches!(opts.target, Target::Forwarder { .. });
-    let mut segment: Option<Segment> = None;
-    let start = Instant::now();
-    let mut last_counters = Instant::now() - opts.counter_interval;
-    let mut last_chunk = Instant::now();
-    let mut records = Vec::with_capacity(8192);
-    let ended_by = loop {
-        let mut drained = 0;
-        for s in samplers.iter_mut() {
-            drained += s.drain(&mut records, 1 << 14, &mut sink.meta.unparsed);
-        }
-        for r in records.drain(..) {
-            sink.record(r);
-        }
-        sink.end_pass();
+    Ok(())
+}
+
+/// The forwarder's stats segment, once found, and when the last counter row was taken.
+struct CounterWatch {
+    /// The target is a forwarder (started here, or a running process given by pid).
+    is_forwarder: bool,
+    started_here: bool,
+    segment: Option<Segment>,
+    last_counters: Instant,
+}
+
+impl CounterWatch {
+    /// One pass of the loop: look for the forwarder's segment, and take a counter row when
+    /// one is due or the segment was just found.
+    fn pass(
+        &mut self,
+        opts: &RecordOptions,
+        sink: &mut Sink,
+        pid: Option<i32>,
+        counting: &mut OpenCounting,
+    ) -> Result<()> {
         // Look for the forwarder's segment on every pass until it is up, and take a row
         // as soon as it is: per-packet figures divide the samples by the packets between
         // the first and the last row, so the rows must span the forwarding.
         let mut found = false;
-        let due = last_counters.elapsed() >= opts.counter_interval;
+        let due = self.last_counters.elapsed() >= opts.counter_interval;
         // A forwarder we started creates its segment soon after: look on every pass. A
         // running process (-p) has its segment already, or none: look when a row is due.
-        if is_forwarder && segment.is_none() && (started_here || due) {
-            segment = target.pid.and_then(|p| Segment::find_for(p as u32));
-            if let Some(s) = &segment {
+        if self.is_forwarder && self.segment.is_none() && (self.started_here || due) {
+            self.segment = pid.and_then(|p| Segment::find_for(p as u32));
+            if let Some(s) = &self.segment {
                 sink.meta.forwarder = serde_json::from_str(&s.config_json()).ok();
                 found = true;
             }
         }
         if found || due {
-            last_counters = Instant::now();
+            self.last_counters = Instant::now();
             let t = perf_abi::mono_ns();
-            let rows = counter_rows(counting, segment.as_ref(), t)?;
+            let rows = counter_rows(counting, self.segment.as_ref(), t)?;
             sink.counters(t, rows);
         }
-        if last_chunk.elapsed() >= opts.chunk_interval {
-            last_chunk = Instant::now();
-            sink.checkpoint()?;
-        }
-        if let Some(why) = ended(opts, stop, start, target) {
-            break why;
-        }
-        if drained == 0 {
-            std::thread::sleep(opts.poll_interval);
-        }
-    };
+        Ok(())
+    }
+}
+
+/// After the loop: stop a child we started, drain what the events still hold, and take the
+/// last counter row.
+fn wind_down(
+    sink: &mut Sink,
+    target: &mut Started,
+    samplers: &mut [SamplingEvent],
+    records: &mut Vec<crate::records::Record>,
+    counting: &mut OpenCounting,
+    segment: Option<&Segment>,
+) {
     // Stop a child we started: ask a forwarder through its control block, else SIGINT.
     if let Some(c) = target.child.as_mut() {
-        c.stop(segment.as_ref(), Duration::from_secs(5));
+        c.stop(segment, Duration::from_secs(5));
     }
     for s in samplers.iter_mut() {
         let _ = s.disable();
-        while s.drain(&mut records, 1 << 14, &mut sink.meta.unparsed) > 0 {}
+        while s.drain(records, 1 << 14, &mut sink.meta.unparsed) > 0 {}
     }
     for r in records.drain(..) {
         sink.record(r);
@@ -478,11 +531,10 @@ fn drive(
     // packets cover every sample taken.
     if segment.is_some() {
         let t = perf_abi::mono_ns();
-        if let Ok(rows) = counter_rows(counting, segment.as_ref(), t) {
+        if let Ok(rows) = counter_rows(counting, segment, t) {
             sink.counters(t, rows);
         }
     }
-    finish(sink, ended_by, log)
 }
 
 /// Whether the session is over, and why.

@@ -471,6 +471,128 @@ pub fn plan_queues(in_if: &str, in_queues: u32, out_queues: u32, workers: usize)
         .collect())
 }
 
+/// What creating one worker's sockets needs: libxdp, the UMEM, the interfaces' names, the
+/// ring sizes and the bind flags. Errors from libxdp come back as positive errnos, which
+/// [`SocketMaker::explain`] turns into the forwarder's messages.
+struct SocketMaker<'a> {
+    lib: &'static Libxdp,
+    umem: *mut Umem,
+    in_if: &'a str,
+    in_c: CString,
+    out_c: CString,
+    rx_size: u32,
+    tx_size: u32,
+    /// fwdscope's spreading program is attached: the rx sockets load no program of their own.
+    spread: bool,
+    bind_flags: u16,
+    zero_copy: bool,
+}
+
+impl SocketMaker<'_> {
+    /// One socket: rx on the input interface (libxdp attaches its program there) or tx
+    /// on the output interface (no program). Returns libxdp's error as a positive errno.
+    fn create(
+        &self,
+        queue: u32,
+        rx_side: bool,
+        xdp_flags: u32,
+        rings: [*mut XskRing; 4],
+    ) -> std::result::Result<*mut Socket, i32> {
+        let cfg = SocketConfig {
+            rx_size: if rx_side { self.rx_size } else { 0 },
+            tx_size: if rx_side { 0 } else { self.tx_size },
+            libxdp_flags: if rx_side && !self.spread { 0 } else { sys::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD },
+            xdp_flags,
+            bind_flags: self.bind_flags,
+        };
+        let name = if rx_side { &self.in_c } else { &self.out_c };
+        // A socket closed moments ago (a forwarder that just stopped, or our own failed
+        // native attempt) keeps its queue until the kernel's deferred release runs:
+        // EBUSY for up to a second is retried before it counts.
+        let mut tries = 0;
+        loop {
+            let mut s = std::ptr::null_mut();
+            // SAFETY: the rings are boxed (stable addresses) and live as long as the socket.
+            let r = unsafe {
+                (self.lib.socket_create_shared)(
+                    &mut s,
+                    name.as_ptr(),
+                    queue,
+                    self.umem,
+                    rings[0],
+                    rings[1],
+                    rings[2],
+                    rings[3],
+                    &cfg,
+                )
+            };
+            match -r {
+                0 => return Ok(s),
+                libc::EBUSY if tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                e => return Err(e),
+            }
+        }
+    }
+
+    /// The error for errno `e` from creating `what` on `queue`, with a hint at the usual cause.
+    fn explain(&self, e: i32, queue: u32, what: &str) -> Error {
+        let in_if = self.in_if;
+        let hint = match e {
+            libc::EPERM | libc::EACCES => " (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF, or root)".to_string(),
+            libc::EBUSY => format!(
+                " (queue {queue} already has an AF_XDP socket, or the interface another XDP program: another forwarder runs there, or one was killed without detaching; stop it, or if none runs, detach it with `ip link set dev {in_if} xdp off`)"
+            ),
+            libc::ENOMEM | libc::ENOBUFS => " (raise the locked-memory limit: `ulimit -l`)".to_string(),
+            libc::EOPNOTSUPP if self.zero_copy => {
+                " (the driver has no zero-copy AF_XDP: drop --xdp-zero-copy)".to_string()
+            }
+            libc::ENODEV | libc::ENXIO => " (no such interface in this network namespace)".to_string(),
+            libc::ERANGE | libc::ENOSPC => native_refusal_hint(e).to_string(),
+            _ => String::new(),
+        };
+        Error::Config(format!("afxdp: {what}: {}{hint}", self.lib.error_text(-e)))
+    }
+}
+
+/// The attach mode read back from the interface (`native`, `generic`, `offload`, ...) and
+/// why it is that one, for [`XskReport`].
+fn attach_report(lib: &Libxdp, in_idx: i32, spread: bool, mode: XdpMode, in_if: &str) -> (&'static str, String) {
+    let attached = lib.attach_mode(in_idx);
+    let xdp_mode = match attached {
+        Some((sys::XDP_MODE_NATIVE, _)) => "native",
+        Some((sys::XDP_MODE_SKB, _)) => "generic",
+        Some((sys::XDP_MODE_HW, _)) => "offload",
+        Some(_) => "unknown",
+        None => "none",
+    };
+    let legacy = match attached {
+        Some((_, true)) if spread => "; fwdscope's spreading program attached alone (no bpffs here, so no dispatcher: no other XDP program can share the interface)",
+        Some((_, true)) => "; libxdp's program attached alone (no bpffs here, so no dispatcher: no other XDP program can share the interface)",
+        _ => "",
+    };
+    let why = match mode {
+        XdpMode::Generic => "asked for (--xdp-mode generic)".to_string(),
+        _ => format!("the driver of {in_if} runs XDP"),
+    };
+    let mut why = why;
+    why.push_str(legacy);
+    (xdp_mode, why)
+}
+
+/// Why the kernel gave zero-copy or copy mode, for [`XskReport`].
+fn copy_why(zc: bool, xdp_mode: &str, in_if: &str) -> String {
+    if zc {
+        "the driver maps the UMEM".to_string()
+    } else if xdp_mode == "generic" {
+        "generic XDP always copies".to_string()
+    } else {
+        format!("the driver of {in_if} offers no zero-copy AF_XDP; the kernel copies into the UMEM")
+    }
+}
+
 impl XskQueue {
     /// Open one worker's sockets on `umem` as `plan` says. Returns the queue and what the
     /// kernel gave (attach mode, copy mode).
@@ -488,8 +610,6 @@ impl XskQueue {
         let out_idx = ifindex(out_if)?;
         // With the spreading program attached, the rx sockets load no program of their own.
         let spread = setup.spread.clone();
-        let (rx_size, tx_size) = (ring_sizes.0.next_power_of_two(), ring_sizes.1.next_power_of_two());
-        let bind_flags = sys::XDP_USE_NEED_WAKEUP | if opts.zero_copy { sys::XDP_ZEROCOPY } else { 0 };
         let mut q = XskQueue {
             lib,
             rxs: Vec::new(),
@@ -511,154 +631,32 @@ impl XskQueue {
         };
         let ifname =
             |n: &str| CString::new(n).map_err(|_| Error::Config(format!("interface `{n}`: contains a NUL byte")));
-        let (in_c, out_c) = (ifname(in_if)?, ifname(out_if)?);
-        // One socket: rx on the input interface (libxdp attaches its program there) or tx
-        // on the output interface (no program). Returns libxdp's error as a positive errno.
-        let create = |queue: u32,
-                      rx_side: bool,
-                      xdp_flags: u32,
-                      rings: [*mut XskRing; 4]|
-         -> std::result::Result<*mut Socket, i32> {
-            let cfg = SocketConfig {
-                rx_size: if rx_side { rx_size } else { 0 },
-                tx_size: if rx_side { 0 } else { tx_size },
-                libxdp_flags: if rx_side && spread.is_none() { 0 } else { sys::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD },
-                xdp_flags,
-                bind_flags,
-            };
-            let name = if rx_side { &in_c } else { &out_c };
-            // A socket closed moments ago (a forwarder that just stopped, or our own failed
-            // native attempt) keeps its queue until the kernel's deferred release runs:
-            // EBUSY for up to a second is retried before it counts.
-            let mut tries = 0;
-            loop {
-                let mut s = std::ptr::null_mut();
-                // SAFETY: the rings are boxed (stable addresses) and live as long as the socket.
-                let r = unsafe {
-                    (lib.socket_create_shared)(
-                        &mut s,
-                        name.as_ptr(),
-                        queue,
-                        umem.umem,
-                        rings[0],
-                        rings[1],
-                        rings[2],
-                        rings[3],
-                        &cfg,
-                    )
-                };
-                match -r {
-                    0 => return Ok(s),
-                    libc::EBUSY if tries < 20 => {
-                        tries += 1;
-                        std::thread::sleep(std::time::Duration::from_millis(50));
-                    }
-                    e => return Err(e),
-                }
-            }
+        let maker = SocketMaker {
+            lib,
+            umem: umem.umem,
+            in_if,
+            in_c: ifname(in_if)?,
+            out_c: ifname(out_if)?,
+            rx_size: ring_sizes.0.next_power_of_two(),
+            tx_size: ring_sizes.1.next_power_of_two(),
+            spread: spread.is_some(),
+            bind_flags: sys::XDP_USE_NEED_WAKEUP | if opts.zero_copy { sys::XDP_ZEROCOPY } else { 0 },
+            zero_copy: opts.zero_copy,
         };
-        let explain = |e: i32, queue: u32, what: &str| -> Error {
-            let hint = match e {
-                libc::EPERM | libc::EACCES => " (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF, or root)".to_string(),
-                libc::EBUSY => format!(
-                    " (queue {queue} already has an AF_XDP socket, or the interface another XDP program: another forwarder runs there, or one was killed without detaching; stop it, or if none runs, detach it with `ip link set dev {in_if} xdp off`)"
-                ),
-                libc::ENOMEM | libc::ENOBUFS => " (raise the locked-memory limit: `ulimit -l`)".to_string(),
-                libc::EOPNOTSUPP if opts.zero_copy => {
-                    " (the driver has no zero-copy AF_XDP: drop --xdp-zero-copy)".to_string()
-                }
-                libc::ENODEV | libc::ENXIO => " (no such interface in this network namespace)".to_string(),
-                libc::ERANGE | libc::ENOSPC => native_refusal_hint(e).to_string(),
-                _ => String::new(),
-            };
-            Error::Config(format!("afxdp: {what}: {}{hint}", lib.error_text(-e)))
-        };
-        let native = sys::XDP_FLAGS_DRV_MODE;
-        let generic = sys::XDP_FLAGS_SKB_MODE;
         let flags = match opts.mode {
-            XdpMode::Generic => generic,
-            _ => native,
+            XdpMode::Generic => sys::XDP_FLAGS_SKB_MODE,
+            _ => sys::XDP_FLAGS_DRV_MODE,
         };
-        for &queue in &plan.rx_queues {
-            let (pool, owns_pool) = setup.pool(in_idx, queue);
-            let mut r = RxSock { sock: std::ptr::null_mut(), fd: -1, queue, pool, owns_pool, rx: Box::default() };
-            // The pool's rings: set up by libxdp for its first socket, shared by the others.
-            let (fill, comp) = r.pool.ring_ptrs();
-            let rings: [*mut XskRing; 4] = [&mut *r.rx, std::ptr::null_mut(), fill, comp];
-            let at = format!("{in_if} queue {queue}");
-            // The caller resolved auto mode already (a native probe without a socket).
-            r.sock = create(queue, true, flags, rings).map_err(|e| {
-                let mode = if flags == native { "native" } else { "generic" };
-                explain(e, queue, &format!("{mode} XDP socket on {at}"))
-            })?;
-            // SAFETY: a socket just created.
-            r.fd = unsafe { (lib.socket_fd)(r.sock) };
-            q.rxs.push(r);
-        }
-        let tx_at = format!("tx socket on {out_if} queue {}", plan.tx_queue);
-        let shared_fd = q.tx_pool.owner.lock().unwrap_or_else(|e| e.into_inner()).map(|o| o.2);
-        if let Some(shared_fd) = shared_fd {
-            // Another worker's socket is on this output queue: share its pool.
-            let s = sys::SharedTxSocket::bind(out_idx as u32, plan.tx_queue, tx_size, shared_fd, &mut q.tx).map_err(
-                |(what, e)| {
-                    Error::Config(format!("afxdp: {tx_at}, sharing the queue with another worker: {what}: {e}"))
-                },
-            )?;
-            q.tx_fd = s.fd;
-            q.tx_shared = Some(s);
-        } else {
-            let (fill, comp) = q.tx_pool.ring_ptrs();
-            let rings: [*mut XskRing; 4] = [std::ptr::null_mut(), &mut *q.tx, fill, comp];
-            let sock = create(plan.tx_queue, false, 0, rings).map_err(|e| explain(e, plan.tx_queue, &tx_at))?;
-            // SAFETY: a socket just created.
-            q.tx_fd = unsafe { (lib.socket_fd)(sock) };
-            *q.tx_pool.owner.lock().unwrap_or_else(|e| e.into_inner()) = Some((lib, sock, q.tx_fd));
-        }
-        let attached = lib.attach_mode(in_idx);
-        let xdp_mode = match attached {
-            Some((sys::XDP_MODE_NATIVE, _)) => "native",
-            Some((sys::XDP_MODE_SKB, _)) => "generic",
-            Some((sys::XDP_MODE_HW, _)) => "offload",
-            Some(_) => "unknown",
-            None => "none",
-        };
-        let legacy = match attached {
-            Some((_, true)) if spread.is_some() => "; fwdscope's spreading program attached alone (no bpffs here, so no dispatcher: no other XDP program can share the interface)",
-            Some((_, true)) => "; libxdp's program attached alone (no bpffs here, so no dispatcher: no other XDP program can share the interface)",
-            _ => "",
-        };
-        let why = match opts.mode {
-            XdpMode::Generic => "asked for (--xdp-mode generic)".to_string(),
-            _ => format!("the driver of {in_if} runs XDP"),
-        };
-        let mut why = why;
-        why.push_str(legacy);
+        q.open_rx_sockets(setup, &maker, in_idx, &plan.rx_queues, flags)?;
+        q.open_tx_socket(&maker, out_idx, out_if, plan.tx_queue)?;
+        let (xdp_mode, xdp_why) = attach_report(lib, in_idx, spread.is_some(), opts.mode, in_if);
         let zc = q.options()? & sys::XDP_OPTIONS_ZEROCOPY != 0;
         q.zero_copy = zc;
-        let copy_why = if zc {
-            "the driver maps the UMEM".to_string()
-        } else if xdp_mode == "generic" {
-            "generic XDP always copies".to_string()
-        } else {
-            format!("the driver of {in_if} offers no zero-copy AF_XDP; the kernel copies into the UMEM")
-        };
-        let mut busy = "off".to_string();
-        if opts.busy_poll {
-            let fds: Vec<i32> = q.rxs.iter().map(|r| r.fd).chain([q.tx_fd]).collect();
-            let r = fds.iter().try_for_each(|&fd| {
-                sockopt_i32(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1)?;
-                sockopt_i32(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, 20)?;
-                sockopt_i32(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, 64)
-            });
-            q.busy_poll = r.is_ok();
-            busy = match r {
-                Ok(()) => "on (20 us, budget 64)".into(),
-                Err(e) => format!("refused ({e}); off"),
-            };
-        }
+        let copy_why = copy_why(zc, xdp_mode, in_if);
+        let busy = if opts.busy_poll { q.enable_busy_poll() } else { "off".to_string() };
         let report = XskReport {
             xdp_mode: xdp_mode.to_string(),
-            xdp_why: why,
+            xdp_why,
             copy_mode: if zc { "zero-copy" } else { "copy" }.into(),
             copy_why,
             need_wakeup: true,
@@ -667,6 +665,75 @@ impl XskQueue {
             spread: String::new(),
         };
         Ok((q, report))
+    }
+
+    /// Create an rx socket on each of `queues` of the input interface (`in_idx`), attached
+    /// with `flags` (native or generic; the caller resolved auto mode already, by a native
+    /// probe without a socket).
+    fn open_rx_sockets(
+        &mut self,
+        setup: &mut XskSetup,
+        maker: &SocketMaker<'_>,
+        in_idx: i32,
+        queues: &[u32],
+        flags: u32,
+    ) -> Result<()> {
+        for &queue in queues {
+            let (pool, owns_pool) = setup.pool(in_idx, queue);
+            let mut r = RxSock { sock: std::ptr::null_mut(), fd: -1, queue, pool, owns_pool, rx: Box::default() };
+            // The pool's rings: set up by libxdp for its first socket, shared by the others.
+            let (fill, comp) = r.pool.ring_ptrs();
+            let rings: [*mut XskRing; 4] = [&mut *r.rx, std::ptr::null_mut(), fill, comp];
+            let at = format!("{} queue {queue}", maker.in_if);
+            r.sock = maker.create(queue, true, flags, rings).map_err(|e| {
+                let mode = if flags == sys::XDP_FLAGS_DRV_MODE { "native" } else { "generic" };
+                maker.explain(e, queue, &format!("{mode} XDP socket on {at}"))
+            })?;
+            // SAFETY: a socket just created.
+            r.fd = unsafe { (self.lib.socket_fd)(r.sock) };
+            self.rxs.push(r);
+        }
+        Ok(())
+    }
+
+    /// Create the tx socket on `tx_queue` of the output interface (`out_idx`): sharing the
+    /// pool of another worker's socket on that queue, or the queue's first (libxdp's).
+    fn open_tx_socket(&mut self, maker: &SocketMaker<'_>, out_idx: i32, out_if: &str, tx_queue: u32) -> Result<()> {
+        let tx_at = format!("tx socket on {out_if} queue {tx_queue}");
+        let shared_fd = self.tx_pool.owner.lock().unwrap_or_else(|e| e.into_inner()).map(|o| o.2);
+        if let Some(shared_fd) = shared_fd {
+            // Another worker's socket is on this output queue: share its pool.
+            let s = sys::SharedTxSocket::bind(out_idx as u32, tx_queue, maker.tx_size, shared_fd, &mut self.tx)
+                .map_err(|(what, e)| {
+                    Error::Config(format!("afxdp: {tx_at}, sharing the queue with another worker: {what}: {e}"))
+                })?;
+            self.tx_fd = s.fd;
+            self.tx_shared = Some(s);
+        } else {
+            let (fill, comp) = self.tx_pool.ring_ptrs();
+            let rings: [*mut XskRing; 4] = [std::ptr::null_mut(), &mut *self.tx, fill, comp];
+            let sock = maker.create(tx_queue, false, 0, rings).map_err(|e| maker.explain(e, tx_queue, &tx_at))?;
+            // SAFETY: a socket just created.
+            self.tx_fd = unsafe { (self.lib.socket_fd)(sock) };
+            *self.tx_pool.owner.lock().unwrap_or_else(|e| e.into_inner()) = Some((self.lib, sock, self.tx_fd));
+        }
+        Ok(())
+    }
+
+    /// Turn on busy polling on every socket (20 us, budget 64); returns what the report
+    /// says of it. A socket that refuses turns it off for the queue.
+    fn enable_busy_poll(&mut self) -> String {
+        let fds: Vec<i32> = self.rxs.iter().map(|r| r.fd).chain([self.tx_fd]).collect();
+        let r = fds.iter().try_for_each(|&fd| {
+            sockopt_i32(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1)?;
+            sockopt_i32(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, 20)?;
+            sockopt_i32(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, 64)
+        });
+        self.busy_poll = r.is_ok();
+        match r {
+            Ok(()) => "on (20 us, budget 64)".into(),
+            Err(e) => format!("refused ({e}); off"),
+        }
     }
 
     fn options(&self) -> Result<u32> {
@@ -711,6 +778,15 @@ impl XskQueue {
     /// of the worker's rx slots from the XSK rx rings. Returns (frames delivered,
     /// descriptors the kernel gave that name no buffer of ours, which were dropped).
     pub fn fill(&mut self, arena: &BufferArena, max: usize) -> (usize, u64) {
+        self.hand_posted();
+        self.receive(arena, max)
+    }
+
+    /// Hand the buffers the worker posted since the last call to the fill rings, at most
+    /// 64 at a time: each batch to the socket whose fill ring holds fewest, none past its
+    /// share.
+    #[inline(always)]
+    fn hand_posted(&mut self) {
         loop {
             // Slots filled..filled+size are the device's; those past `handed` and posted
             // have a buffer the kernel has not seen yet.
@@ -745,6 +821,12 @@ impl XskQueue {
             drop(fill);
             self.handed += u64::from(give);
         }
+    }
+
+    /// Complete up to `max` of the worker's rx slots from the XSK rx rings, starting at the
+    /// next socket in turn. Returns (frames delivered, descriptors naming no buffer of ours).
+    #[inline(always)]
+    fn receive(&mut self, arena: &BufferArena, max: usize) -> (usize, u64) {
         let buf_len = arena.buf_len() as u64;
         let (mut done, mut bad) = (0usize, 0u64);
         let n_socks = self.rxs.len();

@@ -359,17 +359,26 @@ impl SharedTxSocket {
         shared_fd: c_int,
         ring: &mut XskRing,
     ) -> std::result::Result<SharedTxSocket, (&'static str, std::io::Error)> {
-        let last = |what| (what, std::io::Error::last_os_error());
         // SAFETY: plain socket creation.
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(last("socket(AF_XDP)"));
+            return Err(last_error("socket(AF_XDP)"));
         }
         let mut sock = SharedTxSocket { fd, map: std::ptr::null_mut(), map_len: 0 };
+        let off = sock.tx_ring_offsets(size)?;
+        sock.map_tx_ring(&off, size)?;
+        sock.bind_shared(ifindex, queue, shared_fd)?;
+        sock.start_ring(&off, size, ring);
+        Ok(sock)
+    }
+
+    /// Ask for a tx ring of `size` descriptors and read where the kernel maps its parts.
+    fn tx_ring_offsets(&self, size: u32) -> std::result::Result<MmapOffsets, (&'static str, std::io::Error)> {
+        let fd = self.fd;
         // SAFETY: a u32 option of its size.
         let r = unsafe { libc::setsockopt(fd, SOL_XDP, XDP_TX_RING, &size as *const u32 as *const c_void, 4) };
         if r != 0 {
-            return Err(last("setsockopt(XDP_TX_RING)"));
+            return Err(last_error("setsockopt(XDP_TX_RING)"));
         }
         let mut off = MmapOffsets::default();
         let mut len = std::mem::size_of::<MmapOffsets>() as libc::socklen_t;
@@ -378,8 +387,13 @@ impl SharedTxSocket {
             libc::getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &mut off as *mut MmapOffsets as *mut c_void, &mut len)
         };
         if r != 0 || len as usize != std::mem::size_of::<MmapOffsets>() {
-            return Err(last("getsockopt(XDP_MMAP_OFFSETS)"));
+            return Err(last_error("getsockopt(XDP_MMAP_OFFSETS)"));
         }
+        Ok(off)
+    }
+
+    /// Map the socket's tx ring of `size` descriptors (unmapped on drop).
+    fn map_tx_ring(&mut self, off: &MmapOffsets, size: u32) -> std::result::Result<(), (&'static str, std::io::Error)> {
         let map_len = off.tx.desc as usize + size as usize * std::mem::size_of::<XdpDesc>();
         // SAFETY: mapping the socket's tx ring at the kernel's page offset for it.
         let map = unsafe {
@@ -388,15 +402,25 @@ impl SharedTxSocket {
                 map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
+                self.fd,
                 XDP_PGOFF_TX_RING,
             )
         };
         if map == libc::MAP_FAILED {
-            return Err(last("mmap of the tx ring"));
+            return Err(last_error("mmap of the tx ring"));
         }
-        sock.map = map;
-        sock.map_len = map_len;
+        self.map = map;
+        self.map_len = map_len;
+        Ok(())
+    }
+
+    /// Bind to `queue` of `ifindex`, sharing the buffer pool of `shared_fd`.
+    fn bind_shared(
+        &self,
+        ifindex: u32,
+        queue: u32,
+        shared_fd: c_int,
+    ) -> std::result::Result<(), (&'static str, std::io::Error)> {
         let sa = SockaddrXdp {
             family: libc::AF_XDP as u16,
             flags: XDP_SHARED_UMEM,
@@ -407,14 +431,21 @@ impl SharedTxSocket {
         // SAFETY: the address and its size.
         let r = unsafe {
             libc::bind(
-                fd,
+                self.fd,
                 &sa as *const SockaddrXdp as *const libc::sockaddr,
                 std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
             )
         };
         if r != 0 {
-            return Err(last("bind (sharing the queue's buffer pool)"));
+            return Err(last_error("bind (sharing the queue's buffer pool)"));
         }
+        Ok(())
+    }
+
+    /// Set `ring` up over the mapped tx ring of `size` descriptors, as libxdp starts a
+    /// producer ring.
+    fn start_ring(&self, off: &MmapOffsets, size: u32, ring: &mut XskRing) {
+        let map = self.map;
         let at = |o: u64| (map as *mut u8).wrapping_add(o as usize);
         *ring = XskRing {
             cached_prod: 0,
@@ -432,8 +463,12 @@ impl SharedTxSocket {
             ring.cached_prod = word(ring.producer).load(Ordering::Relaxed);
             ring.cached_cons = word(ring.consumer).load(Ordering::Relaxed).wrapping_add(size);
         }
-        Ok(sock)
     }
+}
+
+/// `what` failed: the call's name and the thread's last OS error.
+fn last_error(what: &'static str) -> (&'static str, std::io::Error) {
+    (what, std::io::Error::last_os_error())
 }
 
 impl Drop for SharedTxSocket {
