@@ -5,6 +5,7 @@
 
 use crate::{Error, Result};
 use collector::records::{Mapping, Sample};
+use collector::sample_decode::{SampleLayout, PERF_RECORD_SAMPLE};
 use linux_perf_data::linux_perf_event_reader::{
     CpuMode, Endianness, EventRecord, Mmap2FileId, PerfEventType, RawData, RawEventRecord, RecordParseInfo, RecordType,
     SamplingPolicy, SoftwareCounterType,
@@ -69,10 +70,6 @@ fn absorb_kernel_map(out: &mut PerfData, path: &[u8], start: u64, len: u64, pgof
         out.modules.push(KernelModule { name, start, len, build_id: None });
     }
 }
-
-/// perf's callchain context markers (PERF_CONTEXT_KERNEL, _USER, ...) are the top 4095
-/// values of u64.
-use collector::perf_abi::PERF_CONTEXT_MAX;
 
 fn bad(path: &std::path::Path, msg: impl std::fmt::Display) -> Error {
     Error::PerfData { path: path.display().to_string(), msg: msg.to_string() }
@@ -383,93 +380,10 @@ fn check_records(data: &[u8], off: u64) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// PERF_RECORD_SAMPLE.
-const PERF_RECORD_SAMPLE: u32 = 9;
-
-/// Sample layout bits (perf_event.h `PERF_SAMPLE_*`).
-mod sample_bits {
-    pub const IP: u64 = 1 << 0;
-    pub const TID: u64 = 1 << 1;
-    pub const TIME: u64 = 1 << 2;
-    pub const ADDR: u64 = 1 << 3;
-    pub const READ: u64 = 1 << 4;
-    pub const CALLCHAIN: u64 = 1 << 5;
-    pub const ID: u64 = 1 << 6;
-    pub const CPU: u64 = 1 << 7;
-    pub const PERIOD: u64 = 1 << 8;
-    pub const STREAM_ID: u64 = 1 << 9;
-    pub const IDENTIFIER: u64 = 1 << 16;
-}
-
-/// Decode a SAMPLE body with layout `st` (up to the callchain; READ is not supported
-/// here). None when the body is too short for what the layout says.
-fn decode_sample(body: &[u8], st: u64, misc: u16, default_period: u64) -> Option<Sample> {
-    use sample_bits::*;
-    let mut p = 0usize;
-    let mut u64_ = || -> Option<u64> {
-        let v = u64::from_le_bytes(body.get(p..p + 8)?.try_into().ok()?);
-        p += 8;
-        Some(v)
-    };
-    if st & IDENTIFIER != 0 {
-        u64_()?;
-    }
-    let ip = if st & IP != 0 { u64_()? } else { 0 };
-    let (pid, tid) = if st & TID != 0 {
-        let v = u64_()?;
-        (v as u32, (v >> 32) as u32)
-    } else {
-        (0, 0)
-    };
-    let time = if st & TIME != 0 { u64_()? } else { 0 };
-    if st & ADDR != 0 {
-        u64_()?;
-    }
-    if st & ID != 0 {
-        u64_()?;
-    }
-    if st & STREAM_ID != 0 {
-        u64_()?;
-    }
-    let cpu = if st & CPU != 0 { u64_()? as u32 } else { 0 };
-    let period = if st & PERIOD != 0 { u64_()? } else { default_period };
-    let mut callchain = Vec::new();
-    if st & CALLCHAIN != 0 {
-        let nr = u64_()?;
-        if nr > (body.len() / 8) as u64 {
-            return None;
-        }
-        callchain.reserve(nr as usize);
-        for _ in 0..nr {
-            let a = u64_()?;
-            if a < PERF_CONTEXT_MAX {
-                callchain.push(a);
-            }
-        }
-    }
-    let kernel = collector::perf_abi::is_kernel_cpumode(misc);
-    Some(Sample { time, pid, tid, cpu, ip, period, kernel, callchain })
-}
-
-/// Fold one parsed record into `out`.
-fn absorb(out: &mut PerfData, parsed: EventRecord, path: &std::path::Path) -> Result<()> {
+/// Fold one parsed side-band record into `out` (samples are decoded by
+/// [`SampleLayout::decode`], never here).
+fn absorb(out: &mut PerfData, parsed: EventRecord) {
     match parsed {
-        EventRecord::Sample(s) => out.take(
-            Sample {
-                time: s.timestamp.unwrap_or(0),
-                pid: s.pid.unwrap_or(0) as u32,
-                tid: s.tid.unwrap_or(0) as u32,
-                cpu: s.cpu.unwrap_or(0),
-                ip: s.ip.unwrap_or(0),
-                period: s.period.unwrap_or(1),
-                kernel: matches!(s.cpu_mode, CpuMode::Kernel | CpuMode::GuestKernel),
-                callchain: s
-                    .callchain
-                    .map(|c| (0..c.len()).filter_map(|i| c.get(i)).filter(|&a| a < PERF_CONTEXT_MAX).collect())
-                    .unwrap_or_default(),
-            },
-            path,
-        )?,
         EventRecord::Comm(c) => out.tasks.push(collector::records::TaskEvent::Comm {
             time: 0,
             pid: c.pid as u32,
@@ -496,7 +410,19 @@ fn absorb(out: &mut PerfData, parsed: EventRecord, path: &std::path::Path) -> Re
         EventRecord::Lost(l) => out.lost = out.lost.saturating_add(l.count),
         _ => {}
     }
-    Ok(())
+}
+
+/// The sample layout one event's attributes give its records.
+fn sample_layout(a: &linux_perf_data::linux_perf_event_reader::PerfEventAttr, endian: Endianness) -> SampleLayout {
+    SampleLayout {
+        sample_type: a.sample_format.bits(),
+        read_format: a.read_format.bits(),
+        default_period: match a.sampling_policy {
+            SamplingPolicy::Period(p) => p.get(),
+            _ => 1,
+        },
+        big_endian: endian == Endianness::BigEndian,
+    }
 }
 
 /// linux-perf-event-reader asserts (panics) on an MMAP2 build-id longer than 20 bytes:
@@ -622,9 +548,9 @@ fn parse_perf_data_into<R: std::io::Read + std::io::Seek>(
     }
 }
 
-/// The event name and the direct decoder's layout (sample_type bits, default period,
-/// parse info), when the file's events allow it.
-type Layout = (String, Option<(u64, u64, RecordParseInfo)>);
+/// The event name and the direct decoder's layout (the sample layout and the side-band
+/// records' parse info), when the file's events allow it.
+type Layout = (String, Option<(SampleLayout, RecordParseInfo)>);
 
 fn layout(perf_file: &linux_perf_data::PerfFile, allow_fast: bool) -> Layout {
     let attrs = perf_file.event_attributes();
@@ -641,18 +567,14 @@ fn layout(perf_file: &linux_perf_data::PerfFile, allow_fast: bool) -> Layout {
     // and at most one that samples (perf adds a non-sampling dummy event for side-band
     // records when recording system-wide).
     let sampling: Vec<_> = attrs.iter().filter(|a| !is_dummy(a)).collect();
-    let same_layout = attrs.windows(2).all(|w| w[0].attributes().sample_format == w[1].attributes().sample_format);
+    let same_layout = attrs.windows(2).all(|w| {
+        let (a, b) = (w[0].attributes(), w[1].attributes());
+        a.sample_format == b.sample_format && a.read_format == b.read_format
+    });
     let fast = match sampling[..] {
         [one] if allow_fast && same_layout && perf_file.endian() == Endianness::LittleEndian => {
             let a = one.attributes();
-            let st = a.sample_format.bits();
-            (st & sample_bits::READ == 0).then(|| {
-                let period = match a.sampling_policy {
-                    SamplingPolicy::Period(p) => p.get(),
-                    _ => 1,
-                };
-                (st, period, RecordParseInfo::new(a, Endianness::LittleEndian))
-            })
+            Some((sample_layout(a, Endianness::LittleEndian), RecordParseInfo::new(a, Endianness::LittleEndian)))
         }
         _ => None,
     };
@@ -683,10 +605,10 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
     if let Ok(table) = guard(path, "build-id table", || perf_file.build_ids())? {
         ids.take_table(&mut out, table);
     }
-    if let Some((st, default_period, info)) = fast {
+    if let Some((sample_layout, info)) = fast {
         // Record by record from the data section, each checked against the section's end
         // before its body is read: memory does not grow with the file.
-        let mut dec = Decoder::new(&mut out, path, st, default_period, info);
+        let mut dec = Decoder::new(&mut out, path, sample_layout, info);
         reader.seek(std::io::SeekFrom::Start(data_off)).map_err(io)?;
         let mut body = Vec::with_capacity(1 << 16);
         let mut pos = 0u64;
@@ -755,6 +677,17 @@ fn read_sorted<R: std::io::Read>(
     {
         n += 1;
         match rec {
+            PerfFileRecord::EventRecord { attr_index, record } if record.record_type.0 == PERF_RECORD_SAMPLE => {
+                let layout = perf_file
+                    .event_attributes()
+                    .get(attr_index)
+                    .map(|a| sample_layout(a.attributes(), perf_file.endian()))
+                    .ok_or_else(|| bad(path, format!("record {n}: a sample of event {attr_index}, which the file lacks")))?;
+                let s = layout
+                    .decode(&record.data.as_slice(), record.misc)
+                    .ok_or_else(|| bad(path, format!("record {n}: sample shorter than its layout")))?;
+                out.take(s, path)?;
+            }
             PerfFileRecord::EventRecord { record, .. } => {
                 check_mmap2(
                     path,
@@ -765,7 +698,7 @@ fn read_sorted<R: std::io::Read>(
                 )?;
                 let parsed = guard(path, &format!("record {n}"), || record.parse())?
                     .map_err(|e| bad(path, format!("record {n}: {e}")))?;
-                absorb(out, parsed, path)?;
+                absorb(out, parsed);
             }
             PerfFileRecord::UserRecord(u) => {
                 let ty = u.record_type.record_type().0;
@@ -929,8 +862,7 @@ fn hex(b: &[u8]) -> String {
 struct Decoder<'a> {
     out: &'a mut PerfData,
     path: &'a std::path::Path,
-    st: u64,
-    default_period: u64,
+    samples: SampleLayout,
     info: RecordParseInfo,
     /// Records decoded so far (for messages).
     n: u64,
@@ -943,11 +875,10 @@ impl<'a> Decoder<'a> {
     fn new(
         out: &'a mut PerfData,
         path: &'a std::path::Path,
-        st: u64,
-        default_period: u64,
+        samples: SampleLayout,
         info: RecordParseInfo,
     ) -> Decoder<'a> {
-        Decoder { out, path, st, default_period, info, n: 0, zstd: None, pending: Vec::new() }
+        Decoder { out, path, samples, info, n: 0, zstd: None, pending: Vec::new() }
     }
 
     /// One record: `at` says where it is for messages.
@@ -957,7 +888,9 @@ impl<'a> Decoder<'a> {
         self.n += 1;
         match ty {
             PERF_RECORD_SAMPLE => {
-                let s = decode_sample(body, self.st, misc, self.default_period)
+                let s = self
+                    .samples
+                    .decode(body, misc)
                     .ok_or_else(|| bad(path, format!("record {n} at {at}: sample shorter than its layout")))?;
                 self.out.take(s, path)
             }
@@ -968,7 +901,8 @@ impl<'a> Decoder<'a> {
                 let raw = RawEventRecord::new(rt, misc, RawData::Single(body), self.info);
                 let parsed = guard(path, &format!("record {n}"), || raw.parse())?
                     .map_err(|e| bad(path, format!("record {n} at {at}: {e}")))?;
-                absorb(self.out, parsed, path)
+                absorb(self.out, parsed);
+                Ok(())
             }
             PERF_RECORD_COMPRESSED => self.decompress(body, at, ids),
             PERF_RECORD_COMPRESSED2 => {
@@ -1050,16 +984,46 @@ impl<'a> Decoder<'a> {
 mod tests {
     use super::*;
 
-    /// The three decoders of samples agree on what is kernel: the live one and the fast
-    /// path here through `collector::perf_abi::is_kernel_cpumode`, linux-perf-data's
-    /// through its CpuMode (host and guest kernel), for every cpumode value.
+    /// The one sample decoder (collector's, used live and here) reads every sample of the
+    /// golden kernel-forwarding file as linux-perf-data's own parser does: the same ip,
+    /// pid, tid, time, cpu, period, kernel-or-not (host or guest kernel) and callchain
+    /// without context markers.
     #[test]
-    fn every_decoder_calls_the_same_samples_kernel() {
+    fn the_sample_decoder_agrees_with_linux_perf_data() {
+        use collector::sample_decode::PERF_CONTEXT_MAX;
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kernel-forwarding.perf.data");
+        let PerfFileReader { mut perf_file, mut record_iter } =
+            PerfFileReader::parse_file(std::io::BufReader::new(std::fs::File::open(&p).unwrap())).unwrap();
+        let mut compared = 0;
+        while let Some(rec) = record_iter.next_record(&mut perf_file).unwrap() {
+            let PerfFileRecord::EventRecord { attr_index, record } = rec else { continue };
+            if record.record_type.0 != PERF_RECORD_SAMPLE {
+                continue;
+            }
+            let layout = sample_layout(perf_file.event_attributes()[attr_index].attributes(), perf_file.endian());
+            let ours = layout.decode(&record.data.as_slice(), record.misc).unwrap();
+            let EventRecord::Sample(s) = record.parse().unwrap() else { panic!("not a sample") };
+            let theirs = Sample {
+                time: s.timestamp.unwrap_or(0),
+                pid: s.pid.unwrap_or(0) as u32,
+                tid: s.tid.unwrap_or(0) as u32,
+                cpu: s.cpu.unwrap_or(0),
+                ip: s.ip.unwrap_or(0),
+                period: s.period.unwrap_or(layout.default_period),
+                kernel: matches!(s.cpu_mode, CpuMode::Kernel | CpuMode::GuestKernel),
+                callchain: s
+                    .callchain
+                    .map(|c| (0..c.len()).filter_map(|i| c.get(i)).filter(|&a| a < PERF_CONTEXT_MAX).collect())
+                    .unwrap_or_default(),
+            };
+            assert_eq!(ours, theirs);
+            compared += 1;
+        }
+        assert!(compared > 1000, "{compared} samples");
         for misc in 0u16..8 {
             let by_crate = matches!(CpuMode::from_misc(misc), CpuMode::Kernel | CpuMode::GuestKernel);
-            assert_eq!(collector::perf_abi::is_kernel_cpumode(misc), by_crate, "cpumode {misc}");
+            assert_eq!(collector::sample_decode::CpuMode::from_misc(misc).is_kernel(), by_crate, "cpumode {misc}");
         }
-        assert!(collector::perf_abi::is_kernel_cpumode(4) && !collector::perf_abi::is_kernel_cpumode(2));
     }
 
     /// The direct decoder and linux-perf-data's sorted iterator read the same samples,

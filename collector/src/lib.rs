@@ -4,7 +4,8 @@
 //!
 //! Capture is kept apart from conversion, as samply does: [`perf_abi`] is the only module
 //! that touches perf (events, ring buffers, kernel errors) and hands out plain
-//! [`records`]; [`recording`] writes and reads recording directories without perf;
+//! [`records`]; [`sample_decode`] is the one decoder of sample bodies, for live rings and
+//! perf.data files alike; [`recording`] writes and reads recording directories without perf;
 //! [`session`] runs a `record` (capture) and hands every record to its sink (one handler
 //! per record type, feeding the writer and the live stream); [`counting`] opens and reads
 //! counting groups for `record` and [`stat`] (interval counting); [`stream`] is the bounded
@@ -25,6 +26,7 @@ pub mod outdir;
 pub mod perf_abi;
 pub mod recording;
 pub mod records;
+pub mod sample_decode;
 pub mod session;
 pub mod stat;
 pub mod stream;

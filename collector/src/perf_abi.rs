@@ -3,27 +3,15 @@
 //! draining ring buffers into [`Record`]s. Nothing else in the crate touches perf.
 
 use crate::events::EventId;
-use crate::records::{Mapping, Record, Sample, TaskEvent};
+use crate::records::{Mapping, Record, TaskEvent};
+use crate::sample_decode::{sample_bits, SampleLayout, PERF_RECORD_SAMPLE};
 use crate::{Error, Result};
 use perf_event::data::Record as PerfRecord;
 use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Hardware, Software};
 use perf_event::{Builder, Clock, Counter, Group, ReadFormat, SampleFlag, Sampler};
 
-/// PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_KERNEL and _GUEST_KERNEL.
-const MISC_CPUMODE_MASK: u16 = 0x7;
-const MISC_KERNEL: u16 = 1;
-const MISC_GUEST_KERNEL: u16 = 4;
 /// PERF_RECORD_MISC_COMM_EXEC.
 const MISC_COMM_EXEC: u16 = 1 << 13;
-/// Callchain entries at or above PERF_CONTEXT_MAX (-4095) are context markers. Every
-/// decoder of samples (live here, perf.data in the analyzer) filters with this one.
-pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
-
-/// Whether a record's `misc` says the sample was taken in a kernel (the host's or a
-/// guest's): the one rule every decoder of samples uses.
-pub fn is_kernel_cpumode(misc: u16) -> bool {
-    matches!(misc & MISC_CPUMODE_MASK, MISC_KERNEL | MISC_GUEST_KERNEL)
-}
 
 /// Which task(s) and CPU an event observes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,6 +234,9 @@ impl CountingGroup {
 pub struct SamplingEvent {
     pub event: EventId,
     sampler: Sampler,
+    /// How this event's samples are laid out (what `open` asked for): samples are
+    /// decoded by the one decoder the perf.data reader uses too.
+    layout: SampleLayout,
 }
 
 impl SamplingEvent {
@@ -253,9 +244,13 @@ impl SamplingEvent {
         let mut b = builder(spec.event);
         apply_scope(&mut b, scope);
         let mut flags = SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::PERIOD;
+        let mut sample_type =
+            sample_bits::IP | sample_bits::TID | sample_bits::TIME | sample_bits::CPU | sample_bits::PERIOD;
         if spec.callchain {
             flags |= SampleFlag::CALLCHAIN;
+            sample_type |= sample_bits::CALLCHAIN;
         }
+        let layout = SampleLayout { sample_type, read_format: 0, default_period: 1, big_endian: cfg!(target_endian = "big") };
         b.sample(flags).sample_id_all(true).clockid(Clock::MONOTONIC);
         if spec.tracking {
             b.mmap(true).mmap2(true).comm(true).comm_exec(true).task(true);
@@ -273,7 +268,7 @@ impl SamplingEvent {
         let sampler = counter
             .sampled(pages * page_size())
             .map_err(|e| Error::Perf { what: format!("mapping the ring buffer of {}", spec.event), source: e })?;
-        Ok(SamplingEvent { event: spec.event, sampler })
+        Ok(SamplingEvent { event: spec.event, sampler, layout })
     }
 
     pub fn enable(&mut self) -> Result<()> {
@@ -298,14 +293,22 @@ impl SamplingEvent {
             let Some(rec) = self.sampler.next_record() else { break };
             n += 1;
             let misc = rec.misc();
-            match rec.parse_record() {
-                Ok(r) => {
-                    if let Some(c) = convert(r, misc) {
-                        out.push(c);
+            let decoded = if rec.ty() == PERF_RECORD_SAMPLE {
+                self.layout.decode(&rec.to_contiguous(), misc).map(Record::Sample)
+            } else {
+                match rec.parse_record() {
+                    Ok(r) => convert(r, misc),
+                    Err(_) => {
+                        *unparsed += 1;
+                        None
                     }
                 }
-                Err(_) => *unparsed += 1,
             };
+            match decoded {
+                Some(c) => out.push(c),
+                None if rec.ty() == PERF_RECORD_SAMPLE => *unparsed += 1,
+                None => {}
+            }
         }
         n
     }
@@ -362,21 +365,10 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// A side-band record (mappings, tasks, losses, throttling) as a [`Record`]; samples are
+/// decoded by [`SampleLayout::decode`] instead.
 fn convert(r: PerfRecord<'_>, misc: u16) -> Option<Record> {
     Some(match r {
-        PerfRecord::Sample(s) => Record::Sample(Sample {
-            time: s.time().unwrap_or(0),
-            pid: s.pid().unwrap_or(0),
-            tid: s.tid().unwrap_or(0),
-            cpu: s.cpu().unwrap_or(0),
-            ip: s.ip().unwrap_or(0),
-            period: s.period().unwrap_or(1),
-            kernel: is_kernel_cpumode(misc),
-            callchain: s
-                .callchain()
-                .map(|c| c.iter().copied().filter(|&a| a < PERF_CONTEXT_MAX).collect())
-                .unwrap_or_default(),
-        }),
         PerfRecord::Mmap2(m) => Record::Mmap(Mapping {
             time: 0,
             pid: m.pid,

@@ -1,0 +1,242 @@
+//! The one decoder of PERF_RECORD_SAMPLE bodies, used by live capture (the ring buffers in
+//! [`crate::perf_abi`]) and by the analyzer's perf.data reader (its direct path and the
+//! records it takes from linux-perf-data's sorted iterator alike). One layout type
+//! ([`SampleLayout`]: the event's `sample_type`, `read_format`, default period and byte
+//! order) and one notion of kernel vs user vs guest ([`CpuMode`]).
+
+use crate::records::Sample;
+
+/// Callchain entries at or above PERF_CONTEXT_MAX (-4095) are context markers
+/// (PERF_CONTEXT_KERNEL, _USER, _GUEST...), not addresses: the decoder drops them.
+pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+/// PERF_RECORD_SAMPLE.
+pub const PERF_RECORD_SAMPLE: u32 = 9;
+
+/// PERF_RECORD_MISC_CPUMODE_MASK.
+const MISC_CPUMODE_MASK: u16 = 0x7;
+
+/// Where the CPU was when a record was taken: the record header's `misc & 7`
+/// (PERF_RECORD_MISC_CPUMODE_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuMode {
+    Unknown,
+    Kernel,
+    User,
+    Hypervisor,
+    GuestKernel,
+    GuestUser,
+}
+
+impl CpuMode {
+    pub fn from_misc(misc: u16) -> CpuMode {
+        match misc & MISC_CPUMODE_MASK {
+            1 => CpuMode::Kernel,
+            2 => CpuMode::User,
+            3 => CpuMode::Hypervisor,
+            4 => CpuMode::GuestKernel,
+            5 => CpuMode::GuestUser,
+            _ => CpuMode::Unknown,
+        }
+    }
+
+    /// A kernel's code ran (the host's or a guest's): its addresses are symbolized against
+    /// kernel symbols, never a process's mappings.
+    pub fn is_kernel(self) -> bool {
+        matches!(self, CpuMode::Kernel | CpuMode::GuestKernel)
+    }
+}
+
+/// Sample layout bits (perf_event.h `PERF_SAMPLE_*`) the decoder reads or steps over.
+pub mod sample_bits {
+    pub const IP: u64 = 1 << 0;
+    pub const TID: u64 = 1 << 1;
+    pub const TIME: u64 = 1 << 2;
+    pub const ADDR: u64 = 1 << 3;
+    pub const READ: u64 = 1 << 4;
+    pub const CALLCHAIN: u64 = 1 << 5;
+    pub const ID: u64 = 1 << 6;
+    pub const CPU: u64 = 1 << 7;
+    pub const PERIOD: u64 = 1 << 8;
+    pub const STREAM_ID: u64 = 1 << 9;
+    pub const IDENTIFIER: u64 = 1 << 16;
+}
+
+/// `read_format` bits (perf_event.h `PERF_FORMAT_*`): what a READ value holds.
+pub mod read_bits {
+    pub const TOTAL_TIME_ENABLED: u64 = 1 << 0;
+    pub const TOTAL_TIME_RUNNING: u64 = 1 << 1;
+    pub const ID: u64 = 1 << 2;
+    pub const GROUP: u64 = 1 << 3;
+    pub const LOST: u64 = 1 << 4;
+}
+
+/// How one event's SAMPLE records are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleLayout {
+    /// The event's `sample_type` (PERF_SAMPLE_* bits).
+    pub sample_type: u64,
+    /// The event's `read_format`, used only when `sample_type` has READ.
+    pub read_format: u64,
+    /// The period a sample stands for when the layout has no PERIOD (the event's fixed
+    /// sample_period; 1 when it sampled by frequency).
+    pub default_period: u64,
+    /// The record's byte order (a perf.data file written on a big-endian machine).
+    pub big_endian: bool,
+}
+
+impl SampleLayout {
+    /// Decode a SAMPLE record's body (after its 8-byte header). Fields after the callchain
+    /// (raw data, branch stacks, registers...) are not read. None when the body is shorter
+    /// than its layout says.
+    pub fn decode(&self, body: &[u8], misc: u16) -> Option<Sample> {
+        use sample_bits::*;
+        let mut r = Reader { body, pos: 0, big: self.big_endian };
+        let st = self.sample_type;
+        if st & IDENTIFIER != 0 {
+            r.u64()?;
+        }
+        let ip = if st & IP != 0 { r.u64()? } else { 0 };
+        let (pid, tid) = if st & TID != 0 { r.u32_pair()? } else { (0, 0) };
+        let time = if st & TIME != 0 { r.u64()? } else { 0 };
+        if st & ADDR != 0 {
+            r.u64()?;
+        }
+        if st & ID != 0 {
+            r.u64()?;
+        }
+        if st & STREAM_ID != 0 {
+            r.u64()?;
+        }
+        let cpu = if st & CPU != 0 { r.u32_pair()?.0 } else { 0 };
+        let period = if st & PERIOD != 0 { r.u64()? } else { self.default_period };
+        if st & READ != 0 {
+            r.skip_read(self.read_format)?;
+        }
+        let mut callchain = Vec::new();
+        if st & CALLCHAIN != 0 {
+            let nr = r.u64()?;
+            if nr > (body.len() / 8) as u64 {
+                return None;
+            }
+            callchain.reserve(nr as usize);
+            for _ in 0..nr {
+                let a = r.u64()?;
+                if a < PERF_CONTEXT_MAX {
+                    callchain.push(a);
+                }
+            }
+        }
+        let kernel = CpuMode::from_misc(misc).is_kernel();
+        Some(Sample { time, pid, tid, cpu, ip, period, kernel, callchain })
+    }
+}
+
+/// A cursor over a record body in its byte order.
+struct Reader<'a> {
+    body: &'a [u8],
+    pos: usize,
+    big: bool,
+}
+
+impl Reader<'_> {
+    fn bytes<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let b: [u8; N] = self.body.get(self.pos..self.pos.checked_add(N)?)?.try_into().ok()?;
+        self.pos += N;
+        Some(b)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        let b = self.bytes::<8>()?;
+        Some(if self.big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) })
+    }
+
+    /// Two u32 in one u64 slot (pid/tid, cpu/res), each in the record's byte order.
+    fn u32_pair(&mut self) -> Option<(u32, u32)> {
+        let a = self.bytes::<4>()?;
+        let b = self.bytes::<4>()?;
+        Some(if self.big {
+            (u32::from_be_bytes(a), u32::from_be_bytes(b))
+        } else {
+            (u32::from_le_bytes(a), u32::from_le_bytes(b))
+        })
+    }
+
+    /// Step over a READ value: a group (nr, times, then nr values with their id and lost)
+    /// or one value (value, times, id, lost).
+    fn skip_read(&mut self, rf: u64) -> Option<()> {
+        use read_bits::*;
+        let times = u64::from(rf & TOTAL_TIME_ENABLED != 0) + u64::from(rf & TOTAL_TIME_RUNNING != 0);
+        let per_value = 1 + u64::from(rf & ID != 0) + u64::from(rf & LOST != 0);
+        let words = if rf & GROUP != 0 {
+            let nr = self.u64()?;
+            times.checked_add(nr.checked_mul(per_value)?)?
+        } else {
+            times + per_value
+        };
+        let bytes = usize::try_from(words.checked_mul(8)?).ok()?;
+        let end = self.pos.checked_add(bytes)?;
+        (end <= self.body.len()).then(|| self.pos = end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[u64]) -> Vec<u8> {
+        w.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    const LIVE: u64 = sample_bits::IP | sample_bits::TID | sample_bits::TIME | sample_bits::CPU | sample_bits::PERIOD;
+
+    #[test]
+    fn the_live_layout_decodes_field_by_field() {
+        let l = SampleLayout { sample_type: LIVE | sample_bits::CALLCHAIN, read_format: 0, default_period: 1, big_endian: false };
+        // ip, pid 7 / tid 9, time, cpu 3, period, callchain of 3 with a context marker.
+        let body = words(&[0x4000, 7 | (9 << 32), 55, 3, 250_000, 3, PERF_CONTEXT_MAX + 1, 0x4001, 0x4002]);
+        let s = l.decode(&body, 2).expect("whole body");
+        assert_eq!((s.ip, s.pid, s.tid, s.time, s.cpu, s.period), (0x4000, 7, 9, 55, 3, 250_000));
+        assert_eq!(s.callchain, vec![0x4001, 0x4002]);
+        assert!(!s.kernel);
+        assert!(l.decode(&body[..body.len() - 8], 2).is_none(), "a callchain cut short");
+    }
+
+    #[test]
+    fn kernel_means_host_or_guest_kernel() {
+        let kernel: Vec<u16> = (0..8).filter(|&m| CpuMode::from_misc(m | 0x4000).is_kernel()).collect();
+        assert_eq!(kernel, vec![1, 4]);
+    }
+
+    #[test]
+    fn read_values_are_stepped_over_by_their_format() {
+        use read_bits::*;
+        let st = sample_bits::IP | sample_bits::PERIOD | sample_bits::READ | sample_bits::CALLCHAIN;
+        // A group of two with both times and ids: nr, enabled, running, (v, id) x 2.
+        let grouped = SampleLayout {
+            sample_type: st,
+            read_format: GROUP | TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID,
+            default_period: 1,
+            big_endian: false,
+        };
+        let body = words(&[0x10, 4, 2, 100, 90, 5, 1, 6, 2, 1, 0x11]);
+        let s = grouped.decode(&body, 1).expect("whole body");
+        assert_eq!((s.ip, s.period, s.callchain.clone(), s.kernel), (0x10, 4, vec![0x11], true));
+        // One value with LOST: value, lost.
+        let single = SampleLayout { read_format: LOST, ..grouped };
+        let s = single.decode(&words(&[0x10, 4, 77, 0, 1, 0x12]), 1).expect("whole body");
+        assert_eq!(s.callchain, vec![0x12]);
+        // A group count past the body is refused, not read past.
+        assert!(grouped.decode(&words(&[0x10, 4, u64::MAX / 2, 0]), 1).is_none());
+    }
+
+    #[test]
+    fn big_endian_records_and_the_default_period() {
+        let l = SampleLayout { sample_type: sample_bits::IP | sample_bits::TID, read_format: 0, default_period: 4000, big_endian: true };
+        let mut body = 0x1234u64.to_be_bytes().to_vec();
+        body.extend(7u32.to_be_bytes());
+        body.extend(9u32.to_be_bytes());
+        let s = l.decode(&body, 2).expect("whole body");
+        assert_eq!((s.ip, s.pid, s.tid, s.period), (0x1234, 7, 9, 4000));
+    }
+}
