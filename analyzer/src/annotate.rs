@@ -549,6 +549,17 @@ fn symbol_address(path: &Path, name: &str) -> Option<u64> {
     found
 }
 
+/// Samples and stages per address (the address as the file states it).
+type PerAddress = BTreeMap<u64, (u64, BTreeMap<String, u64>)>;
+
+/// Where a symbol's hits are placed: the file annotated (None: addresses only), what the
+/// source line says of it, and each hit's address as that file states it.
+struct Placed<'a> {
+    elf: Option<&'a ElfSymbols>,
+    source: String,
+    svmas: Vec<Option<Svma>>,
+}
+
 /// Annotate one symbol: find its binary and bytes, decode, place the samples.
 fn annotate_one(
     key: &Key,
@@ -562,172 +573,24 @@ fn annotate_one(
     let (name, dso) = key;
     let mut notes = Vec::new();
     let sym = at.symbolizer();
-    // Each hit's address as the file states it, and the file (None: addresses only).
-    let mut svmas: Vec<Option<Svma>> = Vec::with_capacity(s.hits.len());
-    let source;
-    let elf: Option<&ElfSymbols> = if s.kernel {
-        match vmlinux {
-            Some(v) => {
-                source = v.source.clone();
-                svmas = s.hits.iter().map(|h| v.svma(h.ip)).collect();
-                Some(&v.elf)
-            }
-            None => {
-                source = sym.sources().into_iter().next().unwrap_or_default();
-                notes.push(format!(
-                    "kernel function: kallsyms gives names and addresses only, not instruction bytes or source \
-                     lines; give the recorded kernel's image with --vmlinux FILE (an ELF with symbols{}, as the \
-                     distribution's kernel debug package installs it): its sampled addresses only",
-                    kernel_id.build_id.as_deref().map_or(String::new(), |b| format!(", build-id {b}"))
-                ));
-                svmas = s.hits.iter().map(|h| Some(Svma(h.ip))).collect();
-                None
-            }
-        }
+    let Placed { elf, source, svmas } = if s.kernel {
+        place_kernel_hits(s, sym, vmlinux, kernel_id, &mut notes)
     } else {
-        // The binary of the hottest hit names the function; every hit is placed in it.
-        let hottest = s.hits.iter().max_by_key(|h| h.samples).map(|h| (h.pid, h.ip));
-        match hottest.and_then(|(pid, ip)| sym.mapping_of(pid, ip)) {
-            None => {
-                source = "no recorded mapping holds these addresses".to_string();
-                notes.push("no recorded mapping holds these addresses: addresses only".to_string());
-                svmas = s.hits.iter().map(|h| Some(Svma(h.ip))).collect();
-                None
-            }
-            Some((m, _)) => {
-                source = sym.binary_source(&m);
-                for h in &s.hits {
-                    let off = sym.mapping_of(h.pid, h.ip).filter(|(hm, _)| hm.path == m.path).map(|(_, off)| off);
-                    let sv = off.map(|off| sym.binary(&m).and_then(|e| e.vaddr_of(off)).unwrap_or(Svma(off.0)));
-                    svmas.push(sv);
-                }
-                let e = sym.binary(&m);
-                match e {
-                    None => notes.push(format!(
-                        "no file of the recorded build was found (see the source line): addresses only, as file \
-                         offsets in {dso}"
-                    )),
-                    Some(e) if s.unnamed => notes.push(format!(
-                        "{}: stripped of the symbols naming these addresses (no symbol table, no debug file by \
-                         build-id): addresses only",
-                        e.path().display()
-                    )),
-                    Some(e) if !e.is_elf() => notes.push(format!(
-                        "{}: a symbol map names the function but holds no instruction bytes: addresses only (file \
-                         offsets); give the binary (build-id {}) with --symfs DIR",
-                        e.path().display(),
-                        m.build_id.as_deref().unwrap_or("none recorded")
-                    )),
-                    Some(_) => {}
-                }
-                e
-            }
-        }
+        place_user_hits(s, sym, dso, &mut notes)
     };
     // The function's range and bytes.
-    let mut range = None;
-    let mut bytes: Option<&[u8]> = None;
-    if let (Some(e), false) = (elf, s.unnamed) {
-        let hottest = s.hits.iter().zip(&svmas).filter_map(|(h, a)| Some((h.samples, (*a)?))).max_by_key(|x| x.0);
-        if let Some((_, a)) = hottest {
-            match e.function_at(a) {
-                Some((_, start, size)) => {
-                    range = Some((start, size));
-                    if e.is_elf() {
-                        bytes = e.bytes_at(start, size);
-                        if bytes.is_none() {
-                            notes.push(format!(
-                                "{}: the function's bytes are in no file-backed segment: addresses only",
-                                e.path().display()
-                            ));
-                        }
-                    }
-                }
-                None => notes.push(format!("{}: no function holds {:#x}: addresses only", e.path().display(), a.0)),
-            }
-        }
-    }
-    // Samples and stages per address; those outside the function are said.
-    let mut per_addr: BTreeMap<u64, (u64, BTreeMap<String, u64>)> = BTreeMap::new();
-    let mut outside = 0u64;
-    for (h, sv) in s.hits.iter().zip(&svmas) {
-        match sv {
-            Some(a) if range.is_none_or(|(st, sz): (Svma, u64)| a.0 >= st.0 && a.0 - st.0 < sz) => {
-                let e = per_addr.entry(a.0).or_default();
-                e.0 += h.samples;
-                *e.1.entry(h.stage.clone()).or_default() += h.samples;
-            }
-            _ => outside += h.samples,
-        }
-    }
-    if outside > 0 {
-        notes.push(format!(
-            "{outside} of its samples sit outside the function's range in the file (another process's mapping, \
-             or a symbol of the same name elsewhere): not shown"
-        ));
-    }
-    let row = |address: u64, length: usize, text: Option<String>| {
-        let (n, st) =
-            per_addr.get(&address).map_or((0, Vec::new()), |(n, st)| (*n, stage_counts(st.clone().into_iter())));
-        InstructionRow {
-            address,
-            length,
-            text,
-            samples: n,
-            percent: pct(n, s.samples),
-            stages: st,
-            frames: Vec::new(),
-            hot: false,
-            after_gap: false,
-        }
+    let (range, bytes) = match (elf, s.unnamed) {
+        (Some(e), false) => function_bytes(e, s, &svmas, &mut notes),
+        _ => (None, None),
     };
-    let mut instructions_total = 0;
-    let mut rows: Vec<InstructionRow> = match (range, bytes) {
-        (Some((start, _)), Some(b)) if !b.is_empty() => {
-            let mut all: Vec<InstructionRow> =
-                decode(b, start.0).into_iter().map(|(a, len, text)| row(a, len, Some(text))).collect();
-            instructions_total = all.len();
-            // A sample between instruction starts (decoding out of step): said, not lost.
-            let starts: std::collections::HashSet<u64> = all.iter().map(|r| r.address).collect();
-            let stray: u64 = per_addr.iter().filter(|(a, _)| !starts.contains(a)).map(|(_, (n, _))| n).sum();
-            if stray > 0 {
-                notes.push(format!("{stray} samples at addresses that start no decoded instruction: not shown"));
-            }
-            if all.len() > o.max_instructions {
-                let counts: Vec<u64> = all.iter().map(|r| r.samples).collect();
-                let ws = hot_windows(&counts, o.window_radius, o.max_windows);
-                notes.push(format!(
-                    "{} instructions, over {}: the {} window(s) around the hottest instructions only ({} either \
-                     side)",
-                    all.len(),
-                    o.max_instructions,
-                    ws.len(),
-                    o.window_radius
-                ));
-                let mut keep = Vec::new();
-                for w in ws {
-                    for (j, r) in all[w.clone()].iter_mut().enumerate() {
-                        r.after_gap = j == 0 && w.start > 0;
-                    }
-                    keep.extend(all[w].iter().cloned());
-                }
-                all = keep;
-            }
-            all
-        }
-        _ => per_addr.keys().map(|&a| row(a, 0, None)).collect(),
-    };
+    let per_addr = samples_by_address(s, &svmas, range, &mut notes);
+    let (mut rows, instructions_total) = instruction_rows(range, bytes, &per_addr, s.samples, o, &mut notes);
     if let Some(e) = elf {
         for r in &mut rows {
             r.frames = e.frames_at_vaddr(Svma(r.address));
         }
     }
-    // The three hottest instructions.
-    let mut order: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].samples > 0).collect();
-    order.sort_by(|&a, &b| rows[b].samples.cmp(&rows[a].samples).then(a.cmp(&b)));
-    for &i in order.iter().take(3) {
-        rows[i].hot = true;
-    }
+    mark_hottest(&mut rows);
     let inputs: Vec<LineInput<'_>> =
         rows.iter().map(|r| LineInput { samples: r.samples, stages: &r.stages, frames: &r.frames }).collect();
     let lines = fold_lines(&inputs, s.samples);
@@ -744,6 +607,206 @@ fn annotate_one(
         notes,
         instructions: rows,
         lines,
+    }
+}
+
+/// A kernel function's hits: in the `--vmlinux` image (moved by the KASLR shift), or
+/// without one as runtime addresses only (the notes say why).
+fn place_kernel_hits<'a>(
+    s: &Sampled,
+    sym: &Symbolizer,
+    vmlinux: Option<&'a Vmlinux>,
+    kernel_id: &KernelIdentity,
+    notes: &mut Vec<String>,
+) -> Placed<'a> {
+    match vmlinux {
+        Some(v) => {
+            Placed { elf: Some(&v.elf), source: v.source.clone(), svmas: s.hits.iter().map(|h| v.svma(h.ip)).collect() }
+        }
+        None => {
+            let source = sym.sources().into_iter().next().unwrap_or_default();
+            notes.push(format!(
+                "kernel function: kallsyms gives names and addresses only, not instruction bytes or source \
+                 lines; give the recorded kernel's image with --vmlinux FILE (an ELF with symbols{}, as the \
+                 distribution's kernel debug package installs it): its sampled addresses only",
+                kernel_id.build_id.as_deref().map_or(String::new(), |b| format!(", build-id {b}"))
+            ));
+            Placed { elf: None, source, svmas: s.hits.iter().map(|h| Some(Svma(h.ip))).collect() }
+        }
+    }
+}
+
+/// A user-space function's hits: in the binary of its hottest hit's mapping (each hit as
+/// an address of that file, None when another file holds it), or as addresses only when
+/// no recorded mapping holds them or the binary is not at hand (the notes say which).
+fn place_user_hits<'a>(s: &Sampled, sym: &'a mut Symbolizer, dso: &str, notes: &mut Vec<String>) -> Placed<'a> {
+    // The binary of the hottest hit names the function; every hit is placed in it.
+    let hottest = s.hits.iter().max_by_key(|h| h.samples).map(|h| (h.pid, h.ip));
+    let Some((m, _)) = hottest.and_then(|(pid, ip)| sym.mapping_of(pid, ip)) else {
+        notes.push("no recorded mapping holds these addresses: addresses only".to_string());
+        return Placed {
+            elf: None,
+            source: "no recorded mapping holds these addresses".to_string(),
+            svmas: s.hits.iter().map(|h| Some(Svma(h.ip))).collect(),
+        };
+    };
+    let source = sym.binary_source(&m);
+    let mut svmas = Vec::with_capacity(s.hits.len());
+    for h in &s.hits {
+        let off = sym.mapping_of(h.pid, h.ip).filter(|(hm, _)| hm.path == m.path).map(|(_, off)| off);
+        let sv = off.map(|off| sym.binary(&m).and_then(|e| e.vaddr_of(off)).unwrap_or(Svma(off.0)));
+        svmas.push(sv);
+    }
+    let e = sym.binary(&m);
+    match e {
+        None => notes.push(format!(
+            "no file of the recorded build was found (see the source line): addresses only, as file \
+             offsets in {dso}"
+        )),
+        Some(e) if s.unnamed => notes.push(format!(
+            "{}: stripped of the symbols naming these addresses (no symbol table, no debug file by \
+             build-id): addresses only",
+            e.path().display()
+        )),
+        Some(e) if !e.is_elf() => notes.push(format!(
+            "{}: a symbol map names the function but holds no instruction bytes: addresses only (file \
+             offsets); give the binary (build-id {}) with --symfs DIR",
+            e.path().display(),
+            m.build_id.as_deref().unwrap_or("none recorded")
+        )),
+        Some(_) => {}
+    }
+    Placed { elf: e, source, svmas }
+}
+
+/// The range (start, size) of the function in `e` that holds the hottest placed hit, and
+/// its bytes when `e` is an ELF file that has them (the notes say what is missing).
+fn function_bytes<'e>(
+    e: &'e ElfSymbols,
+    s: &Sampled,
+    svmas: &[Option<Svma>],
+    notes: &mut Vec<String>,
+) -> (Option<(Svma, u64)>, Option<&'e [u8]>) {
+    let hottest = s.hits.iter().zip(svmas).filter_map(|(h, a)| Some((h.samples, (*a)?))).max_by_key(|x| x.0);
+    let Some((_, a)) = hottest else { return (None, None) };
+    let Some((_, start, size)) = e.function_at(a) else {
+        notes.push(format!("{}: no function holds {:#x}: addresses only", e.path().display(), a.0));
+        return (None, None);
+    };
+    let mut bytes = None;
+    if e.is_elf() {
+        bytes = e.bytes_at(start, size);
+        if bytes.is_none() {
+            notes.push(format!(
+                "{}: the function's bytes are in no file-backed segment: addresses only",
+                e.path().display()
+            ));
+        }
+    }
+    (Some((start, size)), bytes)
+}
+
+/// Samples and stages per address; those outside the function's `range` are said.
+fn samples_by_address(
+    s: &Sampled,
+    svmas: &[Option<Svma>],
+    range: Option<(Svma, u64)>,
+    notes: &mut Vec<String>,
+) -> PerAddress {
+    let mut per_addr = PerAddress::new();
+    let mut outside = 0u64;
+    for (h, sv) in s.hits.iter().zip(svmas) {
+        match sv {
+            Some(a) if range.is_none_or(|(st, sz): (Svma, u64)| a.0 >= st.0 && a.0 - st.0 < sz) => {
+                let e = per_addr.entry(a.0).or_default();
+                e.0 += h.samples;
+                *e.1.entry(h.stage.clone()).or_default() += h.samples;
+            }
+            _ => outside += h.samples,
+        }
+    }
+    if outside > 0 {
+        notes.push(format!(
+            "{outside} of its samples sit outside the function's range in the file (another process's mapping, \
+             or a symbol of the same name elsewhere): not shown"
+        ));
+    }
+    per_addr
+}
+
+/// The function's rows: its decoded instructions with their samples (the hottest windows
+/// only past `o.max_instructions`), or the sampled addresses only when there are no
+/// bytes. Returns the rows and the count of instructions decoded.
+fn instruction_rows(
+    range: Option<(Svma, u64)>,
+    bytes: Option<&[u8]>,
+    per_addr: &PerAddress,
+    fn_samples: u64,
+    o: &Options,
+    notes: &mut Vec<String>,
+) -> (Vec<InstructionRow>, usize) {
+    let row = |address: u64, length: usize, text: Option<String>| {
+        let (n, st) =
+            per_addr.get(&address).map_or((0, Vec::new()), |(n, st)| (*n, stage_counts(st.clone().into_iter())));
+        InstructionRow {
+            address,
+            length,
+            text,
+            samples: n,
+            percent: pct(n, fn_samples),
+            stages: st,
+            frames: Vec::new(),
+            hot: false,
+            after_gap: false,
+        }
+    };
+    match (range, bytes) {
+        (Some((start, _)), Some(b)) if !b.is_empty() => {
+            let all: Vec<InstructionRow> =
+                decode(b, start.0).into_iter().map(|(a, len, text)| row(a, len, Some(text))).collect();
+            let instructions_total = all.len();
+            // A sample between instruction starts (decoding out of step): said, not lost.
+            let starts: std::collections::HashSet<u64> = all.iter().map(|r| r.address).collect();
+            let stray: u64 = per_addr.iter().filter(|(a, _)| !starts.contains(a)).map(|(_, (n, _))| n).sum();
+            if stray > 0 {
+                notes.push(format!("{stray} samples at addresses that start no decoded instruction: not shown"));
+            }
+            let all = if all.len() > o.max_instructions { keep_hot_windows(all, o, notes) } else { all };
+            (all, instructions_total)
+        }
+        _ => (per_addr.keys().map(|&a| row(a, 0, None)).collect(), 0),
+    }
+}
+
+/// The windows of `all` around its hottest instructions (`o.window_radius` either side,
+/// `o.max_windows` at most), each window's first row marked as after a gap; said in the notes.
+fn keep_hot_windows(mut all: Vec<InstructionRow>, o: &Options, notes: &mut Vec<String>) -> Vec<InstructionRow> {
+    let counts: Vec<u64> = all.iter().map(|r| r.samples).collect();
+    let ws = hot_windows(&counts, o.window_radius, o.max_windows);
+    notes.push(format!(
+        "{} instructions, over {}: the {} window(s) around the hottest instructions only ({} either \
+         side)",
+        all.len(),
+        o.max_instructions,
+        ws.len(),
+        o.window_radius
+    ));
+    let mut keep = Vec::new();
+    for w in ws {
+        for (j, r) in all[w.clone()].iter_mut().enumerate() {
+            r.after_gap = j == 0 && w.start > 0;
+        }
+        keep.extend(all[w].iter().cloned());
+    }
+    keep
+}
+
+/// Mark the three hottest instructions (ties: the first).
+fn mark_hottest(rows: &mut [InstructionRow]) {
+    let mut order: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].samples > 0).collect();
+    order.sort_by(|&a, &b| rows[b].samples.cmp(&rows[a].samples).then(a.cmp(&b)));
+    for &i in order.iter().take(3) {
+        rows[i].hot = true;
     }
 }
 
@@ -818,7 +881,7 @@ impl Annotation {
     pub fn text(&self, source: bool) -> String {
         use std::fmt::Write;
         let mut out = String::new();
-        let p = |s: &str| crate::printable(s.to_string());
+        let p = printable;
         let _ = writeln!(out, "# fwdscope annotate {}", p(&self.input));
         let _ = writeln!(out, "# event {}: {} samples", p(&self.event), self.samples);
         let _ = writeln!(out, "# skid: {}", self.skid);
@@ -828,100 +891,124 @@ impl Annotation {
         }
         let mut src = Sources::default();
         for a in &self.symbols {
-            let _ = writeln!(
-                out,
-                "\n== {} ({}): {} samples of {}, {:.2}% of all",
-                p(&a.symbol),
-                p(&a.dso),
-                a.samples,
-                p(&self.event),
-                a.percent
-            );
-            let _ = writeln!(out, "   symbols: {}", p(&a.source));
-            if let (Some(st), Some(sz)) = (a.start, a.size) {
-                let _ = writeln!(
-                    out,
-                    "   function: {st:#x}, {sz} bytes{}",
-                    if a.instructions_total > 0 {
-                        format!(", {} instructions", a.instructions_total)
-                    } else {
-                        String::new()
-                    }
-                );
-            }
-            let mut by_stage: BTreeMap<&str, u64> = BTreeMap::new();
-            for r in &a.instructions {
-                for s in &r.stages {
-                    *by_stage.entry(&s.stage).or_default() += s.samples;
-                }
-            }
-            let st = stage_counts(by_stage.into_iter().map(|(k, v)| (k.to_string(), v)));
-            let st: Vec<String> = st.iter().map(|s| format!("{} {}", s.stage, s.samples)).collect();
-            let _ = writeln!(out, "   stages charged: {}", if st.is_empty() { "none".into() } else { st.join(", ") });
-            for n in &a.notes {
-                let _ = writeln!(out, "   note: {}", p(n));
-            }
+            write_function_head(&mut out, a, &self.event);
             if source {
-                let _ = writeln!(out, "   {:>8} {:>7}  {:<28} {:<12} function", "samples", "%", "source line", "stage");
-                for l in &a.lines {
-                    let _ = writeln!(
-                        out,
-                        "{}  {:>8} {:>7.2}  {:<28} {:<12} {}",
-                        if l.hot { "*" } else { " " },
-                        l.samples,
-                        l.percent,
-                        p(&l.location),
-                        stages_cell(&l.stages),
-                        p(&short_fn(&l.function))
-                    );
-                    if !l.inlined_at.is_empty() {
-                        let _ = writeln!(out, "{:50}inlined into {}", "", p(&l.inlined_at.join(" < ")));
-                    }
-                }
-                continue;
-            }
-            let hot_lines: Vec<(&Option<String>, Option<u32>)> =
-                a.lines.iter().filter(|l| l.hot).map(|l| (&l.file, l.line)).collect();
-            let _ = writeln!(out, "   {:>8} {:>7}  {:<18} {:<44} stage", "samples", "%", "address", "instruction");
-            let mut last: Option<(Option<String>, Option<u32>)> = None;
-            for r in &a.instructions {
-                if r.after_gap {
-                    let _ = writeln!(out, "   {:>8} {:>7}  ...", "", "");
-                }
-                // Only positions DWARF gave: a name alone (a symbol map) heads nothing.
-                let here = r.frames.first().filter(|f| f.file.is_some()).map(|f| (f.file.clone(), f.line));
-                if here.is_some() && here != last {
-                    if let Some((file, line)) = &here {
-                        let hot = hot_lines.iter().any(|(f, l)| *f == file && *l == *line);
-                        let _ = writeln!(
-                            out,
-                            "{}{:>28}; {}{}",
-                            if hot { "*" } else { " " },
-                            "",
-                            p(&location(file, *line)),
-                            p(&inline_chain(&r.frames))
-                        );
-                        if let (Some(f), Some(l)) = (file, line) {
-                            if let Some(text) = src.line(f, *l) {
-                                let _ = writeln!(out, " {:>28}; {:>5} | {}", "", l, p(text.trim_end()));
-                            }
-                        }
-                    }
-                    last = here;
-                }
-                let _ = writeln!(
-                    out,
-                    "{} {:>8} {:>7.2}  {:<18} {:<44} {}",
-                    if r.hot { ">>" } else { "  " },
-                    r.samples,
-                    r.percent,
-                    format!("{:x}:", r.address),
-                    p(r.text.as_deref().unwrap_or("(address only)")),
-                    stages_cell(&r.stages)
-                );
+                write_source_lines(&mut out, a);
+            } else {
+                write_instructions(&mut out, a, &mut src);
             }
         }
         out
+    }
+}
+
+/// `s` as printed (control characters escaped).
+fn printable(s: &str) -> String {
+    crate::printable(s.to_string())
+}
+
+/// A function's head: samples, where its symbols came from, its range, the stages its
+/// samples were charged to, and the notes.
+fn write_function_head(out: &mut String, a: &SymbolAnnotation, event: &str) {
+    use std::fmt::Write;
+    let p = printable;
+    let _ = writeln!(
+        out,
+        "\n== {} ({}): {} samples of {}, {:.2}% of all",
+        p(&a.symbol),
+        p(&a.dso),
+        a.samples,
+        p(event),
+        a.percent
+    );
+    let _ = writeln!(out, "   symbols: {}", p(&a.source));
+    if let (Some(st), Some(sz)) = (a.start, a.size) {
+        let _ = writeln!(
+            out,
+            "   function: {st:#x}, {sz} bytes{}",
+            if a.instructions_total > 0 { format!(", {} instructions", a.instructions_total) } else { String::new() }
+        );
+    }
+    let mut by_stage: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in &a.instructions {
+        for s in &r.stages {
+            *by_stage.entry(&s.stage).or_default() += s.samples;
+        }
+    }
+    let st = stage_counts(by_stage.into_iter().map(|(k, v)| (k.to_string(), v)));
+    let st: Vec<String> = st.iter().map(|s| format!("{} {}", s.stage, s.samples)).collect();
+    let _ = writeln!(out, "   stages charged: {}", if st.is_empty() { "none".into() } else { st.join(", ") });
+    for n in &a.notes {
+        let _ = writeln!(out, "   note: {}", p(n));
+    }
+}
+
+/// A function's samples folded by source line (`annotate --source`).
+fn write_source_lines(out: &mut String, a: &SymbolAnnotation) {
+    use std::fmt::Write;
+    let p = printable;
+    let _ = writeln!(out, "   {:>8} {:>7}  {:<28} {:<12} function", "samples", "%", "source line", "stage");
+    for l in &a.lines {
+        let _ = writeln!(
+            out,
+            "{}  {:>8} {:>7.2}  {:<28} {:<12} {}",
+            if l.hot { "*" } else { " " },
+            l.samples,
+            l.percent,
+            p(&l.location),
+            stages_cell(&l.stages),
+            p(&short_fn(&l.function))
+        );
+        if !l.inlined_at.is_empty() {
+            let _ = writeln!(out, "{:50}inlined into {}", "", p(&l.inlined_at.join(" < ")));
+        }
+    }
+}
+
+/// A function's instructions with their samples, each new source position heading the
+/// instructions it gave (with its line of source when `src` finds the file).
+fn write_instructions(out: &mut String, a: &SymbolAnnotation, src: &mut Sources) {
+    use std::fmt::Write;
+    let p = printable;
+    let hot_lines: Vec<(&Option<String>, Option<u32>)> =
+        a.lines.iter().filter(|l| l.hot).map(|l| (&l.file, l.line)).collect();
+    let _ = writeln!(out, "   {:>8} {:>7}  {:<18} {:<44} stage", "samples", "%", "address", "instruction");
+    let mut last: Option<(Option<String>, Option<u32>)> = None;
+    for r in &a.instructions {
+        if r.after_gap {
+            let _ = writeln!(out, "   {:>8} {:>7}  ...", "", "");
+        }
+        // Only positions DWARF gave: a name alone (a symbol map) heads nothing.
+        let here = r.frames.first().filter(|f| f.file.is_some()).map(|f| (f.file.clone(), f.line));
+        if here.is_some() && here != last {
+            if let Some((file, line)) = &here {
+                let hot = hot_lines.iter().any(|(f, l)| *f == file && *l == *line);
+                let _ = writeln!(
+                    out,
+                    "{}{:>28}; {}{}",
+                    if hot { "*" } else { " " },
+                    "",
+                    p(&location(file, *line)),
+                    p(&inline_chain(&r.frames))
+                );
+                if let (Some(f), Some(l)) = (file, line) {
+                    if let Some(text) = src.line(f, *l) {
+                        let _ = writeln!(out, " {:>28}; {:>5} | {}", "", l, p(text.trim_end()));
+                    }
+                }
+            }
+            last = here;
+        }
+        let _ = writeln!(
+            out,
+            "{} {:>8} {:>7.2}  {:<18} {:<44} {}",
+            if r.hot { ">>" } else { "  " },
+            r.samples,
+            r.percent,
+            format!("{:x}:", r.address),
+            p(r.text.as_deref().unwrap_or("(address only)")),
+            stages_cell(&r.stages)
+        );
     }
 }
 

@@ -63,20 +63,56 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
         && tables.iter().all(|t| t.packets.is_some_and(|p| p > 0))
         && tables.iter().all(|t| t.unit == tables[0].unit);
     let metric = if per_packet { format!("{}/packet", tables[0].unit) } else { "%".to_string() };
+    let Rows { mut stages, mut clocks, mut symbols } = compared_rows(tables, per_packet);
+    let rank = crate::rules::stage_rank;
+    stages.sort_by(|a, b| rank(&a.key).cmp(&rank(&b.key)).then(a.key.cmp(&b.key)));
+    clocks.sort_by(|a, b| rank(&a.key).cmp(&rank(&b.key)).then(a.key.cmp(&b.key)));
+    let peak = |r: &DiffRow| r.values.iter().map(|v| v.unwrap_or(0.0)).fold(0.0, f64::max);
+    symbols.sort_by(|a, b| peak(b).total_cmp(&peak(a)).then(a.key.cmp(&b.key)));
+    symbols.truncate(top);
+    let notes = tables.iter().map(|t| input_notes(t, per_packet)).collect();
+    let recorded: Vec<Option<String>> = tables.iter().map(|t| t.recorded.clone()).collect();
+    let differs = setting_changes(&recorded);
+    Diff {
+        names,
+        events: tables.iter().map(|t| t.event.clone()).collect(),
+        notes,
+        recorded,
+        differs,
+        metric,
+        stages,
+        clocks,
+        symbols,
+    }
+}
+
+/// The compared lines before sorting: stages, stage clocks and symbols.
+struct Rows {
+    stages: Vec<DiffRow>,
+    clocks: Vec<DiffRow>,
+    symbols: Vec<DiffRow>,
+}
+
+/// The row of `key` in `rows`, added (with `stage`, no values for any of `n` inputs) if
+/// it is not there yet.
+fn row<'a>(rows: &'a mut Vec<DiffRow>, key: &str, stage: Option<&str>, n: usize) -> &'a mut DiffRow {
+    let i = match rows.iter().position(|r| r.key == key) {
+        Some(i) => i,
+        None => {
+            rows.push(DiffRow { key: key.to_string(), stage: stage.map(str::to_string), values: vec![None; n] });
+            rows.len() - 1
+        }
+    };
+    &mut rows[i]
+}
+
+/// Each input's figure per stage, stage clock and symbol: per packet when `per_packet`,
+/// else the share in percent (start-up left out per packet).
+fn compared_rows(tables: &[StageTable], per_packet: bool) -> Rows {
     let mut stages: Vec<DiffRow> = Vec::new();
     let mut symbols: Vec<DiffRow> = Vec::new();
     let mut clocks: Vec<DiffRow> = Vec::new();
     let n = tables.len();
-    fn row<'a>(rows: &'a mut Vec<DiffRow>, key: &str, stage: Option<&str>, n: usize) -> &'a mut DiffRow {
-        let i = match rows.iter().position(|r| r.key == key) {
-            Some(i) => i,
-            None => {
-                rows.push(DiffRow { key: key.to_string(), stage: stage.map(str::to_string), values: vec![None; n] });
-                rows.len() - 1
-            }
-        };
-        &mut rows[i]
-    }
     for (i, t) in tables.iter().enumerate() {
         let packets = t.packets.unwrap_or(0) as f64;
         let value = |period: u64, percent: f64| if per_packet { period as f64 / packets } else { percent };
@@ -98,51 +134,50 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
             r.values[i] = Some(r.values[i].unwrap_or(0.0) + value(s.period, s.percent));
         }
     }
-    let rank = crate::rules::stage_rank;
-    stages.sort_by(|a, b| rank(&a.key).cmp(&rank(&b.key)).then(a.key.cmp(&b.key)));
-    clocks.sort_by(|a, b| rank(&a.key).cmp(&rank(&b.key)).then(a.key.cmp(&b.key)));
-    let peak = |r: &DiffRow| r.values.iter().map(|v| v.unwrap_or(0.0)).fold(0.0, f64::max);
-    symbols.sort_by(|a, b| peak(b).total_cmp(&peak(a)).then(a.key.cmp(&b.key)));
-    symbols.truncate(top);
-    let notes = tables
-        .iter()
-        .map(|t| {
-            let share = |st: &str| t.stages.iter().find(|r| r.stage == st && r.samples > 0).map(|r| r.percent);
-            let mut v = Vec::new();
-            if let Some(u) = share(crate::rules::UNLISTED) {
-                v.push(format!("an excerpt: its rows list {:.2}% of the profile, the rest is `unlisted`", 100.0 - u));
-            }
-            if let Some(r) = t.stages.iter().find(|r| r.stage == crate::rules::STARTUP && r.samples > 0) {
-                if per_packet {
-                    v.push(format!(
-                        "{} samples of start-up (before the first worker started) left out of the per-packet figures",
-                        r.samples
-                    ));
-                }
-            }
-            if share(crate::rules::SHARED).is_some() && !t.callchains {
-                v.push("no callchains: locks, copies and the page allocator are `shared`".to_string());
-            }
-            v
+    Rows { stages, clocks, symbols }
+}
+
+/// What input `t` is short of, said beside its name (an excerpt, start-up left out, no
+/// callchains).
+fn input_notes(t: &StageTable, per_packet: bool) -> Vec<String> {
+    let share = |st: &str| t.stages.iter().find(|r| r.stage == st && r.samples > 0).map(|r| r.percent);
+    let mut v = Vec::new();
+    if let Some(u) = share(crate::rules::UNLISTED) {
+        v.push(format!("an excerpt: its rows list {:.2}% of the profile, the rest is `unlisted`", 100.0 - u));
+    }
+    if let Some(r) = t.stages.iter().find(|r| r.stage == crate::rules::STARTUP && r.samples > 0) {
+        if per_packet {
+            v.push(format!(
+                "{} samples of start-up (before the first worker started) left out of the per-packet figures",
+                r.samples
+            ));
+        }
+    }
+    if share(crate::rules::SHARED).is_some() && !t.callchains {
+        v.push("no callchains: locks, copies and the page allocator are `shared`".to_string());
+    }
+    v
+}
+
+/// `key=value` settings before the first `,` of a recorded line.
+fn recorded_settings(r: &Option<String>) -> Vec<(String, String)> {
+    r.as_deref()
+        .and_then(|l| l.split([',', ';']).next())
+        .map(|head| {
+            head.split_whitespace()
+                .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect()
         })
-        .collect();
-    let recorded: Vec<Option<String>> = tables.iter().map(|t| t.recorded.clone()).collect();
-    // `key=value` settings before the first `,` of each recorded line.
-    let settings = |r: &Option<String>| -> Vec<(String, String)> {
-        r.as_deref()
-            .and_then(|l| l.split([',', ';']).next())
-            .map(|head| {
-                head.split_whitespace()
-                    .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let base = recorded.first().map(settings).unwrap_or_default();
-    let differs = recorded
+        .unwrap_or_default()
+}
+
+/// For each input, the recorded settings that differ from the baseline's (`prefetch 0 -> 2`).
+fn setting_changes(recorded: &[Option<String>]) -> Vec<Vec<String>> {
+    let base = recorded.first().map(recorded_settings).unwrap_or_default();
+    recorded
         .iter()
         .map(|r| {
-            settings(r)
+            recorded_settings(r)
                 .into_iter()
                 .filter_map(|(k, v)| {
                     let b = base.iter().find(|(bk, _)| *bk == k)?;
@@ -150,18 +185,7 @@ pub fn diff(names: Vec<String>, tables: &[StageTable], top: usize) -> Diff {
                 })
                 .collect()
         })
-        .collect();
-    Diff {
-        names,
-        events: tables.iter().map(|t| t.event.clone()).collect(),
-        notes,
-        recorded,
-        differs,
-        metric,
-        stages,
-        clocks,
-        symbols,
-    }
+        .collect()
 }
 
 impl Diff {

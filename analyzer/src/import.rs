@@ -277,37 +277,13 @@ fn opreport_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
                 format!("a second table header (the first is at line {first}): more than one profile in one file"),
             ));
         }
-        if header.is_none() {
+        let Some((has_vma, _)) = header else {
             if t.starts_with("vma") || t.starts_with("samples") {
                 header = Some((t.starts_with("vma"), n));
             }
             continue;
-        }
-        let (has_vma, _) = header.unwrap_or((false, 0));
-        let toks: Vec<&str> = t.split_whitespace().collect();
-        let base = usize::from(has_vma);
-        if toks.len() < base + 3 {
-            return Err(bad(
-                origin,
-                n,
-                format!("expected `{}samples % [image] symbol`, found `{t}`", if has_vma { "vma " } else { "" }),
-            ));
-        }
-        if has_vma && u64::from_str_radix(toks[0], 16).is_err() {
-            return Err(bad(origin, n, format!("`{}`: expected a hexadecimal vma", toks[0])));
-        }
-        let samples: u64 =
-            toks[base].parse().map_err(|_| bad(origin, n, format!("`{}`: expected a sample count", toks[base])))?;
-        let pct = toks[base + 1]
-            .parse::<f64>()
-            .ok()
-            .filter(|p| p.is_finite())
-            .ok_or_else(|| bad(origin, n, format!("`{}`: expected a percentage", toks[base + 1])))?;
-        if !(0.0..=100.0).contains(&pct) {
-            return Err(bad(origin, n, format!("{pct}%: expected a percentage between 0 and 100")));
-        }
-        let symbol = toks[toks.len() - 1].to_string();
-        let dso = if toks.len() > base + 3 { toks[base + 2].to_string() } else { String::from("[unknown]") };
+        };
+        let (samples, pct, dso, symbol) = opreport_row(t, has_vma, origin, n)?;
         if check.admit(n, &format!("{dso} {symbol}"), pct)? {
             rows.push(ProfileRow { symbol: printable(symbol), dso: printable(dso), samples });
         }
@@ -320,6 +296,36 @@ fn opreport_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
     let mut notes = check.repeats.into_notes();
     notes.extend(same_name);
     Ok(TextProfile { format: "opreport".into(), event, rows, unlisted: None, notes })
+}
+
+/// One row under an opreport header (`has_vma`: its first column is the vma), line `n`:
+/// (samples, percent, image, symbol).
+fn opreport_row(t: &str, has_vma: bool, origin: &str, n: usize) -> Result<(u64, f64, String, String)> {
+    let toks: Vec<&str> = t.split_whitespace().collect();
+    let base = usize::from(has_vma);
+    if toks.len() < base + 3 {
+        return Err(bad(
+            origin,
+            n,
+            format!("expected `{}samples % [image] symbol`, found `{t}`", if has_vma { "vma " } else { "" }),
+        ));
+    }
+    if has_vma && u64::from_str_radix(toks[0], 16).is_err() {
+        return Err(bad(origin, n, format!("`{}`: expected a hexadecimal vma", toks[0])));
+    }
+    let samples: u64 =
+        toks[base].parse().map_err(|_| bad(origin, n, format!("`{}`: expected a sample count", toks[base])))?;
+    let pct = toks[base + 1]
+        .parse::<f64>()
+        .ok()
+        .filter(|p| p.is_finite())
+        .ok_or_else(|| bad(origin, n, format!("`{}`: expected a percentage", toks[base + 1])))?;
+    if !(0.0..=100.0).contains(&pct) {
+        return Err(bad(origin, n, format!("{pct}%: expected a percentage between 0 and 100")));
+    }
+    let symbol = toks[toks.len() - 1].to_string();
+    let dso = if toks.len() > base + 3 { toks[base + 2].to_string() } else { String::from("[unknown]") };
+    Ok((samples, pct, dso, symbol))
 }
 
 /// `12K` -> 12000, `1.5M` -> 1500000.
@@ -339,19 +345,18 @@ pub fn parse_perf_report(text: &str, origin: &str) -> Result<TextProfile> {
 }
 
 fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
-    let mut event = String::from("unknown");
-    let mut total: Option<f64> = None;
-    let mut samples_line: Option<usize> = None;
-    let mut pct_rows: Vec<(String, String, f64)> = Vec::new();
-    let mut check = RowCheck::new(origin);
-    // perf report's default output: a Children column before Self (`--children`), and the
-    // call graph under each row (`-g`), indented lines of `|`, `---` and caller names.
-    let mut children = false;
-    let mut graph_lines = 0usize;
-    // The header's sample count as perf rounds it (`7K`), and the rows' exact counts when
-    // perf printed them (`perf report -n`: a Samples column after the overhead).
-    let mut rounded: Option<String> = None;
-    let mut counts: Vec<Option<u64>> = Vec::new();
+    let mut r = PerfReportReader {
+        origin,
+        event: String::from("unknown"),
+        total: None,
+        samples_line: None,
+        pct_rows: Vec::new(),
+        check: RowCheck::new(origin),
+        children: false,
+        graph_lines: 0,
+        rounded: None,
+        counts: Vec::new(),
+    };
     for line in lines {
         let (n, line) = line?;
         let t = line.trim();
@@ -359,47 +364,82 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
             continue;
         }
         if let Some(h) = t.strip_prefix('#') {
-            let h = h.trim();
-            let cols: Vec<&str> = h.split_whitespace().collect();
-            if cols.first() == Some(&"Children") && cols.get(1) == Some(&"Self") {
-                children = true;
-            }
-            if let Some(rest) = h.strip_prefix("Samples:") {
-                if let Some(first) = samples_line {
-                    return Err(bad(
-                        origin,
-                        n,
-                        format!(
-                            "a second `# Samples:` header (the first is at line {first}): more than one profile or \
-                             event in one file (give each its own file, e.g. perf report --stdio -e EVENT)"
-                        ),
-                    ));
-                }
-                samples_line = Some(n);
-                check.headed = true;
-                // "10K of event 'cpu-clock:pppH'"
-                let mut it = rest.split_whitespace();
-                let raw = it.next();
-                rounded = raw
-                    .filter(|r| r.ends_with(['K', 'M', 'G', 'k', 'm', 'g']))
-                    .map(|r| printable(r.chars().take(20).collect()));
-                total = raw.and_then(parse_count);
-                if total.is_some_and(|t| !(0.0..=1e15).contains(&t)) {
-                    return Err(bad(origin, n, "`# Samples:` count out of range: expected at most 10^15"));
-                }
-                if let Some(q) = rest.split('\'').nth(1) {
-                    event = q.split(':').next().unwrap_or(q).to_string();
-                }
-            }
+            r.header_line(n, h.trim())?;
             continue;
         }
+        r.row_line(n, &line, t)?;
+    }
+    r.finish()
+}
+
+/// What reading `perf report --stdio` output has gathered so far.
+struct PerfReportReader<'o> {
+    origin: &'o str,
+    event: String,
+    total: Option<f64>,
+    samples_line: Option<usize>,
+    /// (symbol, DSO, percent) of each row kept.
+    pct_rows: Vec<(String, String, f64)>,
+    check: RowCheck<'o>,
+    // perf report's default output: a Children column before Self (`--children`), and the
+    // call graph under each row (`-g`), indented lines of `|`, `---` and caller names.
+    children: bool,
+    graph_lines: usize,
+    // The header's sample count as perf rounds it (`7K`), and the rows' exact counts when
+    // perf printed them (`perf report -n`: a Samples column after the overhead).
+    rounded: Option<String>,
+    counts: Vec<Option<u64>>,
+}
+
+impl PerfReportReader<'_> {
+    /// A `#` line at line `n` (`h`: after the `#`): the column heads, or `# Samples: N of
+    /// event 'E'`.
+    fn header_line(&mut self, n: usize, h: &str) -> Result<()> {
+        let origin = self.origin;
+        let cols: Vec<&str> = h.split_whitespace().collect();
+        if cols.first() == Some(&"Children") && cols.get(1) == Some(&"Self") {
+            self.children = true;
+        }
+        let Some(rest) = h.strip_prefix("Samples:") else { return Ok(()) };
+        if let Some(first) = self.samples_line {
+            return Err(bad(
+                origin,
+                n,
+                format!(
+                    "a second `# Samples:` header (the first is at line {first}): more than one profile or \
+                     event in one file (give each its own file, e.g. perf report --stdio -e EVENT)"
+                ),
+            ));
+        }
+        self.samples_line = Some(n);
+        self.check.headed = true;
+        // "10K of event 'cpu-clock:pppH'"
+        let mut it = rest.split_whitespace();
+        let raw = it.next();
+        self.rounded = raw
+            .filter(|r| r.ends_with(['K', 'M', 'G', 'k', 'm', 'g']))
+            .map(|r| printable(r.chars().take(20).collect()));
+        self.total = raw.and_then(parse_count);
+        if self.total.is_some_and(|t| !(0.0..=1e15).contains(&t)) {
+            return Err(bad(origin, n, "`# Samples:` count out of range: expected at most 10^15"));
+        }
+        if let Some(q) = rest.split('\'').nth(1) {
+            self.event = q.split(':').next().unwrap_or(q).to_string();
+        }
+        Ok(())
+    }
+
+    /// A line that is no header at line `n` (`t`: trimmed): a row of the table, or a line
+    /// of a call graph under one (counted, skipped).
+    fn row_line(&mut self, n: usize, line: &str, t: &str) -> Result<()> {
+        let origin = self.origin;
         let all: Vec<&str> = t.split_whitespace().collect();
         let toks = without_expand_marker(&all);
         // A call-graph line: indented, and no percentage first (a row has one).
         let indented = line.starts_with(' ') || line.starts_with('\t');
-        if indented && toks.first().is_some_and(|p| percent_token(p).is_none()) && !pct_rows.is_empty() {
-            graph_lines += 1;
-            continue;
+        if indented && toks.first().is_some_and(|p| percent_token(p).is_none()) && !self.pct_rows.is_empty() {
+            self.graph_lines += 1;
+            return Ok(());
         }
         let first: f64 = toks.first().and_then(|p| percent_token(p)).ok_or_else(|| {
             bad(
@@ -414,7 +454,7 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
         // With --children the second percentage is the row's own (Self): the one that adds
         // up to 100% over the rows.
         let (pct, toks) = match toks.get(1).and_then(|x| percent_token(x)) {
-            Some(selfp) if children => (selfp, &toks[1..]),
+            Some(selfp) if self.children => (selfp, &toks[1..]),
             _ => (first, toks),
         };
         if !(0.0..=100.0).contains(&pct) {
@@ -445,48 +485,55 @@ fn perf_report_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
         }
         // A row of perf's table is unique by its columns after the overhead (command,
         // object, symbol).
-        if check.admit(n, &toks[1..].join(" "), pct)? {
-            pct_rows.push((symbol, dso, pct));
-            counts.push(count);
+        if self.check.admit(n, &toks[1..].join(" "), pct)? {
+            self.pct_rows.push((symbol, dso, pct));
+            self.counts.push(count);
         }
+        Ok(())
     }
-    if pct_rows.is_empty() {
-        return Err(bad(origin, 0, "no `OVERHEAD%  ...  SYMBOL` rows: not a perf report --stdio text"));
+
+    /// The profile read, with notes on what was read how.
+    fn finish(self) -> Result<TextProfile> {
+        if self.pct_rows.is_empty() {
+            return Err(bad(self.origin, 0, "no `OVERHEAD%  ...  SYMBOL` rows: not a perf report --stdio text"));
+        }
+        let same_name = self.check.same_name_note();
+        let mut notes = self.check.repeats.into_notes();
+        notes.extend(same_name);
+        if self.children {
+            notes.push("read the Self column (perf report --children): each row's own share".to_string());
+        }
+        let graph_lines = self.graph_lines;
+        if graph_lines > 0 {
+            notes.push(format!(
+                "skipped {graph_lines} call-graph lines (perf report -g): the rows' own shares are read, the graphs are not"
+            ));
+        }
+        // Exact counts when every row has one; else each row's percentage of the header's
+        // total (or of a notional 10000 samples without one).
+        let exact = self.counts.iter().all(Option::is_some);
+        if let Some(r) = self.rounded.filter(|_| !exact) {
+            notes.push(format!(
+                "sample counts estimated: each row's percentage of the header's rounded total (`# Samples: {r}`); \
+                 perf report -n prints the exact counts, which are read when present"
+            ));
+        }
+        let total = self.total.unwrap_or(10_000.0);
+        let rows = self
+            .pct_rows
+            .into_iter()
+            .zip(self.counts)
+            .map(|((symbol, dso, pct), count)| ProfileRow {
+                symbol: printable(symbol),
+                dso: printable(dso),
+                samples: match count.filter(|_| exact) {
+                    Some(c) => c,
+                    None => (pct / 100.0 * total).round() as u64,
+                },
+            })
+            .collect();
+        Ok(TextProfile { format: "perf report".into(), event: self.event, rows, unlisted: None, notes })
     }
-    let same_name = check.same_name_note();
-    let mut notes = check.repeats.into_notes();
-    notes.extend(same_name);
-    if children {
-        notes.push("read the Self column (perf report --children): each row's own share".to_string());
-    }
-    if graph_lines > 0 {
-        notes.push(format!(
-            "skipped {graph_lines} call-graph lines (perf report -g): the rows' own shares are read, the graphs are not"
-        ));
-    }
-    // Exact counts when every row has one; else each row's percentage of the header's
-    // total (or of a notional 10000 samples without one).
-    let exact = counts.iter().all(Option::is_some);
-    if let Some(r) = rounded.filter(|_| !exact) {
-        notes.push(format!(
-            "sample counts estimated: each row's percentage of the header's rounded total (`# Samples: {r}`); \
-             perf report -n prints the exact counts, which are read when present"
-        ));
-    }
-    let total = total.unwrap_or(10_000.0);
-    let rows = pct_rows
-        .into_iter()
-        .zip(counts)
-        .map(|((symbol, dso, pct), count)| ProfileRow {
-            symbol: printable(symbol),
-            dso: printable(dso),
-            samples: match count.filter(|_| exact) {
-                Some(c) => c,
-                None => (pct / 100.0 * total).round() as u64,
-            },
-        })
-        .collect();
-    Ok(TextProfile { format: "perf report".into(), event, rows, unlisted: None, notes })
 }
 
 /// Read a text profile, telling the format by its content: one pass to tell the format,
@@ -656,8 +703,47 @@ pub fn parse_excerpt(text: &str, origin: &str) -> Result<TextProfile> {
 }
 
 fn excerpt_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
-    let mut perf: Vec<(usize, f64, String, String)> = Vec::new();
-    let mut op: Vec<(usize, u64, f64, String, String)> = Vec::new();
+    let (perf, op, repeats) = excerpt_rows(lines, origin)?;
+    if perf.is_empty() && op.is_empty() {
+        return Err(bad(
+            origin,
+            0,
+            "no profile row: expected `perf report` rows (`7.77%  [k] fib_table_lookup`) or opreport rows \
+             (`[vma] samples % [image] symbol`), with or without their header, quoted or not",
+        ));
+    }
+    // One kind per excerpt: the kind with more rows (a stray line of the other kind in the
+    // prose is not part of the table).
+    let use_perf = perf.len() >= op.len();
+    let pcts: Vec<(usize, f64)> =
+        if use_perf { perf.iter().map(|r| (r.0, r.1)).collect() } else { op.iter().map(|r| (r.0, r.2)).collect() };
+    check_excerpt_shares(&pcts, origin)?;
+    let (rows, unlisted, format) = if use_perf {
+        let (rows, unlisted) = perf_excerpt_rows(perf);
+        (rows, unlisted, "perf report excerpt")
+    } else {
+        let (rows, unlisted) = op_excerpt_rows(op);
+        (rows, unlisted, "opreport excerpt")
+    };
+    Ok(TextProfile {
+        format: format.into(),
+        event: "unknown".into(),
+        rows,
+        unlisted: Some(unlisted),
+        notes: repeats.into_notes(),
+    })
+}
+
+/// An excerpt's `perf report` rows: (line, percent, DSO, symbol).
+type PerfExcerptRows = Vec<(usize, f64, String, String)>;
+/// An excerpt's opreport rows: (line, samples, percent, image, symbol).
+type OpExcerptRows = Vec<(usize, u64, f64, String, String)>;
+
+/// The rows of an excerpt, of either kind, each once: a row met again with the same figure
+/// is noted in the repeats, with another it is an error (a second profile).
+fn excerpt_rows(lines: Lines<'_>, origin: &str) -> Result<(PerfExcerptRows, OpExcerptRows, Repeats)> {
+    let mut perf = PerfExcerptRows::new();
+    let mut op = OpExcerptRows::new();
     // A table lists each row once (perf: per command, object and symbol; opreport: per
     // image and symbol). A row met again is the writer pointing back at it ("that is why
     // this one is high:") when its figure is the same, and a second profile when not.
@@ -699,21 +785,14 @@ fn excerpt_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
             ExcerptRow::Op { samples, pct, dso, symbol } => op.push((n, samples, pct, dso, symbol)),
         }
     }
-    if perf.is_empty() && op.is_empty() {
-        return Err(bad(
-            origin,
-            0,
-            "no profile row: expected `perf report` rows (`7.77%  [k] fib_table_lookup`) or opreport rows \
-             (`[vma] samples % [image] symbol`), with or without their header, quoted or not",
-        ));
-    }
-    // One kind per excerpt: the kind with more rows (a stray line of the other kind in the
-    // prose is not part of the table).
-    let use_perf = perf.len() >= op.len();
-    let pcts: Vec<(usize, f64)> =
-        if use_perf { perf.iter().map(|r| (r.0, r.1)).collect() } else { op.iter().map(|r| (r.0, r.2)).collect() };
+    Ok((perf, op, repeats))
+}
+
+/// Refuse an excerpt's shares (line, percent) past 100% each or in sum (two decimals of
+/// rounding per row allowed).
+fn check_excerpt_shares(pcts: &[(usize, f64)], origin: &str) -> Result<()> {
     let mut sum = 0.0;
-    for (line, pct) in &pcts {
+    for (line, pct) in pcts {
         if !(0.0..=100.0).contains(pct) {
             return Err(bad(origin, *line, format!("{pct}%: expected a percentage between 0 and 100")));
         }
@@ -730,42 +809,39 @@ fn excerpt_lines(lines: Lines<'_>, origin: &str) -> Result<TextProfile> {
             ));
         }
     }
-    let (rows, unlisted, format) = if use_perf {
-        // Shares in hundredths of a percent: a notional 10,000 samples.
-        let rows: Vec<ProfileRow> = perf
-            .into_iter()
-            .map(|(_, pct, dso, symbol)| ProfileRow {
-                symbol: printable(symbol),
-                dso: printable(dso),
-                samples: (pct * 100.0).round() as u64,
-            })
-            .collect();
-        let listed: u64 = rows.iter().map(|r| r.samples).sum();
-        (rows, 10_000u64.saturating_sub(listed), "perf report excerpt")
-    } else {
-        // The whole profile's samples, from the row that gives it most precisely (the
-        // largest): samples / percent.
-        let total = op
-            .iter()
-            .filter(|r| r.2 > 0.0)
-            .max_by_key(|r| r.1)
-            .map(|r| (r.1 as f64 * 100.0 / r.2).round())
-            .unwrap_or(0.0);
-        let rows: Vec<ProfileRow> = op
-            .into_iter()
-            .map(|(_, samples, _, dso, symbol)| ProfileRow { symbol: printable(symbol), dso: printable(dso), samples })
-            .collect();
-        let listed: u64 = rows.iter().fold(0u64, |a, r| a.saturating_add(r.samples));
-        let total = if total.is_finite() && total < 1e15 { total as u64 } else { listed };
-        (rows, total.saturating_sub(listed), "opreport excerpt")
-    };
-    Ok(TextProfile {
-        format: format.into(),
-        event: "unknown".into(),
-        rows,
-        unlisted: Some(unlisted),
-        notes: repeats.into_notes(),
-    })
+    Ok(())
+}
+
+/// A `perf report` excerpt's rows in hundredths of a percent (a notional 10,000 samples),
+/// and the samples they leave unlisted.
+fn perf_excerpt_rows(perf: PerfExcerptRows) -> (Vec<ProfileRow>, u64) {
+    // Shares in hundredths of a percent: a notional 10,000 samples.
+    let rows: Vec<ProfileRow> = perf
+        .into_iter()
+        .map(|(_, pct, dso, symbol)| ProfileRow {
+            symbol: printable(symbol),
+            dso: printable(dso),
+            samples: (pct * 100.0).round() as u64,
+        })
+        .collect();
+    let listed: u64 = rows.iter().map(|r| r.samples).sum();
+    (rows, 10_000u64.saturating_sub(listed))
+}
+
+/// An opreport excerpt's rows with their samples, and the samples of the whole profile
+/// they leave unlisted.
+fn op_excerpt_rows(op: OpExcerptRows) -> (Vec<ProfileRow>, u64) {
+    // The whole profile's samples, from the row that gives it most precisely (the
+    // largest): samples / percent.
+    let total =
+        op.iter().filter(|r| r.2 > 0.0).max_by_key(|r| r.1).map(|r| (r.1 as f64 * 100.0 / r.2).round()).unwrap_or(0.0);
+    let rows: Vec<ProfileRow> = op
+        .into_iter()
+        .map(|(_, samples, _, dso, symbol)| ProfileRow { symbol: printable(symbol), dso: printable(dso), samples })
+        .collect();
+    let listed: u64 = rows.iter().fold(0u64, |a, r| a.saturating_add(r.samples));
+    let total = if total.is_finite() && total < 1e15 { total as u64 } else { listed };
+    (rows, total.saturating_sub(listed))
 }
 
 #[cfg(test)]

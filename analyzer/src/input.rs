@@ -39,65 +39,87 @@ pub fn open(path: &Path) -> Result<Input> {
 /// [`open`]; `strict` refuses a recording with a part that cannot be read (otherwise such
 /// a part is skipped and the table warns of it).
 pub fn open_with(path: &Path, strict: bool) -> Result<Input> {
-    let kind = |found: String| Error::InputKind { path: path.display().to_string(), found };
     let md = std::fs::metadata(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
     if md.is_dir() {
-        if crate::dataset::root_of(path).is_some() {
-            return Ok(Input::Dataset(crate::dataset::Dataset::open(path)?));
-        }
-        // A dataset's description that is there but no file (a FIFO, a device): said as
-        // such, not taken for a directory without meta.json.
-        let described = path.join(crate::dataset::DATASET_FILE);
-        if let Ok(md) = std::fs::metadata(&described) {
-            if let Some(what) = collector::files::not_regular(md.file_type()) {
-                return Err(kind(format!(
-                    "a dataset whose {} is {what}, not a regular file: not read",
-                    crate::dataset::DATASET_FILE
-                )));
-            }
-        }
-        if let Err(e) = std::fs::metadata(path.join("meta.json")) {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                return Err(kind(format!(
-                    "a directory this user may not read ({e}): a recording made as root is kept private to root"
-                )));
-            }
-        }
-        if !path.join("meta.json").exists() {
-            let found = if path.join("results.parquet").exists() {
-                "a sweep directory (results.parquet; `report --html FILE -i DIR` makes its page)".to_string()
-            } else if path.join("live.json").exists() {
-                "a live comparison's directory (`sweep --live`: its table is table.txt, and \
-                 `report --html FILE -i DIR` makes its page)"
-                    .to_string()
-            } else {
-                "a directory without meta.json, so not a recording".to_string()
-            };
-            return Err(kind(found));
-        }
-        let mut rec = Recording::open(path)?;
-        rec.strict = strict;
-        return Ok(Input::Recording(Box::new(rec)));
+        return open_dir(path, strict);
     }
     if !md.is_file() {
-        use std::os::unix::fs::FileTypeExt;
-        let t = md.file_type();
-        let what = if t.is_char_device() {
-            "a character device"
-        } else if t.is_block_device() {
-            "a block device"
-        } else if t.is_fifo() {
-            "a FIFO (a pipe is read once and cannot be told apart first; save it to a file)"
-        } else if t.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        };
-        return Err(kind(what.to_string()));
+        return Err(kind_error(path, not_regular(&md).to_string()));
     }
     if md.len() == 0 {
-        return Err(kind("an empty file".into()));
+        return Err(kind_error(path, "an empty file".into()));
     }
+    open_file(path)
+}
+
+/// The error for `path`, an input of another kind than the analyzer reads (`found`).
+fn kind_error(path: &Path, found: String) -> Error {
+    Error::InputKind { path: path.display().to_string(), found }
+}
+
+/// A directory: a dataset, or a recording (its meta.json read); any other directory is
+/// said for what it looks like.
+fn open_dir(path: &Path, strict: bool) -> Result<Input> {
+    let kind = |found: String| kind_error(path, found);
+    if crate::dataset::root_of(path).is_some() {
+        return Ok(Input::Dataset(crate::dataset::Dataset::open(path)?));
+    }
+    // A dataset's description that is there but no file (a FIFO, a device): said as
+    // such, not taken for a directory without meta.json.
+    let described = path.join(crate::dataset::DATASET_FILE);
+    if let Ok(md) = std::fs::metadata(&described) {
+        if let Some(what) = collector::files::not_regular(md.file_type()) {
+            return Err(kind(format!(
+                "a dataset whose {} is {what}, not a regular file: not read",
+                crate::dataset::DATASET_FILE
+            )));
+        }
+    }
+    if let Err(e) = std::fs::metadata(path.join("meta.json")) {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            return Err(kind(format!(
+                "a directory this user may not read ({e}): a recording made as root is kept private to root"
+            )));
+        }
+    }
+    if !path.join("meta.json").exists() {
+        let found = if path.join("results.parquet").exists() {
+            "a sweep directory (results.parquet; `report --html FILE -i DIR` makes its page)".to_string()
+        } else if path.join("live.json").exists() {
+            "a live comparison's directory (`sweep --live`: its table is table.txt, and \
+             `report --html FILE -i DIR` makes its page)"
+                .to_string()
+        } else {
+            "a directory without meta.json, so not a recording".to_string()
+        };
+        return Err(kind(found));
+    }
+    let mut rec = Recording::open(path)?;
+    rec.strict = strict;
+    Ok(Input::Recording(Box::new(rec)))
+}
+
+/// What a path that is neither a directory nor a regular file is, for the error.
+fn not_regular(md: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = md.file_type();
+    if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO (a pipe is read once and cannot be told apart first; save it to a file)"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// A regular file that is not empty, told by its first bytes: perf.data, a text profile
+/// (parsed), or something else said for what it is.
+fn open_file(path: &Path) -> Result<Input> {
+    let kind = |found: String| kind_error(path, found);
     let mut head = vec![0u8; 4096];
     let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
     let n = read_up_to(&f, &mut head).map_err(|e| Error::Io { path: path.into(), source: e })?;

@@ -789,25 +789,81 @@ fn stage_rows(by_stage: HashMap<String, (u64, u64)>, total: u64, packets: Option
 pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     // Saturating sums: a text profile may claim any counts.
     let total: u64 = items.iter().fold(0u64, |a, i| a.saturating_add(i.samples));
-    let pct = |n: u64| if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 };
-    let mut by_stage: HashMap<String, (u64, u64)> = HashMap::new();
-    let mut by_symbol: HashMap<(String, String, String), (u64, u64)> = HashMap::new();
-    let mut by_thread: HashMap<String, HashMap<String, (u64, u64)>> = HashMap::new();
-    let mut attribution = Attribution::default();
-    for it in items {
-        let add = |e: &mut (u64, u64)| {
-            e.0 = e.0.saturating_add(it.samples);
-            e.1 = e.1.saturating_add(it.period);
-        };
-        add(by_stage.entry(it.stage.clone()).or_default());
-        if it.stage != UNLISTED {
-            attribution.add(it.by, it.samples);
-        }
-        if let Some(t) = &it.thread {
-            add(by_thread.entry(t.clone()).or_default().entry(it.stage.clone()).or_default());
-        }
-        add(by_symbol.entry((it.symbol.clone(), it.dso.clone(), it.stage.clone())).or_default());
+    let sums = Sums::of(items);
+    let symbols = symbol_rows(sums.by_symbol, total);
+    let unmatched = unmatched_symbols(&symbols, rules);
+    let mut workers: Vec<WorkerTable> = sums
+        .by_thread
+        .into_iter()
+        .map(|(thread, st)| {
+            let samples = st.values().fold(0u64, |a, v| a.saturating_add(v.0));
+            WorkerTable { thread, samples, packets: None, stages: stage_rows(st, samples, None) }
+        })
+        .collect();
+    workers.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.thread.cmp(&b.thread)));
+    let attribution = sums.attribution;
+    StageTable {
+        event: head.event,
+        requested: head.requested,
+        fallback: head.fallback,
+        unit: head.unit,
+        samples: total,
+        charged: attribution.callchain,
+        attribution,
+        packets: head.packets,
+        stages: stage_rows(sums.by_stage, total, head.packets),
+        symbols,
+        unmatched,
+        workers,
+        clock_check: None,
+        clocks_absent: None,
+        startup: None,
+        recorded: None,
+        callchains: false,
+        warnings: rules.warnings.clone(),
+        rule_sources: rules.sources.clone(),
+        symbol_sources: Vec::new(),
+        binaries: Vec::new(),
     }
+}
+
+/// Attributed items summed (samples, period) by stage, by (symbol, DSO, stage) and by
+/// thread and stage, and counted by how they found their stage.
+struct Sums {
+    by_stage: HashMap<String, (u64, u64)>,
+    by_symbol: HashMap<(String, String, String), (u64, u64)>,
+    by_thread: HashMap<String, HashMap<String, (u64, u64)>>,
+    attribution: Attribution,
+}
+
+impl Sums {
+    /// Sum `items` (saturating: a text profile may claim any counts).
+    fn of(items: Vec<Item>) -> Sums {
+        let mut by_stage: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut by_symbol: HashMap<(String, String, String), (u64, u64)> = HashMap::new();
+        let mut by_thread: HashMap<String, HashMap<String, (u64, u64)>> = HashMap::new();
+        let mut attribution = Attribution::default();
+        for it in items {
+            let add = |e: &mut (u64, u64)| {
+                e.0 = e.0.saturating_add(it.samples);
+                e.1 = e.1.saturating_add(it.period);
+            };
+            add(by_stage.entry(it.stage.clone()).or_default());
+            if it.stage != UNLISTED {
+                attribution.add(it.by, it.samples);
+            }
+            if let Some(t) = &it.thread {
+                add(by_thread.entry(t.clone()).or_default().entry(it.stage.clone()).or_default());
+            }
+            add(by_symbol.entry((it.symbol.clone(), it.dso.clone(), it.stage.clone())).or_default());
+        }
+        Sums { by_stage, by_symbol, by_thread, attribution }
+    }
+}
+
+/// The symbol rows, most samples first (then by name), with their share of `total`.
+fn symbol_rows(by_symbol: HashMap<(String, String, String), (u64, u64)>, total: u64) -> Vec<SymbolRow> {
+    let pct = |n: u64| if total == 0 { 0.0 } else { 100.0 * n as f64 / total as f64 };
     let mut symbols: Vec<SymbolRow> = by_symbol
         .into_iter()
         .map(|((symbol, dso, stage), (n, period))| SymbolRow {
@@ -820,6 +876,11 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         })
         .collect();
     symbols.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.symbol.cmp(&b.symbol)));
+    symbols
+}
+
+/// The ten symbols with most samples whose own name no rule matches, charged or not.
+fn unmatched_symbols(symbols: &[SymbolRow], rules: &Rules) -> Vec<(String, u64)> {
     // Unmatched: symbols whose own name no rule matches, charged or not.
     let mut unmatched: Vec<(String, u64)> = Vec::new();
     for s in symbols.iter().filter(|s| {
@@ -838,45 +899,29 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
     }
     unmatched.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     unmatched.truncate(10);
-    let mut workers: Vec<WorkerTable> = by_thread
-        .into_iter()
-        .map(|(thread, st)| {
-            let samples = st.values().fold(0u64, |a, v| a.saturating_add(v.0));
-            WorkerTable { thread, samples, packets: None, stages: stage_rows(st, samples, None) }
-        })
-        .collect();
-    workers.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.thread.cmp(&b.thread)));
-    StageTable {
-        event: head.event,
-        requested: head.requested,
-        fallback: head.fallback,
-        unit: head.unit,
-        samples: total,
-        charged: attribution.callchain,
-        attribution,
-        packets: head.packets,
-        stages: stage_rows(by_stage, total, head.packets),
-        symbols,
-        unmatched,
-        workers,
-        clock_check: None,
-        clocks_absent: None,
-        startup: None,
-        recorded: None,
-        callchains: false,
-        warnings: rules.warnings.clone(),
-        rule_sources: rules.sources.clone(),
-        symbol_sources: Vec::new(),
-        binaries: Vec::new(),
-    }
+    unmatched
 }
 
 impl StageTable {
     /// The table as text: a header naming the event used, the stage table, then the top
     /// `top` symbols in perf report's columns.
     pub fn text(&self, top: usize) -> String {
-        use std::fmt::Write;
         let mut s = String::new();
+        self.write_head(&mut s);
+        // The stage column fits the longest name (`kernel-unknown`), at least 8 wide and at
+        // most MAX_STAGE_NAME (stage names from a dataset's stack table are not checked as a
+        // rules file's are; a width past 65,535 would panic the formatter).
+        let w = self.stages.iter().map(|r| r.stage.len()).max().unwrap_or(0).clamp(8, crate::rules::MAX_STAGE_NAME);
+        self.write_stages(&mut s, w);
+        self.write_clocks_note(&mut s);
+        self.write_symbols(&mut s, w, top);
+        s
+    }
+
+    /// The `#` lines before the table: event, recording, warnings, where rules and symbols
+    /// came from, what could not be named, packets, and how samples were attributed.
+    fn write_head(&self, s: &mut String) {
+        use std::fmt::Write;
         let _ = writeln!(
             s,
             "# event: {} ({} samples){}",
@@ -920,12 +965,14 @@ impl StageTable {
                 a.symbol, a.inline, a.callchain, a.none
             );
         }
+    }
+
+    /// The stage table (`w`: the stage column's width), with the line on what is apart
+    /// from forwarding work, the start-up line and what `shared` holds.
+    fn write_stages(&self, s: &mut String, w: usize) {
+        use std::fmt::Write;
         let per = format!("{}/packet", self.unit);
         let with_packets = self.packets.is_some();
-        // The stage column fits the longest name (`kernel-unknown`), at least 8 wide and at
-        // most MAX_STAGE_NAME (stage names from a dataset's stack table are not checked as a
-        // rules file's are; a width past 65,535 would panic the formatter).
-        let w = self.stages.iter().map(|r| r.stage.len()).max().unwrap_or(0).clamp(8, crate::rules::MAX_STAGE_NAME);
         let _ = writeln!(
             s,
             "{:<w$} {:>10} {:>8} {:>12}",
@@ -967,6 +1014,11 @@ impl StageTable {
                  pointers), or callers in no stage"
             );
         }
+    }
+
+    /// The stage clocks' check against the samples, or why there is none.
+    fn write_clocks_note(&self, s: &mut String) {
+        use std::fmt::Write;
         match &self.clock_check {
             Some(c) => {
                 let _ = write!(s, "\n{}", c.text());
@@ -985,6 +1037,12 @@ impl StageTable {
                 );
             }
         }
+    }
+
+    /// The top `top` symbols in perf report's columns (`w`: the stage column's width), then
+    /// the top symbols no rule matches.
+    fn write_symbols(&self, s: &mut String, w: usize, top: usize) {
+        use std::fmt::Write;
         let _ = writeln!(s, "\n{:>10} {:>8}  {:<40} {:<w$} dso", "samples", "%", "symbol", "stage");
         for r in self.symbols.iter().take(top) {
             // Names come from the input (a binary's path in maps.json, a symbol of a text
@@ -1003,7 +1061,6 @@ impl StageTable {
             let list: Vec<String> = self.unmatched.iter().take(5).map(|(n, c)| format!("{n} ({c})")).collect();
             let _ = writeln!(s, "\n# top symbols in no rule (add rules with --stages FILE): {}", list.join(", "));
         }
-        s
     }
 
     /// Per-thread stage tables as text.
