@@ -46,53 +46,11 @@ enum Cmd {
     Lab(lab::LabCmd),
 }
 
-/// A forwarder flag given before `--` to a command that starts the forwarder (`record -o y
-/// --prefetch 4`): clap would suggest a look-alike among the command's own flags
-/// (`--exec`); the hint that helps is where the flag goes, with the command rewritten.
-fn forwarder_flag_hint(e: &clap::Error, argv: &[String]) -> Option<String> {
-    use clap::error::{ContextKind, ContextValue, ErrorKind};
-    if e.kind() != ErrorKind::UnknownArgument {
-        return None;
-    }
-    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
-    let verb = argv.get(1)?;
-    if !["record", "stat", "top", "sweep"].contains(&verb.as_str()) {
-        return None;
-    }
-    let long = arg.split('=').next()?.strip_prefix("--")?;
-    let fwd = <forwarder::cli::ForwardArgs as clap::Args>::augment_args(clap::Command::new("forward"));
-    let flag = fwd.get_arguments().find(|a| a.get_long() == Some(long))?;
-    // clap names the flag without an inline value (`--cache` for `--cache=nocache`).
-    let takes_value = flag.get_action().takes_values();
-    // The command as it should have been: the flag (and its value) moved after `--`.
-    let (mut before, mut moved, mut after) = (Vec::new(), Vec::new(), Vec::new());
-    let mut words = argv[1..].iter();
-    while let Some(w) = words.next() {
-        if w == "--" {
-            after.extend(words.by_ref().cloned());
-        } else if (w == arg || w.starts_with(&format!("{arg}="))) && moved.is_empty() {
-            moved.push(w.clone());
-            if takes_value && !w.contains('=') {
-                moved.extend(words.next().cloned());
-            }
-        } else {
-            before.push(w.clone());
-        }
-    }
-    let program = std::path::Path::new(&argv[0]).file_name().map_or("fwdscope".into(), |n| n.to_string_lossy());
-    let fixed: Vec<String> = std::iter::once(program.into_owned())
-        .chain(before)
-        .chain(std::iter::once("--".to_string()))
-        .chain(moved)
-        .chain(after)
-        .collect();
+/// The usage line of `verb`, as clap renders it.
+fn usage_of(verb: &str) -> String {
     let mut cmd = <Cli as clap::CommandFactory>::command();
     cmd.build();
-    let usage = cmd.find_subcommand_mut(verb).map(|c| c.render_usage().to_string()).unwrap_or_default();
-    Some(format!(
-        "error: unexpected argument '{arg}' found: it is a forwarder flag, and forwarder flags go after `--`:\n\n  {}\n\n{usage}\n\nFor more information, try '--help'.\n",
-        fixed.join(" ")
-    ))
+    cmd.find_subcommand_mut(verb).map(|c| c.render_usage().to_string()).unwrap_or_default()
 }
 
 fn main() {
@@ -102,7 +60,7 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             let argv: Vec<String> = argv_os.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-            if let Some(hint) = forwarder_flag_hint(&e, &argv) {
+            if let Some(hint) = forwarder::cli::forwarder_flag_hint(&e, &argv, usage_of) {
                 use std::io::Write;
                 let _ = std::io::stderr().write_all(hint.as_bytes());
                 std::process::exit(2);

@@ -1,7 +1,10 @@
 //! The workspace's layout holds: no module of any crate depends on a sibling that depends
 //! back on it (directly or around a longer loop), the forwarder's burst and CPU modules are
 //! leaves, and the observers (collector, analyzer, tui, exporter) reach the forwarder only through
-//! its published ABI crate, never by linking the forwarder library.
+//! its published ABI crate, never by linking the forwarder library; no function outside
+//! tests and benches runs over 80 lines unless a `// One piece:` comment above it says
+//! why; the CLI crate (src/) stays under 700 lines, its verbs' flags and logic living in
+//! the libraries.
 //!
 //! Module dependencies are read from the sources: every `crate::a::b` path (in `use` lists
 //! too) and every `super::` path, comments and string literals left out. A reference from
@@ -18,7 +21,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Source text without comments and string literals (replaced by spaces).
+/// Source text without comments and string literals (replaced by spaces; the newlines
+/// they held are kept, so line numbers stay).
 fn code_only(src: &str) -> String {
     let b = src.as_bytes();
     let mut out = String::with_capacity(src.len());
@@ -32,6 +36,7 @@ fn code_only(src: &str) -> String {
             let end = rest.find("*/").map_or(rest.len(), |e| e + 2);
             i += end;
             out.push(' ');
+            out.extend(rest[..end].matches('\n').map(|_| '\n'));
         } else if rest.starts_with("r#\"") || rest.starts_with("r\"") {
             let hashes = rest[1..].bytes().take_while(|&c| c == b'#').count();
             let close = format!("\"{}", "#".repeat(hashes));
@@ -39,6 +44,7 @@ fn code_only(src: &str) -> String {
             let end = rest[start..].find(&close).map_or(rest.len(), |e| start + e + close.len());
             i += end;
             out.push(' ');
+            out.extend(rest[..end].matches('\n').map(|_| '\n'));
         } else if b[i] == b'\'' && b.get(i + 1) == Some(&b'\\') {
             // An escaped char literal: '\n', '\'', '\u{..}'.
             let end = src[i + 2..].find('\'').map_or(b.len(), |e| i + 2 + e + 1);
@@ -53,8 +59,9 @@ fn code_only(src: &str) -> String {
             while j < b.len() && b[j] != b'"' {
                 j += if b[j] == b'\\' { 2 } else { 1 };
             }
-            i = j + 1;
             out.push(' ');
+            out.extend(src[i..j.min(b.len())].matches('\n').map(|_| '\n'));
+            i = j + 1;
         } else {
             let c = rest.chars().next().unwrap_or(' ');
             out.push(c);
@@ -353,4 +360,116 @@ fn the_published_configuration_is_read_through_its_type_only() {
             }
         }
     }
+}
+
+/// Functions of one source file longer than `max` lines, as (name, first line, lines),
+/// leaving out unit tests (what follows `#[cfg(test)]` and a `mod` line) and functions
+/// with a `// One piece:` comment among the comments and attributes just above them.
+fn long_functions(src: &str, max: usize) -> Vec<(String, usize, usize)> {
+    let code = code_only(src);
+    let code: Vec<&str> = code.lines().collect();
+    let orig: Vec<&str> = src.lines().collect();
+    let end = (0..orig.len())
+        .find(|&i| orig[i].trim() == "#[cfg(test)]" && orig.get(i + 1).is_some_and(|l| l.trim_start().starts_with("mod ")))
+        .unwrap_or(orig.len());
+    let mut out = Vec::new();
+    for i in 0..end.min(code.len()) {
+        let words: Vec<&str> = code[i].split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| *w == "fn") else { continue };
+        let before_ok = words[..at].iter().all(|w| {
+            w.starts_with("pub") || ["const", "async", "unsafe", "extern", "default"].contains(w) || w.is_empty()
+        });
+        if !before_ok || at + 1 >= words.len() {
+            continue;
+        }
+        let name: String = words[at + 1].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        // Its body: from the first `{` (a `;` first means no body) to the matching `}`.
+        let (mut depth, mut opened, mut last) = (0i64, false, None);
+        'lines: for (j, line) in code.iter().enumerate().skip(i) {
+            for c in line.chars() {
+                match c {
+                    ';' if !opened => break 'lines,
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                if opened && depth == 0 {
+                    last = Some(j);
+                    break 'lines;
+                }
+            }
+        }
+        let Some(last) = last else { continue };
+        let lines = last - i + 1;
+        let said = orig[..i]
+            .iter()
+            .rev()
+            .take_while(|l| {
+                let t = l.trim_start();
+                t.starts_with("//") || t.starts_with("#[")
+            })
+            .any(|l| l.trim_start().starts_with("// One piece:"));
+        if lines > max && !said {
+            out.push((name, i + 1, lines));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_function_length_check_finds_a_planted_long_function() {
+    let body: String = (0..85).map(|i| format!("    let x{i} = \"{{\"; // }}\n")).collect();
+    let long = format!("/// Doc.\npub(crate) fn planted(a: u8) -> u8 {{\n{body}    a\n}}\n");
+    assert_eq!(long_functions(&long, 80), vec![("planted".to_string(), 2, 88)]);
+    let said = long.replace("/// Doc.\n", "/// Doc.\n// One piece: a planted table.\n");
+    assert!(long_functions(&said, 80).is_empty());
+    let in_tests = format!("#[cfg(test)]\nmod tests {{\n{long}}}\n");
+    assert!(long_functions(&in_tests, 80).is_empty());
+    assert!(long_functions("fn short() {\n}\ntrait T {\n    fn f(&self);\n}\n", 80).is_empty());
+}
+
+/// No function of the libraries or the CLI runs over 80 lines (tests and benches aside)
+/// unless a `// One piece:` comment above it says why it must be one.
+#[test]
+fn no_function_runs_over_80_lines_unsaid() {
+    let mut found = Vec::new();
+    for krate in CRATES.iter().chain(&["exporter"]) {
+        let mut stack = vec![root().join(krate).join("src")];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    for (name, line, n) in long_functions(&text, 80) {
+                        found.push(format!("{}:{line} {name}: {n} lines", p.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "functions over 80 lines without a `// One piece:` comment:\n{}", found.join("\n"));
+}
+
+/// The CLI crate is main, the verb enum and thin dispatch: each verb's flags and the work
+/// they describe live in the library that does the work.
+#[test]
+fn the_cli_crate_stays_under_700_lines() {
+    let mut total = 0;
+    let mut stack = vec![root().join("src")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                total += std::fs::read_to_string(&p).unwrap().lines().count();
+            }
+        }
+    }
+    assert!(total > 100 && total < 700, "the CLI crate's src/ has {total} lines: keep it under 700");
 }

@@ -10,12 +10,15 @@
 //! time window (a live comparison's blocks); [`agreement`] lists the hosts and settings
 //! where samples and stage clocks are known to part; [`annotate`] goes below the symbol:
 //! instructions and source lines with their samples and stages; [`annotate_diff`] sets
-//! two inputs' annotations of the same functions side by side.
+//! two inputs' annotations of the same functions side by side; `cli` (with the `clap`
+//! feature) holds the flags of the verbs that read recordings.
 
 pub mod aggregate;
 pub mod agreement;
 pub mod annotate;
 pub mod annotate_diff;
+#[cfg(feature = "clap")]
+pub mod cli;
 pub mod crosscheck;
 pub mod dataset;
 pub mod diff;

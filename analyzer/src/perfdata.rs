@@ -682,7 +682,9 @@ fn read_sorted<R: std::io::Read>(
                     .event_attributes()
                     .get(attr_index)
                     .map(|a| sample_layout(a.attributes(), perf_file.endian()))
-                    .ok_or_else(|| bad(path, format!("record {n}: a sample of event {attr_index}, which the file lacks")))?;
+                    .ok_or_else(|| {
+                        bad(path, format!("record {n}: a sample of event {attr_index}, which the file lacks"))
+                    })?;
                 let s = layout
                     .decode(&record.data.as_slice(), record.misc)
                     .ok_or_else(|| bad(path, format!("record {n}: sample shorter than its layout")))?;

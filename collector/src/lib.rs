@@ -12,10 +12,13 @@
 //! live channel for the TUI; [`child`] starts a target held at a gate so its first
 //! instruction is already observed, and [`launch`] waits until a started forwarder runs
 //! (every forwarder fwdscope starts is started and waited for there). The forwarder is seen only through its published ABI
-//! (the `fwd-abi` crate: stats segment, counter names, thread names).
+//! (the `fwd-abi` crate: stats segment, counter names, thread names). With the `clap`
+//! feature, `cli` holds the flags of `record` and `stat` and the target they share.
 
 pub mod buildid;
 pub mod child;
+#[cfg(feature = "clap")]
+pub mod cli;
 pub mod contention;
 pub mod counting;
 mod error;
@@ -23,6 +26,7 @@ pub mod events;
 pub mod files;
 pub mod launch;
 pub mod outdir;
+pub mod output_file;
 pub mod perf_abi;
 pub mod recording;
 pub mod records;

@@ -250,7 +250,8 @@ impl SamplingEvent {
             flags |= SampleFlag::CALLCHAIN;
             sample_type |= sample_bits::CALLCHAIN;
         }
-        let layout = SampleLayout { sample_type, read_format: 0, default_period: 1, big_endian: cfg!(target_endian = "big") };
+        let layout =
+            SampleLayout { sample_type, read_format: 0, default_period: 1, big_endian: cfg!(target_endian = "big") };
         b.sample(flags).sample_id_all(true).clockid(Clock::MONOTONIC);
         if spec.tracking {
             b.mmap(true).mmap2(true).comm(true).comm_exec(true).task(true);

@@ -192,7 +192,12 @@ mod tests {
 
     #[test]
     fn the_live_layout_decodes_field_by_field() {
-        let l = SampleLayout { sample_type: LIVE | sample_bits::CALLCHAIN, read_format: 0, default_period: 1, big_endian: false };
+        let l = SampleLayout {
+            sample_type: LIVE | sample_bits::CALLCHAIN,
+            read_format: 0,
+            default_period: 1,
+            big_endian: false,
+        };
         // ip, pid 7 / tid 9, time, cpu 3, period, callchain of 3 with a context marker.
         let body = words(&[0x4000, 7 | (9 << 32), 55, 3, 250_000, 3, PERF_CONTEXT_MAX + 1, 0x4001, 0x4002]);
         let s = l.decode(&body, 2).expect("whole body");
@@ -232,7 +237,12 @@ mod tests {
 
     #[test]
     fn big_endian_records_and_the_default_period() {
-        let l = SampleLayout { sample_type: sample_bits::IP | sample_bits::TID, read_format: 0, default_period: 4000, big_endian: true };
+        let l = SampleLayout {
+            sample_type: sample_bits::IP | sample_bits::TID,
+            read_format: 0,
+            default_period: 4000,
+            big_endian: true,
+        };
         let mut body = 0x1234u64.to_be_bytes().to_vec();
         body.extend(7u32.to_be_bytes());
         body.extend(9u32.to_be_bytes());

@@ -20,8 +20,11 @@
 //! - [`results`]: runs summarized per setting, the table, results.parquet;
 //! - [`html`]: one self-contained page per sweep directory or live comparison
 //!   (`report --html`);
-//! - [`recording_page`]: the page for one recording or perf.data file (`report --html`).
+//! - [`recording_page`]: the page for one recording or perf.data file (`report --html`);
+//! - `cli` (with the `clap` feature): `sweep`'s flags and the options they become.
 
+#[cfg(feature = "clap")]
+pub mod cli;
 mod error;
 pub mod experiments;
 pub mod html;

@@ -25,13 +25,7 @@ pub const RUN_OVERHEAD_SECONDS: f64 = 1.5;
 pub const CONFIRM_SECONDS: f64 = 3600.0;
 
 /// A figure of seconds as a person reads it (`1e308`, not 309 digits).
-pub fn seconds_text(v: f64) -> String {
-    if v.is_finite() && v.abs() < 1e7 && (v == 0.0 || v.abs() >= 1e-3) {
-        format!("{v}")
-    } else {
-        format!("{v:e}")
-    }
-}
+pub use fwd_abi::seconds::seconds_text;
 
 /// The bounds of a plan: `repeat` 1 to [`MAX_REPEAT`], `duration` above 0 and at most
 /// [`MAX_RUN_SECONDS`], 1 to [`MAX_SETTINGS`] settings. The message names the figure

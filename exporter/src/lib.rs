@@ -7,7 +7,10 @@
 //!   and the encoding of one snapshot through prometheus-client.
 //! - [`server`]: the HTTP endpoint (`/metrics`), and the 503 answers once the forwarder has
 //!   exited or was killed, so a scraper never stores stale numbers as current.
+//! - `cli` (with the `clap` feature): `fwdscope metrics`' flags.
 
+#[cfg(feature = "clap")]
+pub mod cli;
 mod error;
 pub mod families;
 pub mod server;

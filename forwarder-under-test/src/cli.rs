@@ -20,53 +20,8 @@ pub const DEFAULT_ROUTES: usize = 123_000;
 /// Highest offered rate accepted, packets per second (10G: beyond any port).
 pub const MAX_RATE: f64 = 1e10;
 
-/// Longest time any seconds flag accepts (one year): beyond it a Duration would overflow
-/// its arithmetic long before a run could end.
-pub const MAX_SECONDS: f64 = 31_536_000.0;
-
-/// Shortest `--duration` other than 0 (run until stopped), seconds.
-pub const MIN_DURATION: f64 = 0.01;
-
-/// Parse a number of seconds (`--duration`, `-i`, `--delay`, `--seconds`): finite, from 0 to
-/// [`MAX_SECONDS`]. Flags that need more than 0 say so where they are checked.
-pub fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}`: expected a number of seconds such as 3 or 0.5"))?;
-    if !v.is_finite() || !(0.0..=MAX_SECONDS).contains(&v) {
-        return Err(format!("`{s}`: expected 0 to {MAX_SECONDS} seconds (one year)"));
-    }
-    Ok(v)
-}
-
-/// Parse the length of a run that must forward (`record --duration`): as
-/// [`parse_seconds`], and at least [`MIN_DURATION`].
-pub fn parse_run_seconds(s: &str) -> std::result::Result<f64, String> {
-    let v = parse_seconds(s)?;
-    if v < MIN_DURATION {
-        return Err(format!(
-            "`{}`: expected at least {MIN_DURATION} s (a shorter run records next to nothing)",
-            seconds_text(v)
-        ));
-    }
-    Ok(v)
-}
-
-/// A figure of seconds as a person reads it (`1e-300`, not 300 digits).
-pub fn seconds_text(v: f64) -> String {
-    if v.is_finite() && v.abs() < 1e7 && (v == 0.0 || v.abs() >= 1e-3) {
-        format!("{v}")
-    } else {
-        format!("{v:e}")
-    }
-}
-
-/// Parse a replay speed factor: finite, from 0.01 to 1000.
-pub fn parse_speed(s: &str) -> std::result::Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}`: expected a factor such as 2 or 0.5"))?;
-    if !v.is_finite() || !(0.01..=1000.0).contains(&v) {
-        return Err(format!("`{s}`: expected a factor from 0.01 to 1000"));
-    }
-    Ok(v)
-}
+/// The seconds flags' parsers and limits, shared with the verbs that start forwarders.
+pub use fwd_abi::seconds::{parse_run_seconds, parse_seconds, parse_speed, seconds_text, MAX_SECONDS, MIN_DURATION};
 
 /// Parse a packet rate: `250000`, `250k`, `1.5M`, `2G` (packets per second).
 pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
@@ -455,6 +410,86 @@ fn write_summary(out: &mut dyn Write, json: bool, summary: &Summary) -> Result<(
         write!(out, "{}", summary.text()).map_err(stdout_error)?;
     }
     Ok(())
+}
+
+/// The forwarder a verb starts: `explicit` (`--forwarder PATH`, e.g. the standalone
+/// fwdscope-forwarder), or by default the running executable (fwdscope) with `forward`.
+pub fn forwarder_command(explicit: Option<&std::path::Path>) -> Result<(PathBuf, Vec<String>)> {
+    if let Some(p) = explicit {
+        if !p.exists() {
+            return Err(Error::Config(format!("--forwarder {}: no such file", p.display())));
+        }
+        return Ok((p.to_path_buf(), Vec::new()));
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::Io { path: "/proc/self/exe".into(), source: e })?;
+    Ok((exe, vec!["forward".to_string()]))
+}
+
+/// Forwarder flags parsed as `forward` parses them and turned into the configuration they
+/// describe (its ranges and combinations checked), without starting anything: what the
+/// verbs that start forwarders check before they create or replace anything; `what` says
+/// where the flags came from in the error.
+pub fn check_forwarder_flags(flags: &[String], what: &str) -> Result<()> {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    #[command(name = "forwarder flags", args_override_self = true)]
+    struct Check {
+        #[command(flatten)]
+        a: ForwardArgs,
+    }
+    let mut argv = vec!["forwarder flags".to_string()];
+    argv.extend(flags.iter().cloned());
+    let c = Check::try_parse_from(&argv).map_err(|e| Error::Config(format!("{what}: {}", e.to_string().trim_end())))?;
+    c.a.fwd.to_config().map_err(|e| Error::Config(format!("{what}: {e}")))?;
+    Ok(())
+}
+
+/// A forwarder flag given before `--` to a verb that starts the forwarder (`record -o y
+/// --prefetch 4`): clap would suggest a look-alike among the verb's own flags (`--exec`);
+/// the hint that helps is where the flag goes, with the command rewritten. `usage` renders
+/// the verb's usage line.
+pub fn forwarder_flag_hint(e: &clap::Error, argv: &[String], usage: impl FnOnce(&str) -> String) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
+    let verb = argv.get(1)?;
+    if !["record", "stat", "top", "sweep"].contains(&verb.as_str()) {
+        return None;
+    }
+    let long = arg.split('=').next()?.strip_prefix("--")?;
+    let fwd = <ForwardArgs as clap::Args>::augment_args(clap::Command::new("forward"));
+    let flag = fwd.get_arguments().find(|a| a.get_long() == Some(long))?;
+    // clap names the flag without an inline value (`--cache` for `--cache=nocache`).
+    let takes_value = flag.get_action().takes_values();
+    // The command as it should have been: the flag (and its value) moved after `--`.
+    let (mut before, mut moved, mut after) = (Vec::new(), Vec::new(), Vec::new());
+    let mut words = argv[1..].iter();
+    while let Some(w) = words.next() {
+        if w == "--" {
+            after.extend(words.by_ref().cloned());
+        } else if (w == arg || w.starts_with(&format!("{arg}="))) && moved.is_empty() {
+            moved.push(w.clone());
+            if takes_value && !w.contains('=') {
+                moved.extend(words.next().cloned());
+            }
+        } else {
+            before.push(w.clone());
+        }
+    }
+    let program = std::path::Path::new(&argv[0]).file_name().map_or("fwdscope".into(), |n| n.to_string_lossy());
+    let fixed: Vec<String> = std::iter::once(program.into_owned())
+        .chain(before)
+        .chain(std::iter::once("--".to_string()))
+        .chain(moved)
+        .chain(after)
+        .collect();
+    Some(format!(
+        "error: unexpected argument '{arg}' found: it is a forwarder flag, and forwarder flags go after `--`:\n\n  {}\n\n{}\n\nFor more information, try '--help'.\n",
+        fixed.join(" "),
+        usage(verb)
+    ))
 }
 
 #[cfg(test)]

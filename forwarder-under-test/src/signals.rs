@@ -40,6 +40,15 @@ impl StopSignals {
         Ok(s)
     }
 
+    /// The exit status a command a signal cut short ends with, as a shell reports it:
+    /// 130 after SIGINT, 143 after SIGTERM, 129 after SIGHUP; None when none came.
+    pub fn exit_status(&self) -> Option<i32> {
+        match self.which.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(128 + n as i32),
+        }
+    }
+
     /// The signal that asked to stop, if one did (`SIGTERM`).
     pub fn received(&self) -> Option<&'static str> {
         match self.which.load(Ordering::Relaxed) {

@@ -7,10 +7,12 @@
 //! [`bench_page`] draws it (`--html`: ns per packet by stage per forwarder, the table, the
 //! provenance); [`dpdk`] runs DPDK's l3fwd as the lab's forwarder (`--mode dpdk`), built
 //! from the distribution's example source at first use; [`xdp`] and [`xdp_forwarder`] are fwdscope's XDP forwarder (`lab up --mode xdp`): the program's
-//! loader and the process that holds it and publishes its counters.
+//! loader and the process that holds it and publishes its counters; [`cli`] holds the
+//! `lab` subcommands' flags.
 
 pub mod bench;
 pub mod bench_page;
+pub mod cli;
 pub mod dpdk;
 mod error;
 pub mod netns;

@@ -1,31 +1,10 @@
 //! `fwdscope diff A B [C ...]`: stage tables of several recordings (or perf.data files, or
 //! text profiles) side by side, the first as baseline.
 
-use super::report;
-use anyhow::Result;
-use std::path::PathBuf;
+pub use analyzer::cli::DiffArgs;
+use analyzer::cli::Format;
 
-#[derive(clap::Args, Debug)]
-pub struct DiffArgs {
-    /// Inputs, baseline first: recording directories, perf.data files or text profiles.
-    #[arg(required = true, num_args = 2..)]
-    pub inputs: Vec<PathBuf>,
-    /// Extra stage rules (TOML), tried before the built-in ones.
-    #[arg(long)]
-    pub stages: Option<PathBuf>,
-    #[command(flatten)]
-    pub symbols: super::SymbolArgs,
-    /// Symbols compared.
-    #[arg(long, default_value_t = 20)]
-    pub top: usize,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = report::Format::Table)]
-    pub format: report::Format,
-    /// Refuse a recording with a part that cannot be read [default: skip the part and warn,
-    /// naming it, with per-packet figures scaled to the parts read].
-    #[arg(long)]
-    pub strict: bool,
-}
+use anyhow::Result;
 
 pub fn run(a: &DiffArgs) -> Result<()> {
     let rules = analyzer::rules::Rules::builtin_with(a.stages.as_deref())?;
@@ -41,9 +20,9 @@ pub fn run(a: &DiffArgs) -> Result<()> {
     let names = a.inputs.iter().map(|p| collector::printable(p.display().to_string())).collect();
     let d = analyzer::diff::diff(names, &tables, a.top);
     match a.format {
-        report::Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
-        report::Format::Csv => print!("{}", d.csv()),
-        report::Format::Table => print!("{}", d.text()),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
+        Format::Csv => print!("{}", d.csv()),
+        Format::Table => print!("{}", d.text()),
     }
     Ok(())
 }

@@ -3,54 +3,20 @@
 //! address inside 198.18.0.0/15.
 
 use anyhow::Result;
-use lab::bench::BenchOptions;
-use lab::netns::{ForwarderProgram, Lab, UpOptions};
-use lab::sender::SendOptions;
-
-#[derive(clap::Subcommand, Debug)]
-pub enum LabCmd {
-    /// Create the lab (or check it is complete).
-    Up(UpOptions),
-    /// Send traffic from the sender namespace (AF_XDP tx sockets where libxdp works, else
-    /// an AF_PACKET tx ring; --via chooses).
-    Send {
-        #[command(flatten)]
-        o: SendOptions,
-        /// Print the result as one JSON object.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Packets per second forwarded by every forwarder the lab can run (kernel, kernel-rps,
-    /// xdp, dpdk-afpacket, dpdk-afxdp, fwdscope-afpacket, fwdscope-afxdp; `--forwarders`)
-    /// on the same lab and routes: CPU per packet, each one's stage split from a recording,
-    /// and with `--html` a page of stacked bars.
-    Bench(BenchOptions),
-    /// Remove the lab's namespaces (and with them its veth pairs).
-    Down(NameArg),
-    /// Namespaces, interfaces and their packet counters.
-    Status(NameArg),
-    /// The process `lab up --mode xdp` starts in the forwarding namespace: holds the XDP
-    /// forwarder attached and publishes its counters until stopped.
-    #[command(hide = true)]
-    XdpForward(lab::xdp_forwarder::XdpForwardArgs),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct NameArg {
-    /// Lab name: prefix of its namespaces and interfaces (1 to 8 of [a-z0-9]).
-    #[arg(long, default_value = "fsl")]
-    pub name: String,
-}
+pub use lab::cli::LabCmd;
+use lab::netns::{ForwarderProgram, Lab};
 
 /// This very binary running `fwdscope forward`: the lab's forwarder.
 fn forwarder_program() -> Result<ForwarderProgram> {
-    let (program, args) = super::record::forwarder_command(&None)?;
+    let (program, args) = forwarder::cli::forwarder_command(None)?;
     Ok(ForwarderProgram { program, args })
 }
 
 pub fn run(cmd: &LabCmd) -> Result<()> {
     match cmd {
-        LabCmd::Up(o) => print!("{}", lab::netns::up(&UpOptions { forwarder: forwarder_program()?, ..o.clone() })?),
+        LabCmd::Up(o) => {
+            print!("{}", lab::netns::up(&lab::netns::UpOptions { forwarder: forwarder_program()?, ..o.clone() })?)
+        }
         LabCmd::Send { o, json } => {
             // Ctrl-C (or SIGTERM, SIGHUP) ends the sending with the count so far.
             let signals = forwarder::signals::StopSignals::install()?;
@@ -60,12 +26,8 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
             } else {
                 println!("{}", sent.line(&o.name));
             }
-            if let Some(sig) = signals.received() {
-                std::process::exit(match sig {
-                    "SIGTERM" => 143,
-                    "SIGHUP" => 129,
-                    _ => 130,
-                });
+            if let Some(status) = signals.exit_status() {
+                std::process::exit(status);
             }
             if let Some(why) = &sent.ended {
                 anyhow::bail!("lab {}: sending ended early after {} packets: {why}", o.name, sent.packets);
@@ -75,30 +37,19 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
             // The page's directory is checked before minutes of measuring: as root, not one
             // (or through a symlink) another user owns.
             if let Some(out) = &o.html {
-                let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-                collector::outdir::check_path(dir, false).map_err(|why| {
-                    anyhow::anyhow!(
-                        "--html {}: {why}, and fwdscope runs as root: that user could redirect the page; choose a \
-                         path in directories root owns",
-                        out.display()
-                    )
-                })?;
+                collector::output_file::check_page_path(out, &format!("--html {}", out.display()))?;
             }
             // Ctrl-C (or SIGTERM, SIGHUP) ends the run in progress; the lab comes down as on
             // every other exit.
             let signals = forwarder::signals::StopSignals::install()?;
-            let r = lab::bench::bench(&BenchOptions {
+            let r = lab::bench::bench(&lab::bench::BenchOptions {
                 forwarder: forwarder_program()?,
                 stop: Some(signals.flag.clone()),
                 ..o.clone()
             });
-            if let Some(sig) = signals.received() {
+            if let (Some(sig), Some(status)) = (signals.received(), signals.exit_status()) {
                 eprintln!("fwdscope lab bench: stopped by {sig}; lab {} taken down", o.name);
-                std::process::exit(match sig {
-                    "SIGTERM" => 143,
-                    "SIGHUP" => 129,
-                    _ => 130,
-                });
+                std::process::exit(status);
             }
             let r = r?;
             print!("{}", r.text);

@@ -1,218 +1,34 @@
 //! `fwdscope sweep`: the bundled forwarder over every combination of the swept settings,
 //! each repeated, interleaved, a recording per run; or a historic experiment
-//! (`--experiment NAME`). The work is `compare::runner`. With `--live`: one forwarder, the
-//! settings switched through its control block in short balanced blocks
-//! (`compare::live`).
+//! (`--experiment NAME`). The flags and the plan they make are `compare::cli`; the work is
+//! `compare::runner`, or with `--live` (one forwarder, the settings switched through its
+//! control block in short balanced blocks) `compare::live`.
 
-use super::record::{check_forwarder_flags, forwarder_command};
-use anyhow::{bail, Result};
-use compare::plan::{check_plan, duration_text, estimate_seconds, setting_count, settings, Axis, CONFIRM_SECONDS};
-use compare::runner::SweepOptions;
-use forwarder::config::CacheMode;
-use forwarder::fib::FibKind;
-use std::path::PathBuf;
+use anyhow::Result;
+pub use compare::cli::SweepArgs;
+use compare::cli::{Forwarder, Planned};
 
-#[derive(clap::Args, Debug)]
-pub struct SweepArgs {
-    /// Prefetch depths to sweep, e.g. 0,1,2,3,4,5.
-    #[arg(long, value_delimiter = ',')]
-    pub prefetch: Vec<fwd_abi::Prefetch>,
-    /// Cache modes to sweep, e.g. rtcache,nocache,nhcache.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub cache: Vec<CacheMode>,
-    /// FIB engines to sweep, e.g. hash,lctrie,dir24.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub fib: Vec<FibKind>,
-    /// Worker counts to sweep, e.g. 1,2.
-    #[arg(long, value_delimiter = ',')]
-    pub workers: Vec<usize>,
-    /// Calibration costs to sweep, ns per forwarded packet, e.g. 0,20 (a known difference
-    /// to check that a comparison finds it).
-    #[arg(long = "spin-ns", value_delimiter = ',')]
-    pub spin_ns: Vec<u32>,
-    /// Live mode: one forwarder (its synthetic device inline unless --device is given);
-    /// the settings (prefetch, cache mode, calibration cost) alternate in short blocks in a
-    /// balanced random order (ABBA for two), each compared with the first through paired
-    /// differences of neighbouring blocks. --duration is then the whole comparison's length
-    /// [default 30].
-    #[arg(long)]
-    pub live: bool,
-    /// Live mode: block length in ms [default: 50, or the experiment's].
-    #[arg(long, requires = "live", value_parser = clap::value_parser!(u64).range(1..=60_000))]
-    pub block_ms: Option<u64>,
-    /// Live mode: ms discarded as warm-up after each switch (measure with --settle; with
-    /// `--device thread` use 50 and blocks of 100 or more) [default: 10, or the experiment's].
-    #[arg(long, requires = "live", value_parser = clap::value_parser!(u64).range(0..=60_000))]
-    pub discard_ms: Option<u64>,
-    /// Live mode: seed of the block order [default: from the clock; printed].
-    #[arg(long, requires = "live")]
-    pub seed: Option<u64>,
-    /// Live mode: compare the first setting with itself (A/A): the noise floor.
-    #[arg(long, requires = "live")]
-    pub aa: bool,
-    /// Live mode: snapshot every 10 ms inside each block and print how long the rate took
-    /// to settle after each kind of switch (to choose --discard-ms; adds wake-ups).
-    #[arg(long, requires = "live")]
-    pub settle: bool,
-    /// Runs per setting, 1 to 1000 [default: 5, or the experiment's].
-    #[arg(long, value_parser = clap::builder::TypedValueParser::map(
-        clap::value_parser!(u64).range(1..=compare::plan::MAX_REPEAT as u64), |v| v as usize))]
-    pub repeat: Option<usize>,
-    /// Seconds of forwarding per run [default: 3, or the experiment's]; with --live, of the
-    /// whole comparison [default: 30 per setting compared with the baseline].
-    #[arg(long, value_parser = forwarder::cli::parse_seconds)]
-    pub duration: Option<f64>,
-    /// A historic experiment: prefetch-2005, rtcache-flood-2003, rtcache-removal-2012, or a
-    /// TOML file of the same form.
-    #[arg(long, conflicts_with_all = ["prefetch", "cache", "fib", "workers"])]
-    pub experiment: Option<String>,
-    /// Output directory: runs/NNN/ recordings, results.parquet, table.txt.
-    #[arg(short = 'o', long, default_value = "sweep-out")]
-    pub output: PathBuf,
-    /// Replace an existing output directory.
-    #[arg(long)]
-    pub force: bool,
-    /// Make the output readable by other users (0755 directories, 0644 files; private by
-    /// default) and, run as root, allow an -o in a directory another user owns (another
-    /// user's symlink on the path is refused with or without it).
-    #[arg(long)]
-    pub share: bool,
-    /// Count the runs flagged for contention in the table anyway, marked `!` [default: they
-    /// are left out; a setting with none left says `no counted run`].
-    #[arg(long, conflicts_with = "live")]
-    pub keep_contended: bool,
-    /// Start a plan estimated to take more than an hour (it is refused without this,
-    /// printing its estimate).
-    #[arg(long)]
-    pub yes: bool,
-    /// Samples per second in each run's recording.
-    #[arg(short = 'F', long, default_value_t = 999, value_parser = clap::value_parser!(u64).range(1..))]
-    pub freq: u64,
-    /// Record callchains (charges shared helpers to their caller's stage; costs a little).
-    #[arg(short = 'g')]
-    pub callchain: bool,
-    /// With --live: sample the forwarder all along (-F, -g) and give each setting's stages
-    /// from the samples, split into the blocks by the workers' own publish stamps.
-    #[arg(long, requires = "live")]
-    pub record: bool,
-    /// Also add every run to this dataset (as `record --dataset` does): run names
-    /// PREFIX-NNN, the setting's label as the run's setting. Not with --live.
-    #[arg(long, value_name = "DIR", conflicts_with = "live")]
-    pub dataset: Option<PathBuf>,
-    /// The dataset's host partition [default: this machine's hostname].
-    #[arg(long, requires = "dataset")]
-    pub host: Option<String>,
-    /// The prefix of the dataset's run names [default: the start time, UTC, and the PID].
-    #[arg(long, requires = "dataset")]
-    pub run_prefix: Option<String>,
-    /// Forwarder flags every run shares (after `--`).
-    #[arg(last = true)]
-    pub rest: Vec<String>,
-}
-
-/// The experiment named, if any, and the settings compared: the experiment's, or the
-/// product of the swept axes (axes given no values are left out), at most
-/// `compare::plan::MAX_SETTINGS` of them.
-fn experiment_and_settings(
-    a: &SweepArgs,
-) -> Result<(Option<compare::experiments::Experiment>, Vec<compare::plan::Setting>)> {
-    let exp = a.experiment.as_deref().map(compare::experiments::load_experiment).transpose()?;
-    let sets = match &exp {
-        Some(e) => e.settings(),
-        None => {
-            // Typed from clap on: the live-changeable axes as what they change, the
-            // others as the start flags they are.
-            let axes = [
-                Axis::Prefetch(a.prefetch.clone()),
-                Axis::Cache(a.cache.clone()),
-                Axis::start("fib", &a.fib),
-                Axis::start("workers", &a.workers),
-                Axis::SpinNs(a.spin_ns.clone()),
-            ];
-            let n = setting_count(&axes);
-            if n > compare::plan::MAX_SETTINGS {
-                bail!(
-                    "the swept values make {n} settings: at most {} in one sweep (sweep fewer values at once)",
-                    compare::plan::MAX_SETTINGS
-                );
-            }
-            settings(&axes)
-        }
-    };
-    Ok((exp, sets))
-}
-
-/// Every run's forwarder flags (the shared ones, then its setting's, in the order the
-/// runners give them), checked as the forwarder would check them, before the first run
-/// starts or anything is replaced.
-fn check_settings(shared: &[String], sets: &[compare::plan::Setting]) -> Result<()> {
-    for s in sets {
-        let flags: Vec<String> = shared.iter().cloned().chain(s.flags()).collect();
-        let what = if s.label.is_empty() { "the runs".to_string() } else { format!("setting `{}`", s.label) };
-        check_forwarder_flags(&flags, &format!("{what}: forwarder flags `{}`", flags.join(" ")))?;
-    }
-    Ok(())
-}
-
-/// Say how long the plan takes; above an hour, go on only with --yes.
-fn confirm(what: &str, secs: f64, yes: bool) -> Result<()> {
-    if secs > CONFIRM_SECONDS && !yes {
-        bail!("{what}: about {} in all: more than an hour; give --yes to start it", duration_text(secs));
-    }
-    eprintln!("sweep: {what}: about {} in all", duration_text(secs));
-    Ok(())
+/// This binary as the forwarder (`fwdscope forward`), with the forwarder's own flag check.
+fn forwarder() -> Result<Forwarder<'static>> {
+    let (program, args) = forwarder::cli::forwarder_command(None)?;
+    let check =
+        &|flags: &[String], what: &str| forwarder::cli::check_forwarder_flags(flags, what).map_err(|e| e.to_string());
+    Ok(Forwarder { program, args, check })
 }
 
 pub fn run(a: &SweepArgs) -> Result<()> {
     if a.live {
-        return live(a);
+        let Planned { options: mut o, estimate } = compare::cli::live_options(a, forwarder()?)?;
+        eprintln!("{estimate}");
+        let signals = forwarder::signals::StopSignals::install()?;
+        o.stop = Some(signals.flag.clone());
+        let r = compare::live::run(&o)?;
+        print!("{}", compare::live::text(&o, &r));
+        println!("blocks: {}/blocks.parquet  results: {}/live.json", a.output.display(), a.output.display());
+        return stopped_by(&signals);
     }
-    let (exp, sets) = experiment_and_settings(a)?;
-    // Every run's flags are checked before the output directory is claimed (and, with
-    // --force, replaced): a typo after `--` leaves the previous results in place.
-    check_forwarder_flags(&a.rest, "forwarder flags after `--`")?;
-    // An experiment's shared flags start every run, before those after `--`.
-    let shared: Vec<String> = exp.iter().flat_map(|e| e.flags.iter()).chain(&a.rest).cloned().collect();
-    check_settings(&shared, &sets)?;
-    let (program, program_args) = forwarder_command(&None)?;
-    let mut o = SweepOptions::new(a.output.clone(), sets, program, program_args);
-    o.force = a.force;
-    o.share = a.share;
-    o.keep_contended = a.keep_contended;
-    o.repeat = a.repeat.or(exp.as_ref().map(|e| e.repeat)).unwrap_or(o.repeat);
-    o.duration = a.duration.or(exp.as_ref().map(|e| e.duration)).unwrap_or(o.duration);
-    check_plan(o.repeat, o.duration, o.settings.len()).map_err(anyhow::Error::msg)?;
-    // The dataset's path, as root, before the output directory is made (its own check
-    // comes at the first run, after the sweep's directory exists).
-    if let Some(d) = &a.dataset {
-        collector::outdir::check_path(d, a.share).map_err(|why| {
-            anyhow::anyhow!(
-                "--dataset {}: {why}, and fwdscope runs as root: that user could redirect root's writes; {}",
-                d.display(),
-                why.advice("choose another --dataset")
-            )
-        })?;
-    }
-    confirm(
-        &format!(
-            "{} settings x {} runs x {} s (+ about {} s start-up each)",
-            o.settings.len(),
-            o.repeat,
-            compare::plan::seconds_text(o.duration),
-            compare::plan::RUN_OVERHEAD_SECONDS
-        ),
-        estimate_seconds(o.settings.len(), o.repeat, o.duration),
-        a.yes,
-    )?;
-    o.freq = a.freq;
-    o.callchain = a.callchain;
-    o.shared_flags = shared;
-    o.experiment = exp;
-    o.dataset = a.dataset.as_ref().map(|dir| compare::runner::DatasetTarget {
-        dir: dir.clone(),
-        host: a.host.clone().unwrap_or_else(|| collector::recording::Machine::current().hostname),
-        run_prefix: a.run_prefix.clone().unwrap_or_else(analyzer::dataset::default_run_name),
-    });
+    let Planned { options: mut o, estimate } = compare::cli::sweep_options(a, forwarder()?)?;
+    eprintln!("{estimate}");
     // Ctrl-C (once), SIGTERM or SIGHUP stop the run in progress; the finished runs are
     // written and reported, marked incomplete, and the sweep exits 130 (143, 129).
     let signals = forwarder::signals::StopSignals::install()?;
@@ -224,88 +40,9 @@ pub fn run(a: &SweepArgs) -> Result<()> {
 
 /// After a sweep a signal cut short: say so and exit as the signal asks.
 fn stopped_by(signals: &forwarder::signals::StopSignals) -> Result<()> {
-    if let Some(sig) = signals.received() {
+    if let (Some(sig), Some(status)) = (signals.received(), signals.exit_status()) {
         eprintln!("fwdscope sweep: stopped by {sig}: the finished part is kept and marked incomplete");
-        let code = match sig {
-            "SIGTERM" => 143,
-            "SIGHUP" => 129,
-            _ => 130,
-        };
-        std::process::exit(code);
+        std::process::exit(status);
     }
     Ok(())
-}
-
-fn live(a: &SweepArgs) -> Result<()> {
-    use compare::live::{LiveChange, LiveOptions, LiveSetting};
-    if !a.fib.is_empty() || !a.workers.is_empty() {
-        anyhow::bail!(
-            "--{} cannot change while the forwarder runs: compare it with the multi-process sweep (without --live)",
-            if a.fib.is_empty() { "workers" } else { "fib" }
-        );
-    }
-    let (exp, sets) = experiment_and_settings(a)?;
-    if let Some(e) = exp.as_ref().filter(|e| e.phased) {
-        anyhow::bail!(
-            "experiment `{}` is phased: its steps build on one another on one forwarder, in order, so they cannot \
-             alternate in blocks; run it without --live",
-            e.title
-        );
-    }
-    let mut live = Vec::new();
-    for s in &sets {
-        if s.flush_at.is_some() {
-            anyhow::bail!("setting {}: a timed route-cache flush has no place in live blocks", s.label);
-        }
-        // An experiment's shared flags start the forwarder; a setting's changes switch
-        // live, and a flag only a start takes is refused, naming it.
-        LiveChange::live_only(&s.label, &s.start_flags)?;
-        let mut l = LiveSetting::new(&s.label, s.change);
-        l.reported = s.reported;
-        live.push(l);
-    }
-    if a.aa {
-        let mut again = live[0].clone();
-        again.label = format!("{} (again)", live[0].label);
-        again.reported = None;
-        live.truncate(1);
-        live.push(again);
-    }
-    let mut shared = exp.as_ref().map(|e| e.flags.clone()).unwrap_or_default();
-    shared.extend(a.rest.iter().cloned());
-    check_forwarder_flags(&shared, "forwarder flags after `--`")?;
-    let (program, program_args) = forwarder_command(&None)?;
-    let mut o = LiveOptions::new(a.output.clone(), live, program, program_args);
-    o.force = a.force;
-    o.share = a.share;
-    let timing = exp.as_ref().and_then(|e| e.live);
-    o.block = a.block_ms.or(timing.map(|t| t.block_ms)).map_or(compare::live::BLOCK, std::time::Duration::from_millis);
-    o.discard =
-        a.discard_ms.or(timing.map(|t| t.discard_ms)).map_or(compare::live::DISCARD, std::time::Duration::from_millis);
-
-    // Each comparison with the baseline gets 30 s of blocks: with several settings the
-    // blocks are shared, and 30 s in all left the 2005 experiment's four settings
-    // undecided (intervals about ±1.2%) where 90 s narrowed them.
-    o.duration = a.duration.unwrap_or(30.0 * o.settings.len().saturating_sub(1).max(1) as f64);
-    check_plan(1, o.duration, o.settings.len()).map_err(anyhow::Error::msg)?;
-    // Each setting's flags switch the one forwarder the shared flags start.
-    check_settings(&shared, &sets)?;
-    confirm(
-        &format!("{} settings switched live for {} s", o.settings.len(), compare::plan::seconds_text(o.duration)),
-        o.duration,
-        a.yes,
-    )?;
-    o.trace = a.settle;
-    o.record = a.record.then_some(compare::live::RecordAlong { freq: a.freq, callchain: a.callchain });
-    if let Some(seed) = a.seed {
-        o.seed = seed;
-    }
-    o.shared_flags = shared;
-    o.experiment = exp;
-    let signals = forwarder::signals::StopSignals::install()?;
-    o.stop = Some(signals.flag.clone());
-    let r = compare::live::run(&o)?;
-    print!("{}", compare::live::text(&o, &r));
-    println!("blocks: {}/blocks.parquet  results: {}/live.json", a.output.display(), a.output.display());
-    stopped_by(&signals)
 }

@@ -1,42 +1,12 @@
 //! `fwdscope top`: the live view (the `tui` crate) of the bundled forwarder (flags after
 //! `--`), a PID (-p, observe only), every CPU (-a, kernel rules) or a recording (--replay).
 
-use super::record::{target, TargetArgs};
+use super::record::target;
 use anyhow::{bail, Result};
 use collector::session::Target;
-use std::path::PathBuf;
 use std::time::Duration;
 use tui::app::{TopOptions, TopTarget};
-
-#[derive(clap::Args, Debug)]
-pub struct TopArgs {
-    /// Seconds between screen updates.
-    #[arg(short = 'd', long, default_value_t = 1.0, value_parser = forwarder::cli::parse_seconds)]
-    pub delay: f64,
-    /// Quit after this many updates (as top -n) [default: run until q].
-    #[arg(short = 'n', long)]
-    pub iterations: Option<u64>,
-    /// Samples per second.
-    #[arg(short = 'F', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub freq: u64,
-    /// Without callchains (shared helpers then count as `other`).
-    #[arg(long)]
-    pub no_callchain: bool,
-    /// Keep the live recording in this directory [default: a temporary one, removed at exit].
-    #[arg(short = 'o', long)]
-    pub output: Option<PathBuf>,
-    /// Stage rules (TOML) tried before the built-in ones.
-    #[arg(long)]
-    pub stages: Option<PathBuf>,
-    /// Play a recording back at its own pace instead of watching something live.
-    #[arg(long, conflicts_with_all = ["pid", "all", "exec"])]
-    pub replay: Option<PathBuf>,
-    /// Replay speed (2 = twice as fast as recorded).
-    #[arg(long, default_value_t = 1.0, requires = "replay", value_parser = forwarder::cli::parse_speed)]
-    pub speed: f64,
-    #[command(flatten)]
-    pub target: TargetArgs,
-}
+pub use tui::cli::TopArgs;
 
 pub fn run(a: &TopArgs) -> Result<()> {
     if !(a.delay > 0.0 && a.delay.is_finite()) {

@@ -12,8 +12,11 @@
 //!   terminal that went away (hang-up, end of file) ends `top` instead of spinning.
 //! - [`app`]: the terminal, the key bindings and the 1 Hz loop; control of a forwarder we
 //!   started goes through its stats segment's control block.
+//! - `cli` (with the `clap` feature): `top`'s flags.
 
 pub mod app;
+#[cfg(feature = "clap")]
+pub mod cli;
 pub mod model;
 pub mod source;
 pub mod tty;
