@@ -680,6 +680,13 @@ fn attribute(
     items
 }
 
+/// A program's own file as a flat profile names it (`dpdk-l3fwd`, `/usr/bin/x`): its file
+/// name, or None for the kernel, a module (`[...]`) or a shared object (`lib*.so*`).
+fn program_file(dso: &str) -> Option<&str> {
+    let name = dso.rsplit('/').next()?;
+    (!name.is_empty() && !name.starts_with('[') && !name.contains(".so")).then_some(name)
+}
+
 /// The stage table of a text profile (opreport, perf report): samples and shares, no
 /// per-packet figures.
 pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTable {
@@ -694,9 +701,13 @@ pub fn profile_table(p: &crate::import::TextProfile, rules: &Rules) -> StageTabl
         .rows
         .iter()
         .map(|r| {
-            // A flat table has no callchain to charge shared machinery to its callers.
+            // A flat table has no callchain to charge shared machinery to its callers,
+            // and no thread names: a row of a program's own file that no rule names goes
+            // by the process rule of that file's name (l3fwd's loop, its inlined code
+            // shown as the loop).
             let stage = match rules.stage_in(&r.symbol, &r.dso) {
                 OTHER if rules.is_shared(&r.symbol) => SHARED,
+                OTHER => program_file(&r.dso).and_then(|f| rules.process_stage(f)).unwrap_or(OTHER),
                 st => st,
             };
             Item {

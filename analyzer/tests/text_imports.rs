@@ -45,6 +45,21 @@ fn perf_report_of_the_labs_xdp_forwarder() {
     assert!(other < 1.0, "other {other}%");
 }
 
+/// DPDK's l3fwd through the af_packet PMD in the lab, profiled here (source at the top of
+/// the file): the DPDK rules name the lookup, the packet-type parse, the stripped PMD and
+/// l3fwd's loop by file; the Linux rules the kernel's AF_PACKET and veth path beneath;
+/// under 5% is `other`.
+#[test]
+fn perf_report_of_dpdk_l3fwd_through_the_af_packet_pmd() {
+    check("dpdk-l3fwd-afpacket.perf-report", "cpu-clock");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let p = load_text(&data.join("dpdk-l3fwd-afpacket.perf-report.txt")).unwrap();
+    let t = profile_table(&p, &Rules::builtin());
+    assert!(t.text(5).contains("analyzer/rules/dpdk-forwarding.toml"), "the report names the DPDK rule file");
+    let other = t.stages.iter().find(|r| r.stage == "other").map_or(0.0, |r| r.percent);
+    assert!(other < 5.0, "other {other}%");
+}
+
 #[test]
 fn opreport_of_a_2_6_route_cache_flood() {
     check("opreport-2.6-rtcache-flood", "CPU_CLK_UNHALTED");
