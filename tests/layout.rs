@@ -370,7 +370,9 @@ fn long_functions(src: &str, max: usize) -> Vec<(String, usize, usize)> {
     let code: Vec<&str> = code.lines().collect();
     let orig: Vec<&str> = src.lines().collect();
     let end = (0..orig.len())
-        .find(|&i| orig[i].trim() == "#[cfg(test)]" && orig.get(i + 1).is_some_and(|l| l.trim_start().starts_with("mod ")))
+        .find(|&i| {
+            orig[i].trim() == "#[cfg(test)]" && orig.get(i + 1).is_some_and(|l| l.trim_start().starts_with("mod "))
+        })
         .unwrap_or(orig.len());
     let mut out = Vec::new();
     for i in 0..end.min(code.len()) {

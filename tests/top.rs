@@ -1,6 +1,7 @@
 //! `fwdscope top` end to end in tmux: start it, read the screen (Mpps, stage names,
 //! symbols), press keys and see them reach the forwarder's stats segment, press `q` and see
-//! the shell back; plus the other targets (a forwarder that exits, --replay, -p, -a), a
+//! the shell back; plus the other targets (a forwarder that exits, --replay, -p, -a, a
+//! lab's forwarder by the lab's name), a
 //! small terminal, and the counters-only source used when perf is refused.
 //! Skips, saying why, where tmux (or, for -a, perf) is missing.
 
@@ -331,6 +332,41 @@ fn pid_observes_without_control() {
 /// A PID no process can have: PIDs are below /proc/sys/kernel/pid_max.
 fn absent_pid() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(4_194_304)
+}
+
+/// `top --lab NAME` finds the lab's forwarder by the lab's name and watches it as `-p`
+/// does (its PID on the header, its stages, no control); a lab that is down is an error
+/// before the screen opens.
+#[test]
+fn top_watches_a_labs_forwarder_by_the_labs_name() {
+    let name = format!("tl{}", std::process::id() % 100_000);
+    let r = common::run(&["top", "--lab", &name]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.code() == Some(1) && err.contains(&format!("lab {name}: not up")), "{err}");
+    if !have_tmux() {
+        return;
+    }
+    let up = common::run(&["lab", "up", "--name", &name, "--routes", "50", "--mode", "fwdscope"]);
+    if !up.status.success() {
+        println!("SKIP: lab up failed (namespaces?): {}", String::from_utf8_lossy(&up.stderr).trim());
+        return;
+    }
+    struct Down(String);
+    impl Drop for Down {
+        fn drop(&mut self) {
+            let _ = common::run(&["lab", "down", "--name", &self.0]);
+        }
+    }
+    let _down = Down(name.clone());
+    let text = std::fs::read_to_string(format!("/run/fwdscope-lab/{name}/forwarder.pid")).expect("forwarder.pid");
+    let pid: u32 = text.split_whitespace().next().and_then(|p| p.parse().ok()).expect("a pid");
+    let t = Tmux::start("lab", &format!("{BIN} top --lab {name}"), 100, 32);
+    t.wait_for(&[&format!("pid {pid}"), "Mpps"], 30);
+    t.keys("+");
+    t.wait_for(&["no control here"], 10);
+    t.keys("q");
+    t.wait_for(&["TOP-EXITED 0"], 20);
+    assert!(alive(pid), "--lab must not stop the lab's forwarder");
 }
 
 #[test]

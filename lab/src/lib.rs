@@ -8,7 +8,7 @@
 //! provenance); [`dpdk`] runs DPDK's l3fwd as the lab's forwarder (`--mode dpdk`), built
 //! from the distribution's example source at first use; [`xdp`] and [`xdp_forwarder`] are fwdscope's XDP forwarder (`lab up --mode xdp`): the program's
 //! loader and the process that holds it and publishes its counters; [`cli`] holds the
-//! `lab` subcommands' flags.
+//! `lab` subcommands' flags; [`watch`] says what observing a lab means (`top --lab`).
 
 pub mod bench;
 pub mod bench_page;
@@ -18,6 +18,7 @@ mod error;
 pub mod netns;
 mod process;
 pub mod sender;
+pub mod watch;
 pub mod xdp;
 pub mod xdp_forwarder;
 

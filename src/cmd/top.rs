@@ -19,13 +19,13 @@ pub fn run(a: &TopArgs) -> Result<()> {
             bail!("top -p {p}: process {p} does not exist (or has exited)");
         }
     }
-    use std::io::IsTerminal;
-    if !std::io::stdout().is_terminal() {
-        bail!("top draws on a terminal, and stdout is not one (for a file, use `record` then `report`)");
-    }
-    let t = match &a.replay {
-        Some(dir) => TopTarget::Replay(dir.clone()),
-        None => match target(&a.target)? {
+    let t = match (&a.replay, &a.lab) {
+        (Some(dir), _) => TopTarget::Replay(dir.clone()),
+        (None, Some(name)) => match lab::watch::watch(name)? {
+            lab::watch::Watch::Pid { pid, .. } => TopTarget::Pid(pid),
+            lab::watch::Watch::AllCpus { .. } => TopTarget::All,
+        },
+        (None, None) => match target(&a.target)? {
             Target::Forwarder { program, mut args } => {
                 // Watched live, the forwarder runs until `q` unless told otherwise.
                 if !a.target.rest.iter().any(|x| x == "--duration" || x.starts_with("--duration=")) {
@@ -38,6 +38,10 @@ pub fn run(a: &TopArgs) -> Result<()> {
             Target::Command { .. } => bail!("top watches the forwarder, -p PID, -a or --replay; not --exec"),
         },
     };
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        bail!("top draws on a terminal, and stdout is not one (for a file, use `record` then `report`)");
+    }
     let mut o = TopOptions::new(t);
     o.interval = Duration::from_secs_f64(a.delay);
     o.iterations = a.iterations;
@@ -63,7 +67,7 @@ pub fn run(a: &TopArgs) -> Result<()> {
         }
         (_, Some(sig)) => {
             let _ = writeln!(err, "fwdscope top: stopped by {sig}");
-            128 + signals.which.load(std::sync::atomic::Ordering::Relaxed) as i32
+            signals.exit_status().unwrap_or(130)
         }
         _ => 0,
     };

@@ -23,6 +23,10 @@ pub struct TopArgs {
     /// Stage rules (TOML) tried before the built-in ones.
     #[arg(long)]
     pub stages: Option<PathBuf>,
+    /// Watch lab NAME's forwarder (`fwdscope lab up --name NAME`): fwdscope's or DPDK's
+    /// l3fwd by its PID (observe only), the kernel or the XDP program on every CPU.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["pid", "all", "exec", "replay"])]
+    pub lab: Option<String>,
     /// Play a recording back at its own pace instead of watching something live.
     #[arg(long, conflicts_with_all = ["pid", "all", "exec"])]
     pub replay: Option<PathBuf>,
