@@ -21,6 +21,23 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 /// Source text without comments and string literals (replaced by spaces; the newlines
 /// they held are kept, so line numbers stay).
 fn code_only(src: &str) -> String {
@@ -340,23 +357,12 @@ fn the_architecture_picture_draws_the_real_crate_graph() {
 fn the_published_configuration_is_read_through_its_type_only() {
     let keyed = ["[\"config\"]", "[\"info\"]", ".get(\"config\")", ".get(\"info\")"];
     for krate in CRATES.iter().chain(&["exporter"]).filter(|c| **c != "fwd-abi") {
-        let mut stack = vec![root().join(krate).join("src")];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                    continue;
-                }
-                if p.extension().is_none_or(|x| x != "rs") {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&p).unwrap();
-                // Unit tests may build JSON by hand.
-                let code = text.split("#[cfg(test)]").next().unwrap_or("");
-                for k in keyed {
-                    assert!(!code.contains(k), "{} reads the published configuration by key ({k})", p.display());
-                }
+        for p in rust_files(&root().join(krate).join("src")) {
+            let text = std::fs::read_to_string(&p).unwrap();
+            // Unit tests may build JSON by hand.
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for k in keyed {
+                assert!(!code.contains(k), "{} reads the published configuration by key ({k})", p.display());
             }
         }
     }
@@ -439,18 +445,10 @@ fn the_function_length_check_finds_a_planted_long_function() {
 fn no_function_runs_over_80_lines_unsaid() {
     let mut found = Vec::new();
     for krate in CRATES.iter().chain(&["exporter"]) {
-        let mut stack = vec![root().join(krate).join("src")];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs") {
-                    let text = std::fs::read_to_string(&p).unwrap();
-                    for (name, line, n) in long_functions(&text, 80) {
-                        found.push(format!("{}:{line} {name}: {n} lines", p.display()));
-                    }
-                }
+        for p in rust_files(&root().join(krate).join("src")) {
+            let text = std::fs::read_to_string(&p).unwrap();
+            for (name, line, n) in long_functions(&text, 80) {
+                found.push(format!("{}:{line} {name}: {n} lines", p.display()));
             }
         }
     }
@@ -461,17 +459,7 @@ fn no_function_runs_over_80_lines_unsaid() {
 /// they describe live in the library that does the work.
 #[test]
 fn the_cli_crate_stays_under_700_lines() {
-    let mut total = 0;
-    let mut stack = vec![root().join("src")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                total += std::fs::read_to_string(&p).unwrap().lines().count();
-            }
-        }
-    }
+    let total: usize =
+        rust_files(&root().join("src")).iter().map(|p| std::fs::read_to_string(p).unwrap().lines().count()).sum();
     assert!(total > 100 && total < 700, "the CLI crate's src/ has {total} lines: keep it under 700");
 }
