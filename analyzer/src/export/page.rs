@@ -36,9 +36,9 @@ pre{background:#f6f6f6;padding:.8em;font-size:13px;white-space:pre-wrap;overflow
 .legend{display:flex;flex-wrap:wrap;gap:.3em 1.4em;font-size:14px;margin:.3em 0 0 60px}\
 .key{display:inline-flex;align-items:center;gap:.4em}.key i{display:inline-block;width:14px;height:14px;box-sizing:border-box}\
 .key i.line{height:3px}.key i.dot{border-radius:50%}.key i.hollow{border-radius:50%;border:2px solid;background:none!important}\
-table.data{border-collapse:collapse;font-size:14px;margin:.5em 0;max-width:100%}\
+table.data{border-collapse:collapse;font-size:14px;margin:.5em 0;max-width:100%;display:block;overflow-x:auto}\
 table.data th,table.data td{padding:.2em .6em;white-space:nowrap;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}\
-table.data th{background:#f0f0f0}table.data td.l,table.data th.l{text-align:left;white-space:normal;overflow-wrap:anywhere}table.data td.s{white-space:nowrap}\
+table.data th{background:#f0f0f0;white-space:normal;vertical-align:bottom}table.data td.l,table.data th.l{text-align:left;white-space:normal;overflow-wrap:anywhere;min-width:9em}table.data td.s{white-space:nowrap}\
 tr.out td{color:#999}.missing{border:2px solid #b60;padding:.5em;background:#fff8ee}.src{color:#555;font-size:14px}\
 img.flame{width:100%;box-sizing:border-box;border:1px solid #ddd}summary.out{color:#999}\
 details.ann{margin:.3em 0 .3em 1em}details.ann summary{cursor:pointer}table.ann td.code{font-family:monospace;font-size:13px}";
