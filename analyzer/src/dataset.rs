@@ -449,111 +449,15 @@ impl Dataset {
                 if !run.starts_with(path) && !path.starts_with(&run) {
                     continue;
                 }
-                let file = run.join(RUN_FILE);
-                let text = collector::files::read_to_string(&file, collector::files::Kind::Description)?;
-                let info: RunInfo =
-                    serde_json::from_str(&text).map_err(|e| err(&file, format!("not a run description: {e}")))?;
-                if info.schema_version != SCHEMA_VERSION {
-                    return Err(err(
-                        &file,
-                        format!(
-                            "schema version {} in a dataset of version {SCHEMA_VERSION}: a dataset must not mix versions",
-                            info.schema_version
-                        ),
-                    ));
-                }
-                // Missing, or there but not a file (a device, a FIFO, a directory, what a
-                // symlink leads to included): said as what it is.
-                match std::fs::metadata(run.join(STACKS_FILE)) {
-                    Ok(md) if md.is_file() => {}
-                    Ok(_) => return Err(err(
-                        &run.join(STACKS_FILE),
-                        "is not a regular file (a device, a pipe or a directory, itself or where its symlink leads): \
-                             not read",
-                    )),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        return Err(err(&run, format!("has no {STACKS_FILE}")))
-                    }
-                    Err(e) => return Err(io(&run.join(STACKS_FILE), e)),
-                }
-                // run.json's start must be its recording's: an edited copy is not a new run.
-                let meta = run.join(RECORDING_DIR).join("meta.json");
-                if std::fs::symlink_metadata(&meta).is_ok() {
-                    let text = collector::files::read_to_string(&meta, collector::files::Kind::Meta)?;
-                    let start =
-                        serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|m| m["start_unix_ns"].as_u64());
-                    if start.is_some_and(|s| s != info.start_unix_ns) {
-                        return Err(err(
-                            &file,
-                            format!(
-                                "says the run started at {} ns, its recording at {} ns: run.json was edited (a copy \
-                                 made to look like another run?); remove the copy",
-                                info.start_unix_ns,
-                                start.unwrap_or_default()
-                            ),
-                        ));
-                    }
-                }
-                // The partition a run sits in is what its run.json says: a run copied under
-                // another host= or run= would be counted twice.
-                let named = |d: &Path, key: &str| {
-                    d.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix(key)).map(str::to_string)
-                };
-                let (dir_host, dir_run) =
-                    (named(&host, "host=").unwrap_or_default(), named(&run, "run=").unwrap_or_default());
-                if dir_host != info.host || dir_run != info.run {
-                    return Err(err(
-                        &file,
-                        format!(
-                            "describes host={} run={} but sits in host={dir_host}/run={dir_run}: a run moved or copied \
-                             (move it back, or remove the copy)",
-                            info.host, info.run
-                        ),
-                    ));
-                }
-                // The same recording whatever its names: one start to the nanosecond, the
-                // same samples and stacks (a copy whose run.json was edited to a new run).
-                // Failing that (every date edited), the same samples and stacks with a
-                // byte-identical stack table is the same recording too.
-                let same_table = |r: &Run| -> bool {
-                    let read =
-                        |d: &Path| collector::files::read(&d.join(STACKS_FILE), collector::files::Kind::Part).ok();
-                    matches!((read(&r.dir), read(&run)), (Some(a), Some(b)) if a == b)
-                };
-                if let Some(first) = runs.iter().find(|r: &&Run| {
-                    r.info.samples == info.samples
-                        && r.info.stacks == info.stacks
-                        && (r.info.start_unix_ns == info.start_unix_ns || same_table(r))
-                }) {
-                    return Err(err(
-                        &file,
-                        format!(
-                            "the same recording as {} (run {} there, started at {} ns, {} samples): a copy would be \
-                             counted twice; remove one",
-                            first.dir.display(),
-                            first.info.run,
-                            info.start_unix_ns,
-                            info.samples
-                        ),
-                    ));
-                }
+                let info = read_run(&host, &run)?;
+                check_not_a_copy(&runs, &run, &info)?;
                 runs.push(Run { dir: run, info });
             }
         }
         if runs.is_empty() {
             return Err(err(path, "holds no runs (host=H/run=R directories with run.json)"));
         }
-        let mut events: BTreeMap<&str, usize> = BTreeMap::new();
-        for r in &runs {
-            *events.entry(r.info.event.as_str()).or_default() += 1;
-        }
-        if events.len() > 1 {
-            let list: Vec<String> = events.iter().map(|(e, n)| format!("{e}: {n} run(s)")).collect();
-            return Err(err(
-                path,
-                format!("its runs sampled different events ({}): their periods do not add up; select a partition of one event", list.join(", ")),
-            ));
-        }
+        check_one_event(path, &runs)?;
         Ok(Dataset { root, selected: path.to_path_buf(), runs })
     }
 
@@ -701,6 +605,133 @@ impl Dataset {
             .collect();
         Ok(GroupedTable { by: by.name().into(), event: self.runs[0].info.event.clone(), stages, groups })
     }
+}
+
+/// The description of run directory `run` under `host`, checked: of this schema version,
+/// with its stack table, started when its recording did, and in the partition it names.
+fn read_run(host: &Path, run: &Path) -> Result<RunInfo> {
+    let file = run.join(RUN_FILE);
+    let text = collector::files::read_to_string(&file, collector::files::Kind::Description)?;
+    let info: RunInfo = serde_json::from_str(&text).map_err(|e| err(&file, format!("not a run description: {e}")))?;
+    if info.schema_version != SCHEMA_VERSION {
+        return Err(err(
+            &file,
+            format!(
+                "schema version {} in a dataset of version {SCHEMA_VERSION}: a dataset must not mix versions",
+                info.schema_version
+            ),
+        ));
+    }
+    check_stacks_file(run)?;
+    check_recording_start(run, &file, &info)?;
+    check_partition(host, run, &file, &info)?;
+    Ok(info)
+}
+
+/// The run's stack table is a regular file: missing, or there but not a file (a device, a
+/// FIFO, a directory, what a symlink leads to included), is said as what it is.
+fn check_stacks_file(run: &Path) -> Result<()> {
+    match std::fs::metadata(run.join(STACKS_FILE)) {
+        Ok(md) if md.is_file() => Ok(()),
+        Ok(_) => Err(err(
+            &run.join(STACKS_FILE),
+            "is not a regular file (a device, a pipe or a directory, itself or where its symlink leads): \
+                 not read",
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(err(run, format!("has no {STACKS_FILE}"))),
+        Err(e) => Err(io(&run.join(STACKS_FILE), e)),
+    }
+}
+
+/// run.json's start (`info`, read from `file`) must be its recording's: an edited copy is
+/// not a new run.
+fn check_recording_start(run: &Path, file: &Path, info: &RunInfo) -> Result<()> {
+    let meta = run.join(RECORDING_DIR).join("meta.json");
+    if std::fs::symlink_metadata(&meta).is_err() {
+        return Ok(());
+    }
+    let text = collector::files::read_to_string(&meta, collector::files::Kind::Meta)?;
+    let start = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|m| m["start_unix_ns"].as_u64());
+    if start.is_some_and(|s| s != info.start_unix_ns) {
+        return Err(err(
+            file,
+            format!(
+                "says the run started at {} ns, its recording at {} ns: run.json was edited (a copy \
+                 made to look like another run?); remove the copy",
+                info.start_unix_ns,
+                start.unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The partition a run sits in (`host`, `run`) is what its run.json (`info`, read from
+/// `file`) says: a run copied under another host= or run= would be counted twice.
+fn check_partition(host: &Path, run: &Path, file: &Path, info: &RunInfo) -> Result<()> {
+    let named = |d: &Path, key: &str| {
+        d.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix(key)).map(str::to_string)
+    };
+    let (dir_host, dir_run) = (named(host, "host=").unwrap_or_default(), named(run, "run=").unwrap_or_default());
+    if dir_host != info.host || dir_run != info.run {
+        return Err(err(
+            file,
+            format!(
+                "describes host={} run={} but sits in host={dir_host}/run={dir_run}: a run moved or copied \
+                 (move it back, or remove the copy)",
+                info.host, info.run
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Run `run` (described by `info`) is not one of `runs` again: the same recording whatever
+/// its names has one start to the nanosecond, the same samples and stacks (a copy whose
+/// run.json was edited to a new run). Failing that (every date edited), the same samples
+/// and stacks with a byte-identical stack table is the same recording too.
+fn check_not_a_copy(runs: &[Run], run: &Path, info: &RunInfo) -> Result<()> {
+    let same_table = |r: &Run| -> bool {
+        let read = |d: &Path| collector::files::read(&d.join(STACKS_FILE), collector::files::Kind::Part).ok();
+        matches!((read(&r.dir), read(run)), (Some(a), Some(b)) if a == b)
+    };
+    if let Some(first) = runs.iter().find(|r: &&Run| {
+        r.info.samples == info.samples
+            && r.info.stacks == info.stacks
+            && (r.info.start_unix_ns == info.start_unix_ns || same_table(r))
+    }) {
+        return Err(err(
+            &run.join(RUN_FILE),
+            format!(
+                "the same recording as {} (run {} there, started at {} ns, {} samples): a copy would be \
+                 counted twice; remove one",
+                first.dir.display(),
+                first.info.run,
+                info.start_unix_ns,
+                info.samples
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The runs sampled one event: periods of different events do not add up.
+fn check_one_event(path: &Path, runs: &[Run]) -> Result<()> {
+    let mut events: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in runs {
+        *events.entry(r.info.event.as_str()).or_default() += 1;
+    }
+    if events.len() > 1 {
+        let list: Vec<String> = events.iter().map(|(e, n)| format!("{e}: {n} run(s)")).collect();
+        return Err(err(
+            path,
+            format!(
+                "its runs sampled different events ({}): their periods do not add up; select a partition of one event",
+                list.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn sorted_dirs(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {

@@ -194,93 +194,135 @@ fn check_header<R: std::io::Read + std::io::Seek>(r: &mut R, path: &std::path::P
     if (128..=132).any(|bit: usize| h[72 + bit / 8] & (1 << (bit % 8)) != 0) {
         return Err(bad(path, "offset 72: simpleperf feature sections: simpleperf (Android) files are not supported"));
     }
-    // Each attrs entry (attr_size bytes) is an attr followed by the (offset, size) of its
-    // id list.
-    let (attrs_off, attrs_size) = (at(24), at(32));
-    for k in 0..attrs_size / attr_size {
-        // The attr's own size field must leave exactly the id section after it, or the
-        // parser (which reads the attr by its own size) looks for the ids elsewhere.
-        let own_at = attrs_off + k * attr_size + 4;
-        r.seek(SeekFrom::Start(own_at)).map_err(io)?;
-        let mut own = [0u8; 4];
-        r.read_exact(&mut own).map_err(io)?;
-        let own = u32::from_le_bytes(own) as u64;
-        if own != attr_size - 16 {
-            return Err(bad(path, format!("offset {own_at}: attr {k} size field {own}: expected {}", attr_size - 16)));
-        }
-        let ids_at = attrs_off + k * attr_size + attr_size - 16;
-        let (o, sz) = read_section(r, ids_at).map_err(io)?;
-        if o.checked_add(sz).is_none_or(|end| end > len) {
-            return Err(bad(
-                path,
-                format!("offset {ids_at}: id list {o}+{sz} of attr {k} runs past the end ({len} bytes)"),
-            ));
-        }
-    }
-    // The old `event types` section: entries of an attr (attr_size bytes) and the (offset,
-    // size) of its id list, read by the library (which sizes the list by it) when present.
-    let (et_off, et_size) = (at(56), at(64));
-    for k in 0..et_size / (attr_size + 16) {
-        // The library reads each attr by its own size field, then skips to attr_size: a
-        // size between two perf_event_attr versions leaves it short of where it skips from,
-        // so it would read the id list from elsewhere.
-        let own_at = et_off + k * (attr_size + 16) + 4;
-        r.seek(SeekFrom::Start(own_at)).map_err(io)?;
-        let mut own = [0u8; 4];
-        r.read_exact(&mut own).map_err(io)?;
-        let own = u64::from(u32::from_le_bytes(own));
-        let version_size = [64, 72, 80, 96, 104, 112, 120].contains(&own) || own >= 128;
-        if !version_size || own > attr_size {
-            return Err(bad(
-                path,
-                format!(
-                    "offset {own_at}: event type {k} attr size field {own}: expected a perf_event_attr version size \
-                     (64, 72, 80, 96, 104, 112, 120, or 128 and up) of at most {attr_size}"
-                ),
-            ));
-        }
-        let ids_at = et_off + k * (attr_size + 16) + attr_size;
-        let (o, sz) = read_section(r, ids_at).map_err(io)?;
-        if o.checked_add(sz).is_none_or(|end| end > len) {
-            return Err(bad(
-                path,
-                format!("offset {ids_at}: id list {o}+{sz} of event type {k} runs past the end ({len} bytes)"),
-            ));
-        }
-    }
-    // The feature sections' table follows the data section: one (offset, size) per set bit,
-    // in bit order.
-    let table = at(40) + at(48);
-    let mut slot = 0u64;
-    for bit in 0..256usize {
-        if h[72 + bit / 8] & (1 << (bit % 8)) == 0 {
-            continue;
-        }
-        let entry_at = table + 16 * slot;
-        slot += 1;
-        if entry_at + 16 > len {
-            return Err(bad(
-                path,
-                format!(
-                    "{FEATURES_CUT}offset {entry_at}: feature table entry for bit {bit} past the end ({len} bytes)"
-                ),
-            ));
-        }
-        let (o, sz) = read_section(r, entry_at).map_err(io)?;
-        if o.checked_add(sz).is_none_or(|end| end > len) {
-            return Err(bad(
-                path,
-                format!(
-                    "{FEATURES_CUT}offset {entry_at}: feature {bit} section {o}+{sz} runs past the end ({len} bytes)"
-                ),
-            ));
-        }
-        if bit == HEADER_EVENT_DESC {
-            check_event_desc(r, o, sz).map_err(|m| bad(path, format!("offset {o}: event description section: {m}")))?;
-        }
-    }
+    let sections = Sections { path, len, attr_size };
+    sections.check_attrs(r, at(24), at(32))?;
+    sections.check_event_types(r, at(56), at(64))?;
+    sections.check_features(r, &h, at(40) + at(48))?;
     r.seek(SeekFrom::Start(0)).map_err(io)?;
     Ok((at(40), at(48)))
+}
+
+/// What the header says that every section is checked against ([`check_header`]).
+struct Sections<'a> {
+    path: &'a std::path::Path,
+    /// The file's length in bytes.
+    len: u64,
+    /// The size of an attrs entry (an attr and its id list's offset and size).
+    attr_size: u64,
+}
+
+impl Sections<'_> {
+    /// The error reading the file.
+    fn io(&self, e: std::io::Error) -> Error {
+        Error::Io { path: self.path.into(), source: e }
+    }
+
+    /// The (offset, size) of an id list at `at`: an error unless the list ends within the
+    /// file (`of`: whose list, in the error's words).
+    fn check_id_list<R: std::io::Read + std::io::Seek>(&self, r: &mut R, at: u64, of: &str) -> Result<()> {
+        let (o, sz) = read_section(r, at).map_err(|e| self.io(e))?;
+        if o.checked_add(sz).is_none_or(|end| end > self.len) {
+            return Err(bad(
+                self.path,
+                format!("offset {at}: id list {o}+{sz} of {of} runs past the end ({} bytes)", self.len),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Each attrs entry of the section at `off` (`size` bytes): an attr followed by the
+    /// (offset, size) of its id list.
+    fn check_attrs<R: std::io::Read + std::io::Seek>(&self, r: &mut R, off: u64, size: u64) -> Result<()> {
+        let attr_size = self.attr_size;
+        for k in 0..size / attr_size {
+            // The attr's own size field must leave exactly the id section after it, or the
+            // parser (which reads the attr by its own size) looks for the ids elsewhere.
+            let own_at = off + k * attr_size + 4;
+            let own = read_u32(r, own_at).map_err(|e| self.io(e))? as u64;
+            if own != attr_size - 16 {
+                return Err(bad(
+                    self.path,
+                    format!("offset {own_at}: attr {k} size field {own}: expected {}", attr_size - 16),
+                ));
+            }
+            let ids_at = off + k * attr_size + attr_size - 16;
+            self.check_id_list(r, ids_at, &format!("attr {k}"))?;
+        }
+        Ok(())
+    }
+
+    /// The old `event types` section at `off` (`size` bytes): entries of an attr (attr_size
+    /// bytes) and the (offset, size) of its id list, read by the library (which sizes the
+    /// list by it) when present.
+    fn check_event_types<R: std::io::Read + std::io::Seek>(&self, r: &mut R, off: u64, size: u64) -> Result<()> {
+        let attr_size = self.attr_size;
+        for k in 0..size / (attr_size + 16) {
+            // The library reads each attr by its own size field, then skips to attr_size: a
+            // size between two perf_event_attr versions leaves it short of where it skips
+            // from, so it would read the id list from elsewhere.
+            let own_at = off + k * (attr_size + 16) + 4;
+            let own = u64::from(read_u32(r, own_at).map_err(|e| self.io(e))?);
+            let version_size = [64, 72, 80, 96, 104, 112, 120].contains(&own) || own >= 128;
+            if !version_size || own > attr_size {
+                return Err(bad(
+                    self.path,
+                    format!(
+                        "offset {own_at}: event type {k} attr size field {own}: expected a perf_event_attr version \
+                         size (64, 72, 80, 96, 104, 112, 120, or 128 and up) of at most {attr_size}"
+                    ),
+                ));
+            }
+            let ids_at = off + k * (attr_size + 16) + attr_size;
+            self.check_id_list(r, ids_at, &format!("event type {k}"))?;
+        }
+        Ok(())
+    }
+
+    /// The feature sections' table at `table` (it follows the data section): one (offset,
+    /// size) per bit set in the header `h`, in bit order; the event description section's
+    /// contents too.
+    fn check_features<R: std::io::Read + std::io::Seek>(&self, r: &mut R, h: &[u8; 104], table: u64) -> Result<()> {
+        let len = self.len;
+        let mut slot = 0u64;
+        for bit in 0..256usize {
+            if h[72 + bit / 8] & (1 << (bit % 8)) == 0 {
+                continue;
+            }
+            let entry_at = table + 16 * slot;
+            slot += 1;
+            if entry_at + 16 > len {
+                return Err(bad(
+                    self.path,
+                    format!(
+                        "{FEATURES_CUT}offset {entry_at}: feature table entry for bit {bit} past the end ({len} bytes)"
+                    ),
+                ));
+            }
+            let (o, sz) = read_section(r, entry_at).map_err(|e| self.io(e))?;
+            if o.checked_add(sz).is_none_or(|end| end > len) {
+                return Err(bad(
+                    self.path,
+                    format!(
+                        "{FEATURES_CUT}offset {entry_at}: feature {bit} section {o}+{sz} runs past the end ({len} \
+                         bytes)"
+                    ),
+                ));
+            }
+            if bit == HEADER_EVENT_DESC {
+                check_event_desc(r, o, sz)
+                    .map_err(|m| bad(self.path, format!("offset {o}: event description section: {m}")))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The little-endian u32 at `at`.
+fn read_u32<R: std::io::Read + std::io::Seek>(r: &mut R, at: u64) -> std::io::Result<u32> {
+    r.seek(std::io::SeekFrom::Start(at))?;
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)?;
+    Ok(u32::from_le_bytes(b))
 }
 
 /// How a feature-section error starts: the samples may still be whole.

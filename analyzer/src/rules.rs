@@ -166,6 +166,18 @@ pub fn without_clone_suffix(sym: &str) -> &str {
 }
 
 impl Rule {
+    /// The rule a `[[rule]]` table gives (its stage trimmed), unchecked.
+    fn from_raw(r: RawRule) -> Rule {
+        Rule {
+            stage: r.stage.trim().to_string(),
+            prefix: r.prefix.map(OneOrMany::into_vec).unwrap_or_default(),
+            exact: r.exact.map(OneOrMany::into_vec).unwrap_or_default(),
+            contains: r.contains.map(OneOrMany::into_vec).unwrap_or_default(),
+            dso: r.dso.map(OneOrMany::into_vec).unwrap_or_default(),
+            process: r.process.map(OneOrMany::into_vec).unwrap_or_default(),
+        }
+    }
+
     /// Whether `sym` (whose clone-suffix-free name is `base`) of binary `dso` matches.
     fn matches(&self, sym: &str, base: &str, dso: Option<&str>) -> bool {
         self.exact.iter().any(|e| e == sym || e == base)
@@ -213,115 +225,115 @@ pub fn looks_like_regex(p: &str) -> bool {
         || (p.contains('[') && p.contains(']') && !p.contains("[]"))
 }
 
+/// Why rule `i` (from 0) cannot be used, if it cannot: its stage name empty, too long or
+/// not printable, no pattern, or an empty pattern.
+fn check_rule(i: usize, rule: &Rule) -> std::result::Result<(), String> {
+    if rule.stage.is_empty() {
+        return Err(format!("rule {}: `stage` is empty", i + 1));
+    }
+    if rule.stage.len() > MAX_STAGE_NAME {
+        return Err(format!(
+            "rule {}: a stage name of {} bytes: expected at most {MAX_STAGE_NAME}",
+            i + 1,
+            rule.stage.len()
+        ));
+    }
+    // A stage name is printed in tables and on a terminal: no control characters.
+    if rule.stage.chars().any(char::is_control) {
+        return Err(format!(
+            "rule {}: stage {:?} holds control characters: expected a printable name",
+            i + 1,
+            rule.stage
+        ));
+    }
+    if rule.prefix.is_empty()
+        && rule.exact.is_empty()
+        && rule.contains.is_empty()
+        && rule.dso.is_empty()
+        && rule.process.is_empty()
+    {
+        return Err(format!(
+            "rule {} (stage {}): expected at least one of prefix, exact, contains, dso or process",
+            i + 1,
+            rule.stage
+        ));
+    }
+    // An empty pattern matches every symbol (prefix, contains) or none (exact): either way
+    // not what was meant.
+    let empty = [
+        ("prefix", &rule.prefix),
+        ("exact", &rule.exact),
+        ("contains", &rule.contains),
+        ("dso", &rule.dso),
+        ("process", &rule.process),
+    ]
+    .into_iter()
+    .find(|(_, v)| v.iter().any(|p| p.is_empty()));
+    if let Some((kind, _)) = empty {
+        return Err(format!(
+            "rule {} (stage {}): an empty {kind} pattern would match {} symbol",
+            i + 1,
+            rule.stage,
+            if kind == "exact" { "no" } else { "every" }
+        ));
+    }
+    Ok(())
+}
+
+/// A warning for each pattern of rule `i` (from 0, of file `origin`) that looks like a
+/// regular expression: patterns match literally.
+fn regex_warnings(i: usize, rule: &Rule, origin: &str) -> Vec<String> {
+    rule.prefix
+        .iter()
+        .chain(&rule.exact)
+        .chain(&rule.contains)
+        .chain(&rule.dso)
+        .chain(&rule.process)
+        .filter(|p| looks_like_regex(p))
+        .map(|p| {
+            format!(
+                "{origin}: rule {} (stage {}): `{p}` looks like a regular expression, but patterns \
+                 match literally (prefix, exact, contains): it matches only symbols holding those characters",
+                i + 1,
+                rule.stage
+            )
+        })
+        .collect()
+}
+
+/// The `[shared]` table's patterns; none may be empty.
+fn shared_patterns(sh: RawShared) -> std::result::Result<SharedPatterns, String> {
+    let shared = SharedPatterns {
+        prefix: sh.prefix.map(OneOrMany::into_vec).unwrap_or_default(),
+        exact: sh.exact.map(OneOrMany::into_vec).unwrap_or_default(),
+    };
+    if shared.prefix.iter().chain(&shared.exact).any(|p| p.is_empty()) {
+        return Err("[shared]: an empty pattern would match every symbol (prefix) or none (exact)".into());
+    }
+    Ok(shared)
+}
+
 impl Rules {
     /// Parse rules from TOML text; `origin` names the file in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Rules> {
         let raw: RawFile = toml::from_str(text)
             .map_err(|e| Error::Rules { path: origin.into(), msg: printable_lines(&e.to_string()) })?;
+        let bad = |msg: String| Error::Rules { path: origin.into(), msg };
         let mut rules = Vec::new();
         let mut warnings = Vec::new();
         for (i, r) in raw.rule.into_iter().enumerate() {
-            let rule = Rule {
-                stage: r.stage.trim().to_string(),
-                prefix: r.prefix.map(OneOrMany::into_vec).unwrap_or_default(),
-                exact: r.exact.map(OneOrMany::into_vec).unwrap_or_default(),
-                contains: r.contains.map(OneOrMany::into_vec).unwrap_or_default(),
-                dso: r.dso.map(OneOrMany::into_vec).unwrap_or_default(),
-                process: r.process.map(OneOrMany::into_vec).unwrap_or_default(),
-            };
-            if rule.stage.is_empty() {
-                return Err(Error::Rules { path: origin.into(), msg: format!("rule {}: `stage` is empty", i + 1) });
-            }
-            if rule.stage.len() > MAX_STAGE_NAME {
-                return Err(Error::Rules {
-                    path: origin.into(),
-                    msg: format!(
-                        "rule {}: a stage name of {} bytes: expected at most {MAX_STAGE_NAME}",
-                        i + 1,
-                        rule.stage.len()
-                    ),
-                });
-            }
-            // A stage name is printed in tables and on a terminal: no control characters.
-            if rule.stage.chars().any(char::is_control) {
-                return Err(Error::Rules {
-                    path: origin.into(),
-                    msg: format!(
-                        "rule {}: stage {:?} holds control characters: expected a printable name",
-                        i + 1,
-                        rule.stage
-                    ),
-                });
-            }
-            if rule.prefix.is_empty()
-                && rule.exact.is_empty()
-                && rule.contains.is_empty()
-                && rule.dso.is_empty()
-                && rule.process.is_empty()
-            {
-                return Err(Error::Rules {
-                    path: origin.into(),
-                    msg: format!(
-                        "rule {} (stage {}): expected at least one of prefix, exact, contains, dso or process",
-                        i + 1,
-                        rule.stage
-                    ),
-                });
-            }
-            // An empty pattern matches every symbol (prefix, contains) or none (exact):
-            // either way not what was meant.
-            let empty = [
-                ("prefix", &rule.prefix),
-                ("exact", &rule.exact),
-                ("contains", &rule.contains),
-                ("dso", &rule.dso),
-                ("process", &rule.process),
-            ]
-            .into_iter()
-            .find(|(_, v)| v.iter().any(|p| p.is_empty()));
-            if let Some((kind, _)) = empty {
-                return Err(Error::Rules {
-                    path: origin.into(),
-                    msg: format!(
-                        "rule {} (stage {}): an empty {kind} pattern would match {} symbol",
-                        i + 1,
-                        rule.stage,
-                        if kind == "exact" { "no" } else { "every" }
-                    ),
-                });
-            }
-            for p in rule.prefix.iter().chain(&rule.exact).chain(&rule.contains).chain(&rule.dso).chain(&rule.process) {
-                if looks_like_regex(p) {
-                    warnings.push(format!(
-                        "{origin}: rule {} (stage {}): `{p}` looks like a regular expression, but patterns \
-                         match literally (prefix, exact, contains): it matches only symbols holding those characters",
-                        i + 1,
-                        rule.stage
-                    ));
-                }
-            }
+            let rule = Rule::from_raw(r);
+            check_rule(i, &rule).map_err(bad)?;
+            warnings.extend(regex_warnings(i, &rule, origin));
             rules.push(rule);
         }
         if rules.is_empty() {
-            return Err(Error::Rules {
-                path: origin.into(),
-                msg: "no rules: expected [[rule]] tables (each with a stage and prefix, exact or contains)".into(),
-            });
+            return Err(bad(
+                "no rules: expected [[rule]] tables (each with a stage and prefix, exact or contains)".into()
+            ));
         }
         let shared = match raw.shared {
-            Some(sh) => {
-                let shared = SharedPatterns {
-                    prefix: sh.prefix.map(OneOrMany::into_vec).unwrap_or_default(),
-                    exact: sh.exact.map(OneOrMany::into_vec).unwrap_or_default(),
-                };
-                if shared.prefix.iter().chain(&shared.exact).any(|p| p.is_empty()) {
-                    return Err(Error::Rules {
-                        path: origin.into(),
-                        msg: "[shared]: an empty pattern would match every symbol (prefix) or none (exact)".into(),
-                    });
-                }
-                shared
-            }
+            Some(sh) => shared_patterns(sh).map_err(bad)?,
             None => SharedPatterns::default(),
         };
         let sources = vec![(origin.to_string(), rules.len())];

@@ -79,10 +79,25 @@ pub struct ExperimentSetting {
 /// Largest experiment file read: 1 MiB.
 pub const MAX_EXPERIMENT_BYTES: usize = 1 << 20;
 
+/// Why an experiment file is refused: the line to name, if any, and what is wrong.
+type Refusal = (Option<usize>, String);
+
 /// An embedded experiment by name, or an experiment file; errors name the file and line.
 pub fn load_experiment(name: &str) -> Result<Experiment> {
-    let (origin, text) = match EXPERIMENTS.iter().find(|(n, _)| *n == name) {
-        Some((n, t)) => (format!("fixtures/experiments/{n}.toml"), t.to_string()),
+    let (origin, text) = experiment_text(name)?;
+    let bad = |(line, msg): Refusal| Error::Experiment { origin: origin.clone(), line, msg };
+    let e = parse_experiment(&text).map_err(&bad)?;
+    check_printable(&e).map_err(|msg| bad((None, msg)))?;
+    check_bounds(&e, &text).map_err(&bad)?;
+    let parsed = parse_setting_flags(&e).map_err(|msg| bad((None, msg)))?;
+    Ok(Experiment { parsed, ..e })
+}
+
+/// Where experiment `name` comes from (an embedded one's fixture path, or the file's) and
+/// its text.
+fn experiment_text(name: &str) -> Result<(String, String)> {
+    match EXPERIMENTS.iter().find(|(n, _)| *n == name) {
+        Some((n, t)) => Ok((format!("fixtures/experiments/{n}.toml"), t.to_string())),
         None => {
             let p = Path::new(name);
             if !p.exists() {
@@ -92,14 +107,17 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
                     known.join(", ")
                 )));
             }
-            (p.display().to_string(), collector::files::read_to_string(p, collector::files::Kind::Description)?)
+            Ok((p.display().to_string(), collector::files::read_to_string(p, collector::files::Kind::Description)?))
         }
-    };
-    let bad = |line: Option<usize>, msg: String| Error::Experiment { origin: origin.clone(), line, msg };
+    }
+}
+
+/// The experiment in `text`, with at least one setting; TOML errors name their line.
+fn parse_experiment(text: &str) -> std::result::Result<Experiment, Refusal> {
     // Checked before TOML builds its tables: 1000 settings of a few flags each fit in a
     // few hundred kB.
     if text.len() > MAX_EXPERIMENT_BYTES {
-        return Err(bad(
+        return Err((
             None,
             format!(
                 "{} bytes: an experiment file is at most {} KiB (at most {} settings)",
@@ -109,15 +127,19 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
             ),
         ));
     }
-    let e: Experiment = toml::from_str(&text).map_err(|e| {
+    let e: Experiment = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
-        bad(line, e.message().to_string())
+        (line, e.message().to_string())
     })?;
     if e.setting.is_empty() {
-        return Err(bad(None, "no [[setting]]".into()));
+        return Err((None, "no [[setting]]".into()));
     }
-    // Words that are printed (tables, the page, table.txt): no control characters, which a
-    // terminal would take as commands.
+    Ok(e)
+}
+
+/// Words that are printed (tables, the page, table.txt) hold no control characters, which
+/// a terminal would take as commands.
+fn check_printable(e: &Experiment) -> std::result::Result<(), String> {
     let words =
         [("title", Some(&e.title)), ("source", Some(&e.source)), ("unit", Some(&e.unit)), ("model", e.model.as_ref())]
             .map(|(k, v)| (k.to_string(), v));
@@ -125,17 +147,19 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
     for (key, value) in words.into_iter().chain(labels) {
         let Some(v) = value else { continue };
         if let Some(c) = v.chars().find(|c| c.is_control() && *c != '\n') {
-            return Err(bad(
-                None,
-                format!(
-                    "{key} `{}`: holds control character U+{:04X}; expected printable text",
-                    collector::printable(v.chars().take(60).collect()),
-                    c as u32
-                ),
+            return Err(format!(
+                "{key} `{}`: holds control character U+{:04X}; expected printable text",
+                collector::printable(v.chars().take(60).collect()),
+                c as u32
             ));
         }
     }
-    // The bounds the command line's flags have, named by the key's line.
+    Ok(())
+}
+
+/// The bounds the command line's flags have (named by the key's line in `text`), the live
+/// timing's and the flush fraction's.
+fn check_bounds(e: &Experiment, text: &str) -> std::result::Result<(), Refusal> {
     if let Err(msg) = crate::plan::check_plan(e.repeat, e.duration, e.setting.len()) {
         let key = if msg.starts_with("repeat") {
             "repeat"
@@ -145,10 +169,10 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
             "[[setting]]"
         };
         let line = text.lines().position(|l| l.trim_start().starts_with(key)).map(|i| i + 1);
-        return Err(bad(line, msg));
+        return Err((line, msg));
     }
     if let Some(t) = e.live.filter(|t| t.block_ms == 0 || t.block_ms > 60_000 || t.discard_ms >= t.block_ms) {
-        return Err(bad(
+        return Err((
             None,
             format!(
                 "[live]: block_ms {} and discard_ms {}: a block is 1 to 60000 ms and keeps some of it after the discard",
@@ -157,10 +181,14 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
         ));
     }
     if let Some(s) = e.setting.iter().find(|s| s.flush_at.is_some_and(|f| !(0.0..1.0).contains(&f))) {
-        return Err(bad(None, format!("setting `{}`: flush_at is a fraction of the run, 0 to 1", s.label)));
+        return Err((None, format!("setting `{}`: flush_at is a fraction of the run, 0 to 1", s.label)));
     }
-    // Each setting's flags, parsed once here: what changes live typed, the rest kept as
-    // start flags (a phased experiment's later steps switch live, so they have none).
+    Ok(())
+}
+
+/// Each setting's flags, parsed once: what changes live typed, the rest kept as start
+/// flags (a phased experiment's later steps switch live, so they have none).
+fn parse_setting_flags(e: &Experiment) -> std::result::Result<Vec<(LiveChange, Vec<String>)>, String> {
     let mut parsed = Vec::with_capacity(e.setting.len());
     for (i, s) in e.setting.iter().enumerate() {
         let p = if e.phased && i > 0 {
@@ -168,9 +196,9 @@ pub fn load_experiment(name: &str) -> Result<Experiment> {
         } else {
             LiveChange::split_flags(&s.label, &s.flags)
         };
-        parsed.push(p.map_err(|x| bad(None, x.to_string()))?);
+        parsed.push(p.map_err(|x| x.to_string())?);
     }
-    Ok(Experiment { parsed, ..e })
+    Ok(parsed)
 }
 
 impl Experiment {

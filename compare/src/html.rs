@@ -264,36 +264,64 @@ pub fn sweep_page(dir: &Path, rules: &Rules) -> Result<String> {
 
 /// [`sweep_page`] with options.
 pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<String> {
-    use base64::Engine;
     let runs = read_results(dir)?;
     if runs.is_empty() {
-        // A sweep stopped before its first run finished: a page that says so, not an error.
-        let why = collector::files::read_to_string(&dir.join(crate::runner::INCOMPLETE), collector::files::Kind::Text);
-        return match why {
-            Ok(why) => Ok(format!(
-                "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope sweep</title>\n<style>{STYLE}</style>\
-                 </head><body>\n<h1>fwdscope sweep</h1>\n<p id=\"incomplete\" style=\"border:2px solid #b00;padding:.5em\">\
-                 <b>Incomplete sweep:</b> {}; no run finished, so there is nothing to draw.</p>\n</body></html>\n",
-                escape(why.chars().take(2000).collect::<String>().trim())
-            )),
-            Err(_) => Err(Error::Results { path: dir.join("results.parquet"), msg: "holds no runs".into() }),
-        };
+        return no_run_page(dir);
     }
     let sums = summarize_with(&runs, o.keep_contended);
-    let run_dir = |k: usize| dir.join("runs").join(format!("{:03}", k + 1));
-    let first = Recording::open(&run_dir(0))?;
+    let first = Recording::open(&run_dir(dir, 0))?;
     let event = first.meta.sampling.used.clone();
     let unit = collector::events::period_unit(&event);
     let mut html = format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope sweep</title>\n<style>{STYLE}</style></head><body>\n"
     );
+    html.push_str(&sweep_intro(dir, &runs, &sums, &first, o));
+    if sums.iter().any(|s| s.runs > 0) {
+        html.push_str(&rate_and_stage_charts(&sums, &unit)?);
+    }
+    let stages: Vec<&str> = STAGE_ORDER.iter().copied().filter(|s| *s != "other" && *s != "idle").collect();
+    html.push_str(&summary_table(&sums, &stages, &unit));
+    html.push_str(&runs_table(&runs, o.keep_contended));
+    html.push_str(&rtstat_section(dir, &runs, &sums)?);
+    html.push_str("<h2>Flame graphs</h2>\n");
+    for (k, r) in runs.iter().enumerate() {
+        html.push_str(&flame_graph(dir, k, r, rules, o.keep_contended));
+    }
+    html.push_str("</body></html>\n");
+    Ok(html)
+}
+
+/// Run `k`'s recording in sweep directory `dir` (`runs/NNN`, from 001).
+fn run_dir(dir: &Path, k: usize) -> std::path::PathBuf {
+    dir.join("runs").join(format!("{:03}", k + 1))
+}
+
+/// The page of a sweep stopped before its first run finished: a page that says so, not an
+/// error (an error when the sweep did not say it ended early).
+fn no_run_page(dir: &Path) -> Result<String> {
+    let why = collector::files::read_to_string(&dir.join(crate::runner::INCOMPLETE), collector::files::Kind::Text);
+    match why {
+        Ok(why) => Ok(format!(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope sweep</title>\n<style>{STYLE}</style>\
+             </head><body>\n<h1>fwdscope sweep</h1>\n<p id=\"incomplete\" style=\"border:2px solid #b00;padding:.5em\">\
+             <b>Incomplete sweep:</b> {}; no run finished, so there is nothing to draw.</p>\n</body></html>\n",
+            escape(why.chars().take(2000).collect::<String>().trim())
+        )),
+        Err(_) => Err(Error::Results { path: dir.join("results.parquet"), msg: "holds no runs".into() }),
+    }
+}
+
+/// The page's heading and the paragraphs under it: what was swept and sampled, whether the
+/// sweep ended early, and what contention left out (or what it counted anyway).
+fn sweep_intro(dir: &Path, runs: &[RunResult], sums: &[Summary], first: &Recording, o: &PageOptions) -> String {
+    let mut html = String::new();
     let left_out = runs.iter().filter(|r| !r.contention.is_empty()).count();
     html.push_str(&format!(
         "<h1>fwdscope sweep</h1>\n<p>{} runs of {} settings from <code>{}</code>; stages sampled with <b>{}</b>{}; {} run(s) {}.</p>\n",
         runs.len(),
         sums.len(),
         escape(&dir.display().to_string()),
-        escape(&event),
+        escape(&first.meta.sampling.used),
         first.meta.sampling.fallback.as_ref().map_or(String::new(), |f| format!(" ({})", escape(f))),
         left_out,
         if o.keep_contended {
@@ -314,55 +342,69 @@ pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<Str
             runs.len()
         ));
     }
+    html.push_str(&contention_note(runs.len(), sums));
+    html
+}
+
+/// What contention did to the figures, when it did anything: no run counted at all, or
+/// flagged runs counted anyway (`--keep-contended`); `runs`: how many runs there are.
+fn contention_note(runs: usize, sums: &[Summary]) -> String {
     let counted = sums.iter().any(|s| s.runs > 0);
     let kept: usize = sums.iter().map(|s| s.kept_contended).sum();
     if !counted {
-        html.push_str(&format!(
+        format!(
             "<p class=\"missing\" id=\"no-counted-run\"><b>No counted run:</b> every one of the {} runs was left out \
              for contention (a worker waited to run, or the host stole time, over 5% of the run), so this sweep gives \
              no rate, no stage cost and no verdict. The runs are listed below, greyed, with their reasons. \
              <code>fwdscope report -i DIR --html OUT --keep-contended</code> shows their figures anyway, marked; \
              a quieter machine gives figures to trust.</p>\n",
-            runs.len()
-        ));
+            runs
+        )
     } else if kept > 0 {
-        html.push_str(&format!(
+        format!(
             "<p class=\"missing\" id=\"kept-contended\"><b>Contended runs counted:</b> {kept} run(s) flagged for \
              contention are counted in these figures (<code>--keep-contended</code>): marked <code>!</code> in the \
              summary, drawn in orange on the rate chart (the best setting stays red). A busy machine slows runs \
              unevenly: read them as rough.</p>\n"
-        ));
+        )
+    } else {
+        String::new()
     }
-    if counted {
-        let (svg, keys) = mpps_chart(&sums)?;
-        html.push_str(&format!("<h2>Forwarding rate</h2>\n{}", chart_div("mpps", &svg, &keys)));
-        match stage_chart(&sums, &unit)? {
-            Some((svg, keys)) => html.push_str(&format!("<h2>Stages</h2>\n{}", chart_div("stages", &svg, &keys))),
-            None => html.push_str("<h2>Stages</h2>\n<p class=\"missing\">No stage figures: the counted runs have no samples in the forwarding stages.</p>\n"),
-        }
+}
+
+/// The rate chart and the stage chart (or why there is none) of the counted runs.
+fn rate_and_stage_charts(sums: &[Summary], unit: &str) -> Result<String> {
+    let mut html = String::new();
+    let (svg, keys) = mpps_chart(sums)?;
+    html.push_str(&format!("<h2>Forwarding rate</h2>\n{}", chart_div("mpps", &svg, &keys)));
+    match stage_chart(sums, unit)? {
+        Some((svg, keys)) => html.push_str(&format!("<h2>Stages</h2>\n{}", chart_div("stages", &svg, &keys))),
+        None => html.push_str("<h2>Stages</h2>\n<p class=\"missing\">No stage figures: the counted runs have no samples in the forwarding stages.</p>\n"),
     }
-    let stages: Vec<&str> = STAGE_ORDER.iter().copied().filter(|s| *s != "other" && *s != "idle").collect();
-    html.push_str(&summary_table(&sums, &stages, &unit));
-    html.push_str(&runs_table(&runs, o.keep_contended));
-    // rtstat series: the first run of each setting (a counted one when there is one).
+    Ok(html)
+}
+
+/// The route cache's rtstat series (size, hits and GC runs per second) of the first run of
+/// each setting (a counted one when there is one), a chart each.
+fn rtstat_section(dir: &Path, runs: &[RunResult], sums: &[Summary]) -> Result<String> {
     let mut size = Vec::new();
     let mut hits = Vec::new();
     let mut gc = Vec::new();
-    for s in &sums {
+    for s in sums {
         let of = |r: &&RunResult| r.setting == s.setting;
         let Some(k) =
             runs.iter().position(|r| of(&r) && r.contention.is_empty()).or_else(|| runs.iter().position(|r| of(&r)))
         else {
             continue;
         };
-        let rec = Recording::open(&run_dir(k))?;
+        let rec = Recording::open(&run_dir(dir, k))?;
         let label =
             if runs[k].contention.is_empty() { s.setting.clone() } else { format!("{} (run left out)", s.setting) };
         size.push((label.clone(), series(&rec, "rt_entries", false)?));
         hits.push((label.clone(), series(&rec, "rt_in_hit", true)?));
         gc.push((label, series(&rec, "rt_gc_total", true)?));
     }
-    html.push_str("<h2>Route cache (rtstat), first run of each setting</h2>\n");
+    let mut html = String::from("<h2>Route cache (rtstat), first run of each setting</h2>\n");
     for (id, title, lines) in [
         ("rt-size", "cache size (entries)", &size),
         ("rt-hits", "hits per second", &hits),
@@ -371,47 +413,47 @@ pub fn sweep_page_with(dir: &Path, rules: &Rules, o: &PageOptions) -> Result<Str
         let (svg, keys) = rtstat_chart(title, lines)?;
         html.push_str(&chart_div(id, &svg, &keys));
     }
-    html.push_str("<h2>Flame graphs</h2>\n");
-    for (k, r) in runs.iter().enumerate() {
-        let title = format!("run {:03}: {} (repeat {})", k + 1, r.setting, r.repeat + 1);
-        // One run's recording that cannot be drawn (a part unreadable, no stacks left) is
-        // said in its place; the rest of the page stands.
-        let drawn = (|| -> Result<Vec<u8>> {
-            let rec = Recording::open(&run_dir(k))?;
-            let mut sym = analyzer::symbolize::Symbolizer::for_recording(&rec)?;
-            let p = analyzer::export::recording_profile(&rec, &mut sym, rules)?;
-            Ok(p.svg(&title)?)
-        })();
-        let svg = match drawn {
-            Ok(svg) => svg,
-            Err(e) => {
-                html.push_str(&format!(
-                    "<details><summary class=\"out\">{} &mdash; no flame graph: {}</summary></details>\n",
-                    escape(&title),
-                    escape(&e.to_string())
-                ));
-                continue;
-            }
-        };
-        // A left-out run's rate is no result: its header says why, greyed.
-        let head = if r.contention.is_empty() {
-            format!("<summary>{} &mdash; {:.3} Mpps</summary>", escape(&title), r.mpps)
-        } else {
-            format!(
-                "<summary class=\"out\">{} &mdash; left out: {}{}</summary>",
-                escape(&title),
-                escape(&r.contention.join("; ")),
-                if o.keep_contended { format!(" (counted anyway: {:.3} Mpps)", r.mpps) } else { String::new() }
-            )
-        };
-        html.push_str(&format!(
-            "<details{}>{head}<img class=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\"></details>\n",
-            if k == 0 { " open" } else { "" },
-            base64::engine::general_purpose::STANDARD.encode(svg)
-        ));
-    }
-    html.push_str("</body></html>\n");
     Ok(html)
+}
+
+/// Run `k`'s flame graph, folded under a header with its rate (or why it was left out); a
+/// recording that cannot be drawn (a part unreadable, no stacks left) is said in its place,
+/// so that the rest of the page stands.
+fn flame_graph(dir: &Path, k: usize, r: &RunResult, rules: &Rules, keep_contended: bool) -> String {
+    use base64::Engine;
+    let title = format!("run {:03}: {} (repeat {})", k + 1, r.setting, r.repeat + 1);
+    let drawn = (|| -> Result<Vec<u8>> {
+        let rec = Recording::open(&run_dir(dir, k))?;
+        let mut sym = analyzer::symbolize::Symbolizer::for_recording(&rec)?;
+        let p = analyzer::export::recording_profile(&rec, &mut sym, rules)?;
+        Ok(p.svg(&title)?)
+    })();
+    let svg = match drawn {
+        Ok(svg) => svg,
+        Err(e) => {
+            return format!(
+                "<details><summary class=\"out\">{} &mdash; no flame graph: {}</summary></details>\n",
+                escape(&title),
+                escape(&e.to_string())
+            );
+        }
+    };
+    // A left-out run's rate is no result: its header says why, greyed.
+    let head = if r.contention.is_empty() {
+        format!("<summary>{} &mdash; {:.3} Mpps</summary>", escape(&title), r.mpps)
+    } else {
+        format!(
+            "<summary class=\"out\">{} &mdash; left out: {}{}</summary>",
+            escape(&title),
+            escape(&r.contention.join("; ")),
+            if keep_contended { format!(" (counted anyway: {:.3} Mpps)", r.mpps) } else { String::new() }
+        )
+    };
+    format!(
+        "<details{}>{head}<img class=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\"></details>\n",
+        if k == 0 { " open" } else { "" },
+        base64::engine::general_purpose::STANDARD.encode(svg)
+    )
 }
 
 /// The summary as an HTML table (the rows `table_text` prints): per setting its counted

@@ -387,14 +387,7 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     let k = o.settings.len();
     let units = ((o.duration / (2.0 * k as f64 * o.block.as_secs_f64())).round() as usize).max(1);
     let order = paired::schedule(k, units, o.seed);
-    let mut fwd = Forwarder::start(o)?;
-    let seg = match fwd.segment() {
-        Ok(s) => s,
-        Err(e) => {
-            fwd.stop(None);
-            return Err(e);
-        }
-    };
+    let (mut fwd, seg) = start_forwarder(o)?;
     let pid = fwd.child.pid as u32;
     let threads = wait_threads(pid, seg.n_workers())?;
     let recorder = o.record.map(|r| Recorder::start(o, r, pid));
@@ -404,6 +397,42 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     fill_unset(&mut settings, &seg);
     let plan = BlockPlan { settings: &settings, block: o.block, discard: o.discard, trace: o.trace };
     std::thread::sleep(o.warmup);
+    let (blocks, incomplete) = run_blocks(o, &plan, &mut fwd, &seg, &threads, &order);
+    let recorded = recorder.map(Recorder::stop);
+    fwd.stop(Some(&seg));
+    let mut result = summarize(o, pid, blocks, incomplete);
+    if let Some(rec) = recorded {
+        match rec.and_then(|dir| stages_per_setting(o, &dir, &seg, &threads, &result.blocks)) {
+            Ok(s) => result.stages = Some(s),
+            Err(e) => result.stages_error = Some(e.to_string()),
+        }
+    }
+    write_outputs(o, &result)?;
+    Ok(result)
+}
+
+/// Start the forwarder and wait for its stats segment (stopping it if that fails).
+fn start_forwarder(o: &LiveOptions) -> Result<(Forwarder, Segment)> {
+    let mut fwd = Forwarder::start(o)?;
+    match fwd.segment() {
+        Ok(s) => Ok((fwd, s)),
+        Err(e) => {
+            fwd.stop(None);
+            Err(e)
+        }
+    }
+}
+
+/// Measure the blocks of `order` one after the other, with a progress bar; the blocks
+/// measured, and why the comparison ended early if it did (a signal, the forwarder ended).
+fn run_blocks(
+    o: &LiveOptions,
+    plan: &BlockPlan<'_>,
+    fwd: &mut Forwarder,
+    seg: &Segment,
+    threads: &[WorkerThread],
+    order: &[(usize, usize)],
+) -> (Vec<Block>, Option<String>) {
     let bar = indicatif::ProgressBar::new(order.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} blocks  {elapsed} elapsed, {eta} left  {msg}")
@@ -422,56 +451,57 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
             break;
         }
         bar.set_message(o.settings[s].label.clone());
-        let b = measure_block(&plan, &seg, &threads, i, unit, s, prev);
+        let b = measure_block(plan, seg, threads, i, unit, s, prev);
         blocks.push(b);
         prev = s;
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let recorded = recorder.map(Recorder::stop);
-    fwd.stop(Some(&seg));
-    let mut result = summarize(o, pid, blocks, incomplete);
-    if let Some(rec) = recorded {
-        let mut tids = vec![0u32; seg.n_workers()];
-        for t in &threads {
-            if let Some(slot) = tids.get_mut(t.worker) {
-                *slot = t.tid;
-            }
-        }
-        let labels: Vec<String> = o.settings.iter().map(|s| s.label.clone()).collect();
-        let split = rec.and_then(|dir| {
-            let rec = Recording::open(&dir)?;
-            // Counted blocks only (no flags, measured), each worker that ran the block's
-            // settings through its interval.
-            let counted: Vec<crate::stage_split::CountedBlock> = result
-                .blocks
-                .iter()
-                .filter(|b| b.flags.is_empty() && b.mpps.is_some())
-                .map(|b| crate::stage_split::CountedBlock {
-                    setting: b.setting,
-                    unit: b.unit,
-                    workers: b
-                        .workers
-                        .iter()
-                        .filter(|w| w.assigned)
-                        .map(|w| crate::stage_split::WorkerInterval {
-                            worker: w.worker,
-                            start_ns: w.start_mono_ns,
-                            end_ns: w.end_mono_ns,
-                            packets: w.packets,
-                        })
-                        .collect(),
-                })
-                .collect();
-            crate::stage_split::split(&rec, &Rules::builtin(), &counted, &tids, &labels)
-        });
-        match split {
-            Ok(s) => result.stages = Some(s),
-            Err(e) => result.stages_error = Some(e.to_string()),
+    (blocks, incomplete)
+}
+
+/// The stages of each setting from the recording in `dir`, its samples split into the
+/// counted blocks by the workers' publish stamps.
+fn stages_per_setting(
+    o: &LiveOptions,
+    dir: &Path,
+    seg: &Segment,
+    threads: &[WorkerThread],
+    blocks: &[Block],
+) -> Result<crate::stage_split::StageSplit> {
+    let mut tids = vec![0u32; seg.n_workers()];
+    for t in threads {
+        if let Some(slot) = tids.get_mut(t.worker) {
+            *slot = t.tid;
         }
     }
-    write_outputs(o, &result)?;
-    Ok(result)
+    let labels: Vec<String> = o.settings.iter().map(|s| s.label.clone()).collect();
+    let rec = Recording::open(dir)?;
+    crate::stage_split::split(&rec, &Rules::builtin(), &counted_blocks(blocks), &tids, &labels)
+}
+
+/// The counted blocks (no flags, measured), each with the workers that ran the block's
+/// settings through their interval.
+fn counted_blocks(blocks: &[Block]) -> Vec<crate::stage_split::CountedBlock> {
+    blocks
+        .iter()
+        .filter(|b| b.flags.is_empty() && b.mpps.is_some())
+        .map(|b| crate::stage_split::CountedBlock {
+            setting: b.setting,
+            unit: b.unit,
+            workers: b
+                .workers
+                .iter()
+                .filter(|w| w.assigned)
+                .map(|w| crate::stage_split::WorkerInterval {
+                    worker: w.worker,
+                    start_ns: w.start_mono_ns,
+                    end_ns: w.end_mono_ns,
+                    packets: w.packets,
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Give every setting that leaves prefetch, cache mode, calibration or a GC tunable unset
@@ -627,14 +657,52 @@ pub fn measure_block(
     let n = seg.n_workers();
     let t0 = Instant::now();
     let generation = seg.apply(&o.settings[setting].request(index as u64 + 1));
+    let Watched { first, last, end_reading, trace, elapsed } = watch_block(o, seg, threads, t0);
+    let (s1, r1) = first.unwrap_or_else(|| (last.clone(), end_reading.clone()));
+    let measured_ns = (elapsed.saturating_sub(o.discard)).as_nanos() as u64;
+    let cont = contention::between(&r1, &end_reading, measured_ns.max(1));
+    let mut flags = cont.flags.clone();
+    let (workers, mpps) = worker_blocks(&s1, &last, generation, n, &mut flags);
+    let measured = flags.iter().all(|f| !f.starts_with("worker"));
+    let cpu_mpps = cpu_mpps(threads, &r1, &end_reading, &workers);
+    let switch_ns = workers.first().map_or(0, |w| w.switch_mono_ns);
+    Block {
+        index,
+        unit,
+        setting,
+        generation,
+        workers,
+        mpps: measured.then_some(mpps),
+        cpu_mpps: cpu_mpps.filter(|_| measured && !threads.is_empty()),
+        contention: cont,
+        flags,
+        switch: if index == 0 { "start" } else { o.settings[setting].switch_kind(&o.settings[prev]) },
+        settle_profile: if switch_ns > 0 { settle_profile(switch_ns, &trace) } else { None },
+    }
+}
+
+/// What the controller saw of one block ([`watch_block`]).
+struct Watched {
+    /// The snapshot and the threads' reading at the end of the warm-up.
+    first: Option<(Snapshot, contention::Reading)>,
+    /// The snapshot and the threads' reading at the end of the block.
+    last: Snapshot,
+    end_reading: contention::Reading,
+    /// Trace points every 10 ms (with tracing only).
+    trace: Vec<(u64, u64)>,
+    /// Time from the switch to the end of the block.
+    elapsed: Duration,
+}
+
+/// Wait out the block that began at `t0`, waking at the end of the warm-up and at the end
+/// of the block; with tracing, every 10 ms from the switch on.
+fn watch_block(o: &BlockPlan<'_>, seg: &Segment, threads: &[WorkerThread], t0: Instant) -> Watched {
     let until = |d: Duration| {
         let left = d.saturating_sub(t0.elapsed());
         if !left.is_zero() {
             std::thread::sleep(left);
         }
     };
-    // Wake at the end of the warm-up and at the end of the block; with tracing, every
-    // 10 ms from the switch on.
     let mut trace = Vec::new();
     let mut first: Option<(Snapshot, contention::Reading)> = None;
     let mut last = seg.snapshot();
@@ -656,11 +724,19 @@ pub fn measure_block(
     }
     let elapsed = t0.elapsed();
     let end_reading = contention::read(threads);
-    let mut flags = Vec::new();
-    let (s1, r1) = first.unwrap_or_else(|| (last.clone(), end_reading.clone()));
-    let measured_ns = (elapsed.saturating_sub(o.discard)).as_nanos() as u64;
-    let cont = contention::between(&r1, &end_reading, measured_ns.max(1));
-    flags.extend(cont.flags.iter().cloned());
+    Watched { first, last, end_reading, trace, elapsed }
+}
+
+/// Each of the `n` workers' interval between snapshots `s1` and `last`, and the block's
+/// Mpps summed over the workers that count; why a worker does not count is pushed onto
+/// `flags`.
+fn worker_blocks(
+    s1: &Snapshot,
+    last: &Snapshot,
+    generation: u64,
+    n: usize,
+    flags: &mut Vec<String>,
+) -> (Vec<WorkerBlock>, f64) {
     let mut workers = Vec::with_capacity(n);
     let mut mpps = 0.0;
     for w in 0..n {
@@ -686,10 +762,20 @@ pub fn measure_block(
         }
         workers.push(wb);
     }
-    let measured = flags.iter().all(|f| !f.starts_with("worker"));
+    (workers, mpps)
+}
+
+/// Forwarded packets per µs of the worker threads' CPU time between readings `r1` and
+/// `r2`, summed over the threads; None when a thread's run time is unknown or zero.
+fn cpu_mpps(
+    threads: &[WorkerThread],
+    r1: &contention::Reading,
+    r2: &contention::Reading,
+    workers: &[WorkerBlock],
+) -> Option<f64> {
     let mut cpu_mpps = Some(0.0);
     for (i, t) in threads.iter().enumerate() {
-        let run = match (r1.threads.get(i).copied().flatten(), end_reading.threads.get(i).copied().flatten()) {
+        let run = match (r1.threads.get(i).copied().flatten(), r2.threads.get(i).copied().flatten()) {
             (Some(a), Some(b)) => b.run_ns.saturating_sub(a.run_ns),
             _ => 0,
         };
@@ -699,20 +785,7 @@ pub fn measure_block(
             _ => None,
         };
     }
-    let switch_ns = workers.first().map_or(0, |w| w.switch_mono_ns);
-    Block {
-        index,
-        unit,
-        setting,
-        generation,
-        workers,
-        mpps: measured.then_some(mpps),
-        cpu_mpps: cpu_mpps.filter(|_| measured && !threads.is_empty()),
-        contention: cont,
-        flags,
-        switch: if index == 0 { "start" } else { o.settings[setting].switch_kind(&o.settings[prev]) },
-        settle_profile: if switch_ns > 0 { settle_profile(switch_ns, &trace) } else { None },
-    }
+    cpu_mpps
 }
 
 fn summarize(o: &LiveOptions, pid: u32, blocks: Vec<Block>, incomplete: Option<String>) -> LiveResult {
@@ -791,6 +864,50 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
             let _ = writeln!(s, "model: {m}");
         }
     }
+    s.push_str(&how_measured(o, r));
+    for st in &r.settle {
+        let warn = if st.ms > r.discard_ms { "  (over the discard: raise --discard-ms)" } else { "" };
+        let _ = writeln!(
+            s,
+            "settle after a {} switch: {:.0} ms until the mean rate over {} blocks stays within 1% of their second halves{warn}",
+            st.switch, st.ms, st.blocks
+        );
+    }
+    if let Some(why) = &r.incomplete {
+        let _ = writeln!(s, "INCOMPLETE: {why}");
+    }
+    s.push_str(&results_table(r));
+    let _ = writeln!(
+        s,
+        "ratio: rate against the baseline's, 20% trimmed mean of paired log differences, Tukey-McLaughlin t interval; \
+         p: paired test, Holm-corrected over the {} comparisons, significant below 0.01; ns/packet: a worker's time per packet against the \
+         baseline's (not diluted by costs every setting shares)",
+        o.settings.len() - 1
+    );
+    if !device_given(&o.shared_flags) {
+        let _ = writeln!(
+            s,
+            "device: inline in each worker (live mode's default): its cost is in every setting alike, so ratios are \
+             diluted by it and ns/packet differences are not"
+        );
+    }
+    if let Some(st) = &r.stages {
+        s.push_str(&st.text());
+    }
+    if let Some(e) = &r.stages_error {
+        let _ = writeln!(s, "\nstages per setting: not available: {e}");
+    }
+    if let Some(e) = &o.experiment {
+        s.push_str(&then_and_now(e, r));
+    }
+    s
+}
+
+/// The text's lines on how the comparison ran: the forwarder, the blocks and their order,
+/// how rates are measured, and the blocks contention left out by cause.
+fn how_measured(o: &LiveOptions, r: &LiveResult) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
     let k = o.settings.len();
     let order = if k == 2 { "ABBA/BAAB quads".to_string() } else { format!("rotated rounds of {k} and their mirrors") };
     let flagged = r.blocks.iter().filter(|b| !b.flags.is_empty()).count();
@@ -830,113 +947,119 @@ pub fn text(o: &LiveOptions, r: &LiveResult) -> String {
         contention::MAX_RUNQ_SHARE * 100.0,
         contention::MAX_STEAL_SHARE * 100.0
     );
-    for st in &r.settle {
-        let warn = if st.ms > r.discard_ms { "  (over the discard: raise --discard-ms)" } else { "" };
-        let _ = writeln!(
-            s,
-            "settle after a {} switch: {:.0} ms until the mean rate over {} blocks stays within 1% of their second halves{warn}",
-            st.switch, st.ms, st.blocks
-        );
+    s
+}
+
+/// A figure with `prec` decimals; one that could not be computed (no counted block) is
+/// `-`, never NaN.
+fn figure(v: f64, prec: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.prec$}")
+    } else {
+        "-".to_string()
     }
-    if let Some(why) = &r.incomplete {
-        let _ = writeln!(s, "INCOMPLETE: {why}");
+}
+
+/// A difference with its sign and two decimals, `-` when it could not be computed.
+fn signed(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:+.2}")
+    } else {
+        "-".to_string()
     }
+}
+
+/// A p value in the table: `-` when unknown, `<1e-16` below what a double tells apart.
+fn p_text(p: f64) -> String {
+    if !p.is_finite() {
+        "-".to_string()
+    } else if p < 1e-16 {
+        "<1e-16".to_string()
+    } else {
+        format!("{p:.2e}")
+    }
+}
+
+/// The results table: a header, then a row per setting (the baseline's, then each other's
+/// effect against it).
+fn results_table(r: &LiveResult) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "\n{:<24} {:>8} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  verdict",
         "setting", "Mpps", "blocks", "ratio", "95% interval", "ns/packet vs baseline", "p", "p (Holm)"
     );
-    // A figure that could not be computed (no counted block) is `-`, never NaN.
-    let f = |v: f64, prec: usize| if v.is_finite() { format!("{v:.prec$}") } else { "-".to_string() };
-    let signed = |v: f64| if v.is_finite() { format!("{v:+.2}") } else { "-".to_string() };
     for res in &r.results {
-        match (&res.effect, &res.verdict, res.delta_ns) {
-            (Some(e), Some(v), Some((d, lo, hi))) => {
-                let p = |p: f64| {
-                    if !p.is_finite() {
-                        "-".to_string()
-                    } else if p < 1e-16 {
-                        "<1e-16".to_string()
-                    } else {
-                        format!("{p:.2e}")
-                    }
-                };
-                let interval = if e.ci.0.is_finite() {
-                    format!("{:>9}..{:<9}", f(e.ci.0, 4), f(e.ci.1, 4))
-                } else {
-                    "-".to_string()
-                };
-                let delta = if d.is_finite() {
-                    format!("{:>6} [{:>6}, {:>6}]", signed(d), signed(lo), signed(hi))
-                } else {
-                    "-".to_string()
-                };
-                let _ = writeln!(
-                    s,
-                    "{:<24} {:>8} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  {}",
-                    res.setting.label,
-                    f(res.median_mpps, 3),
-                    res.blocks,
-                    f(e.ratio, 4),
-                    interval,
-                    delta,
-                    p(e.p),
-                    p(e.p_holm),
-                    v.text(e)
-                );
-            }
-            _ => {
-                let _ = writeln!(
-                    s,
-                    "{:<24} {:>8} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  baseline{}",
-                    res.setting.label,
-                    f(res.median_mpps, 3),
-                    res.blocks,
-                    "1",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    if res.blocks == 0 { " (no counted block)" } else { "" }
-                );
-            }
-        }
+        let row = match (&res.effect, &res.verdict, res.delta_ns) {
+            (Some(e), Some(v), Some(delta)) => effect_row(res, e, v, delta),
+            _ => baseline_row(res),
+        };
+        let _ = writeln!(s, "{row}");
     }
-    let _ = writeln!(
-        s,
-        "ratio: rate against the baseline's, 20% trimmed mean of paired log differences, Tukey-McLaughlin t interval; \
-         p: paired test, Holm-corrected over the {} comparisons, significant below 0.01; ns/packet: a worker's time per packet against the \
-         baseline's (not diluted by costs every setting shares)",
-        k - 1
-    );
-    if !device_given(&o.shared_flags) {
-        let _ = writeln!(
-            s,
-            "device: inline in each worker (live mode's default): its cost is in every setting alike, so ratios are \
-             diluted by it and ns/packet differences are not"
-        );
-    }
-    if let Some(st) = &r.stages {
-        s.push_str(&st.text());
-    }
-    if let Some(e) = &r.stages_error {
-        let _ = writeln!(s, "\nstages per setting: not available: {e}");
-    }
-    if let Some(e) = &o.experiment {
-        let base = r.results.first().and_then(|x| x.setting.reported);
-        let _ =
-            writeln!(s, "\nthen and now (ratio to {}):", r.results.first().map_or("", |x| x.setting.label.as_str()));
-        for res in &r.results {
-            let then = match (res.setting.reported, base) {
-                (Some(v), Some(b)) if b > 0.0 => format!("{:.3} ({v} {})", v / b, e.unit),
-                _ => "-".into(),
-            };
-            let now = match &res.effect {
-                Some(e) => format!("{:.3} [{:.3}, {:.3}]", e.ratio, e.ci.0, e.ci.1),
-                None => "1".into(),
-            };
-            let _ = writeln!(s, "  {:<24} then {:<22} now {now}", res.setting.label, then);
-        }
+    s
+}
+
+/// A setting's row in the results table: its effect against the baseline (`delta`: the
+/// ns/packet difference and its interval) and the verdict.
+fn effect_row(res: &SettingResult, e: &Effect, v: &Verdict, (d, lo, hi): (f64, f64, f64)) -> String {
+    let interval = if e.ci.0.is_finite() {
+        format!("{:>9}..{:<9}", figure(e.ci.0, 4), figure(e.ci.1, 4))
+    } else {
+        "-".to_string()
+    };
+    let delta = if d.is_finite() {
+        format!("{:>6} [{:>6}, {:>6}]", signed(d), signed(lo), signed(hi))
+    } else {
+        "-".to_string()
+    };
+    format!(
+        "{:<24} {:>8} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  {}",
+        res.setting.label,
+        figure(res.median_mpps, 3),
+        res.blocks,
+        figure(e.ratio, 4),
+        interval,
+        delta,
+        p_text(e.p),
+        p_text(e.p_holm),
+        v.text(e)
+    )
+}
+
+/// The baseline's row in the results table (or a setting's without an effect).
+fn baseline_row(res: &SettingResult) -> String {
+    format!(
+        "{:<24} {:>8} {:>7} {:>9} {:>19} {:>22} {:>9} {:>9}  baseline{}",
+        res.setting.label,
+        figure(res.median_mpps, 3),
+        res.blocks,
+        "1",
+        "-",
+        "-",
+        "-",
+        "-",
+        if res.blocks == 0 { " (no counted block)" } else { "" }
+    )
+}
+
+/// The historic experiment's figures beside this run's: each setting's ratio to the
+/// baseline then (as reported) and now.
+fn then_and_now(e: &Experiment, r: &LiveResult) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let base = r.results.first().and_then(|x| x.setting.reported);
+    let _ = writeln!(s, "\nthen and now (ratio to {}):", r.results.first().map_or("", |x| x.setting.label.as_str()));
+    for res in &r.results {
+        let then = match (res.setting.reported, base) {
+            (Some(v), Some(b)) if b > 0.0 => format!("{:.3} ({v} {})", v / b, e.unit),
+            _ => "-".into(),
+        };
+        let now = match &res.effect {
+            Some(e) => format!("{:.3} [{:.3}, {:.3}]", e.ratio, e.ci.0, e.ci.1),
+            None => "1".into(),
+        };
+        let _ = writeln!(s, "  {:<24} then {:<22} now {now}", res.setting.label, then);
     }
     s
 }

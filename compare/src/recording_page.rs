@@ -219,9 +219,33 @@ pub fn recording_page(
     let mut t = input.stage_table(rules, paths)?;
     let (profile, _) = input.profile(rules, paths)?;
     let title = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let mut html = page_head(path, input, &t, &title);
+    let (sources, symbols_from) = symbol_sources(&t);
+    html.push_str(&sources);
+    let rules_from: Vec<String> = t.rule_sources.iter().map(|(f, n)| format!("{f} ({n})")).collect();
+    html.push_str(&stage_section(&t, &symbols_from, &rules_from));
+    html.push_str(&symbols_section(&mut t, o.top, &symbols_from));
+    html.push_str(&flame_section(input, &profile, &t, &title, &symbols_from)?);
+    html.push_str(&annotations_section(path, input, &t, rules, paths, o.annotated));
+    html.push_str(&clocks_section(&t));
+    html.push_str("<h2>Timeline</h2>\n");
+    match input {
+        Input::Recording(rec) => html.push_str(&timeline(rec, rules, o, &symbols_from)?),
+        _ => html.push_str(
+            "<p class=\"missing\" id=\"timeline\">No timeline: a perf.data file is read as one table here; record with \
+             <code>fwdscope record</code> for the stage shares over time.</p>\n",
+        ),
+    }
+    html.push_str("</body></html>\n");
+    Ok(html)
+}
+
+/// The page's head and heading: what `path` is, its samples and event, how it was
+/// recorded, and the stage table's warnings.
+fn page_head(path: &Path, input: &Input, t: &StageTable, title: &str) -> String {
     let mut html = format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fwdscope report: {}</title>\n<style>{STYLE}</style></head><body>\n",
-        escape(&title)
+        escape(title)
     );
     html.push_str(&format!(
         "<h1>fwdscope report</h1>\n<p>{} <code>{}</code>: {} samples of <b>{}</b>{}{}.</p>\n",
@@ -235,49 +259,60 @@ pub fn recording_page(
     for w in &t.warnings {
         html.push_str(&format!("<p class=\"missing\">{}</p>\n", escape(w)));
     }
-    // Where the names came from, in full once; each figure names the sources briefly.
-    let symbols_from = if t.symbol_sources.is_empty() {
-        "symbols: none named".to_string()
-    } else {
-        let short: Vec<&str> = t
-            .symbol_sources
-            .iter()
-            .map(|s| {
-                let head = s.split(':').next().unwrap_or(s);
-                head.rsplit('/').next().unwrap_or(head)
-            })
-            .collect();
-        html.push_str(&format!(
-            "<details id=\"sources\"><summary>Sources of the symbols</summary><ul>{}</ul></details>\n",
-            t.symbol_sources.iter().map(|s| format!("<li>{}</li>", escape(s))).collect::<String>()
-        ));
-        format!("symbols: {} (how each was read: Sources of the symbols, above)", short.join(", "))
-    };
-    let rules_from: Vec<String> = t.rule_sources.iter().map(|(f, n)| format!("{f} ({n})")).collect();
-    html.push_str(&stage_section(&t, &symbols_from, &rules_from));
-    html.push_str(&symbols_section(&mut t, o.top, &symbols_from));
-    // The flame graph: the same samples' stacks, as `export -f svg` writes them. A perf.data
-    // file's table is read without its callchains (the stage table needs the leaves only),
-    // so whether it has them is seen in the stacks.
+    html
+}
+
+/// Where the names came from, in full once (a folded list, none when no source is
+/// named), and briefly, as each figure names them.
+fn symbol_sources(t: &StageTable) -> (String, String) {
+    if t.symbol_sources.is_empty() {
+        return (String::new(), "symbols: none named".to_string());
+    }
+    let short: Vec<&str> = t
+        .symbol_sources
+        .iter()
+        .map(|s| {
+            let head = s.split(':').next().unwrap_or(s);
+            head.rsplit('/').next().unwrap_or(head)
+        })
+        .collect();
+    let html = format!(
+        "<details id=\"sources\"><summary>Sources of the symbols</summary><ul>{}</ul></details>\n",
+        t.symbol_sources.iter().map(|s| format!("<li>{}</li>", escape(s))).collect::<String>()
+    );
+    (html, format!("symbols: {} (how each was read: Sources of the symbols, above)", short.join(", ")))
+}
+
+/// The flame graph: the same samples' stacks, as `export -f svg` writes them. A perf.data
+/// file's table is read without its callchains (the stage table needs the leaves only), so
+/// whether it has them is seen in the stacks.
+fn flame_section(
+    input: &Input,
+    profile: &analyzer::export::Profile,
+    t: &StageTable,
+    title: &str,
+    symbols_from: &str,
+) -> Result<String> {
+    use base64::Engine;
     let callchains = match input {
         Input::PerfData(_) => profile.stacks.iter().any(|s| s.frames.len() > 1),
         _ => t.callchains,
     };
-    {
-        use base64::Engine;
-        let svg = profile.svg(&title)?;
-        html.push_str(&format!(
-            "<h2>Flame graph</h2>\n<p class=\"src\">Stacks of the {} samples of {} ({}), coloured by the stage each \
-             function's samples went to; {}.</p>\n<img class=\"flame\" id=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\">\n",
-            t.samples,
-            escape(&t.event),
-            if callchains { "with callchains" } else { "leaf frames only: recorded without -g" },
-            escape(&symbols_from),
-            base64::engine::general_purpose::STANDARD.encode(svg)
-        ));
-    }
-    html.push_str(&annotations_section(path, input, &t, rules, paths, o.annotated));
-    html.push_str("<h2>Two instruments: samples against the stage clocks</h2>\n");
+    let svg = profile.svg(title)?;
+    Ok(format!(
+        "<h2>Flame graph</h2>\n<p class=\"src\">Stacks of the {} samples of {} ({}), coloured by the stage each \
+         function's samples went to; {}.</p>\n<img class=\"flame\" id=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\">\n",
+        t.samples,
+        escape(&t.event),
+        if callchains { "with callchains" } else { "leaf frames only: recorded without -g" },
+        escape(symbols_from),
+        base64::engine::general_purpose::STANDARD.encode(svg)
+    ))
+}
+
+/// The two-instrument check: the samples against the stage clocks, or why there is none.
+fn clocks_section(t: &StageTable) -> String {
+    let mut html = String::from("<h2>Two instruments: samples against the stage clocks</h2>\n");
     match (&t.clock_check, &t.clocks_absent) {
         (Some(c), _) => html.push_str(&format!("<pre class=\"notes\" id=\"clocks\">{}</pre>\n", escape(&c.text()))),
         (None, Some(why)) => html.push_str(&format!("<p class=\"missing\" id=\"clocks\">No clocks check: {}.</p>\n", escape(why))),
@@ -285,16 +320,7 @@ pub fn recording_page(
             "<p class=\"missing\" id=\"clocks\">No clocks check: the input is not a recording of the forwarder with its stage clocks.</p>\n",
         ),
     }
-    html.push_str("<h2>Timeline</h2>\n");
-    match input {
-        Input::Recording(rec) => html.push_str(&timeline(rec, rules, o, &symbols_from)?),
-        _ => html.push_str(
-            "<p class=\"missing\" id=\"timeline\">No timeline: a perf.data file is read as one table here; record with \
-             <code>fwdscope record</code> for the stage shares over time.</p>\n",
-        ),
-    }
-    html.push_str("</body></html>\n");
-    Ok(html)
+    html
 }
 
 /// One bar per stage (share of the samples), with its samples and cost per packet.

@@ -174,8 +174,6 @@ pub fn summarize_with(runs: &[RunResult], keep_contended: bool) -> Vec<Summary> 
         .collect()
 }
 
-/// The summary as a table: one row per setting, the best marked `*`, per-stage costs in
-/// `unit` per packet for `stages` (in that order).
 /// The widest the setting column of a table is padded to (longer labels overflow it).
 pub(crate) const MAX_LABEL_WIDTH: usize = 120;
 /// Longest setting label read back from results.parquet, in bytes (an experiment's
@@ -184,6 +182,8 @@ pub const MAX_LABEL_BYTES: usize = 4096;
 /// Longest contention note of one run read back (a few sentences).
 const MAX_CONTENTION_BYTES: usize = 64 * 1024;
 
+/// The summary as a table: one row per setting, the best marked `*`, per-stage costs in
+/// `unit` per packet for `stages` (in that order).
 pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
     use std::fmt::Write;
     // The column is as wide as the longest label, up to a bound: a label read from a file
@@ -195,92 +195,113 @@ pub fn table_text(sums: &[Summary], stages: &[&str], unit: &str) -> String {
     }
     let _ = writeln!(out, "  vs best (Welch p)   [stages: {unit}/packet, medians]");
     for s in sums {
-        let mark = if s.best {
-            "*"
-        } else if s.kept_contended > 0 {
-            "!"
-        } else {
-            " "
-        };
-        if s.runs == 0 {
-            // Missing is not a figure: no NaN, no zero.
-            let _ =
-                write!(out, "{mark} {:<w$} {:>4} {:>28}", collector::printable(s.setting.clone()), 0, "no counted run");
-        } else {
-            let _ = write!(
-                out,
-                "{mark} {:<w$} {:>4} {:>8.3} [{:>7.3}, {:>7.3}]",
-                collector::printable(s.setting.clone()),
-                s.runs,
-                s.median,
-                s.ci95.0,
-                s.ci95.1
-            );
-        }
-        for st in stages {
-            match s.stages.get(*st) {
-                Some(v) => {
-                    let _ = write!(out, " {v:>8.1}");
-                }
-                None => {
-                    let _ = write!(out, " {:>8}", "-");
-                }
+        out.push_str(&summary_row(s, w, stages));
+    }
+    out.push_str(&contention_footer(sums));
+    if sums.iter().any(|s| !s.clocks.is_empty()) {
+        out.push_str(&clock_rows(sums, w, stages));
+    }
+    out
+}
+
+/// A setting's row of the table, `w` wide in its label: its runs, rate and interval (or
+/// that it has none), its stage costs, and how it compares with the best.
+fn summary_row(s: &Summary, w: usize, stages: &[&str]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let mark = if s.best {
+        "*"
+    } else if s.kept_contended > 0 {
+        "!"
+    } else {
+        " "
+    };
+    if s.runs == 0 {
+        // Missing is not a figure: no NaN, no zero.
+        let _ = write!(out, "{mark} {:<w$} {:>4} {:>28}", collector::printable(s.setting.clone()), 0, "no counted run");
+    } else {
+        let _ = write!(
+            out,
+            "{mark} {:<w$} {:>4} {:>8.3} [{:>7.3}, {:>7.3}]",
+            collector::printable(s.setting.clone()),
+            s.runs,
+            s.median,
+            s.ci95.0,
+            s.ci95.1
+        );
+    }
+    out.push_str(&stage_cells(&s.stages, stages));
+    let _ = writeln!(out, "  {}", against_best(s));
+    out
+}
+
+/// The figures of `stages` in the table's columns, `-` for one without a figure.
+fn stage_cells(figures: &BTreeMap<String, f64>, stages: &[&str]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for st in stages {
+        match figures.get(*st) {
+            Some(v) => {
+                let _ = write!(out, " {v:>8.1}");
             }
-        }
-        match &s.vs_best {
-            None if s.best => out.push_str("  best\n"),
             None => {
-                let _ = writeln!(out, "  undecided: no run counts ({} left out for contention)", s.left_out);
-            }
-            Some(Comparison { undecided: Some(why), .. }) => {
-                let _ = writeln!(out, "  {why}");
-            }
-            Some(c) => {
-                let _ = writeln!(
-                    out,
-                    "  {:>+6.1}% (p={:.3}{})",
-                    (c.ratio - 1.0) * 100.0,
-                    c.p,
-                    if c.significant { ", significant" } else { ", not significant" }
-                );
+                let _ = write!(out, " {:>8}", "-");
             }
         }
     }
+    out
+}
+
+/// The table's last column for a setting: best, its difference from the best with Welch's
+/// p, or why there is no verdict.
+fn against_best(s: &Summary) -> String {
+    match &s.vs_best {
+        None if s.best => "best".to_string(),
+        None => format!("undecided: no run counts ({} left out for contention)", s.left_out),
+        Some(Comparison { undecided: Some(why), .. }) => why.clone(),
+        Some(c) => format!(
+            "{:>+6.1}% (p={:.3}{})",
+            (c.ratio - 1.0) * 100.0,
+            c.p,
+            if c.significant { ", significant" } else { ", not significant" }
+        ),
+    }
+}
+
+/// The line under the table on the runs contention flagged: counted anyway, or left out
+/// (none when no run was flagged).
+fn contention_footer(sums: &[Summary]) -> String {
     let left: usize = sums.iter().map(|s| s.left_out).sum();
     let kept: usize = sums.iter().map(|s| s.kept_contended).sum();
     if kept > 0 {
-        let _ = writeln!(
-            out,
+        format!(
             "! {kept} run(s) flagged for contention are counted in these figures (--keep-contended): a busy machine \
-             slows runs unevenly, so read them as rough"
-        );
+             slows runs unevenly, so read them as rough\n"
+        )
     } else if left > 0 {
-        let _ = writeln!(
-            out,
+        format!(
             "  {left} run(s) left out for contention (a worker waited to run over 5% of the run, or the host stole over 5%): \
-             see results.parquet's `contention` column; --keep-contended counts them, marked"
-        );
+             see results.parquet's `contention` column; --keep-contended counts them, marked\n"
+        )
+    } else {
+        String::new()
     }
-    if sums.iter().any(|s| !s.clocks.is_empty()) {
-        let _ = write!(out, "  {:<w$} {:>4} {:>8} {:>19}", "", "", "", "stage clocks:");
-        for st in stages {
-            let _ = write!(out, " {:>8}", format!("{st}"));
-        }
-        let _ = writeln!(out, "  [ns/packet, TSC, medians]");
-        for s in sums {
-            let _ = write!(out, "  {:<w$} {:>4} {:>8} {:>19}", s.setting, "", "", "");
-            for st in stages {
-                match s.clocks.get(*st) {
-                    Some(v) => {
-                        let _ = write!(out, " {v:>8.1}");
-                    }
-                    None => {
-                        let _ = write!(out, " {:>8}", "-");
-                    }
-                }
-            }
-            out.push('\n');
-        }
+}
+
+/// The stage clocks under the table: a header, then each setting's ns per packet by stage
+/// in the stage columns.
+fn clock_rows(sums: &[Summary], w: usize, stages: &[&str]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = write!(out, "  {:<w$} {:>4} {:>8} {:>19}", "", "", "", "stage clocks:");
+    for st in stages {
+        let _ = write!(out, " {:>8}", format!("{st}"));
+    }
+    let _ = writeln!(out, "  [ns/packet, TSC, medians]");
+    for s in sums {
+        let _ = write!(out, "  {:<w$} {:>4} {:>8} {:>19}", s.setting, "", "", "");
+        out.push_str(&stage_cells(&s.clocks, stages));
+        out.push('\n');
     }
     out
 }

@@ -305,15 +305,55 @@ struct Runner<'a> {
     event: String,
 }
 
+/// A run as recorded ([`Runner::record_run`]).
+struct RecordedRun {
+    /// Where it is read back: runs/NNN, or in a dataset the partition it was published to.
+    read_dir: PathBuf,
+    /// When a phased run's last step was applied (CLOCK_MONOTONIC ns).
+    last_step: Option<u64>,
+    /// The host's steal share over the run, when /proc/stat told.
+    steal: Option<f64>,
+}
+
 impl Runner<'_> {
+    /// Run `number` of the sweep: setting `s` recorded into `dir`, then read back and
+    /// measured.
     fn run_one(&mut self, s: &Setting, dir: &Path, number: usize) -> Result<RunResult> {
-        let (o, duration) = (self.o, self.o.duration);
+        let run = self.record_run(s, dir, number)?;
+        // Every later run of the sweep shares this run's kallsyms (one boot, one copy).
+        if self.kallsyms.is_none() {
+            self.kallsyms = Some(run.read_dir.join("kallsyms")).filter(|p| p.is_file());
+        }
+        let t_an = Instant::now();
+        let res = self.measure_run(s, &run)?;
+        self.analysis += t_an.elapsed();
+        Ok(res)
+    }
+
+    /// The recorder's options for setting `s` into `out`: the forwarder with the sweep's
+    /// and the setting's flags for the whole run, sharing the first run's kallsyms.
+    fn record_options(&self, s: &Setting, out: PathBuf) -> RecordOptions {
+        let o = self.o;
         // A phased run replays the steps before this setting: one run duration each.
-        let total = duration * (s.steps.len() + 1) as f64;
+        let total = o.duration * (s.steps.len() + 1) as f64;
         let mut args = o.program_args.clone();
         args.extend(o.shared_flags.iter().cloned());
         args.extend(s.flags());
         args.extend(["--duration".to_string(), total.to_string(), "-i".into(), total.to_string()]);
+        let mut ro = RecordOptions::new(out, Target::Forwarder { program: o.program.clone(), args });
+        ro.force = true;
+        ro.shared = o.share;
+        ro.kallsyms_from = self.kallsyms.clone();
+        ro.freq = Some(o.freq);
+        ro.callchain = o.callchain;
+        ro
+    }
+
+    /// Record setting `s`'s run (its flush and phased steps applied by threads of their
+    /// own), published to the dataset when the sweep writes one; its time is added to the
+    /// recording's.
+    fn record_run(&mut self, s: &Setting, dir: &Path, number: usize) -> Result<RecordedRun> {
+        let (o, duration) = (self.o, self.o.duration);
         let staging = match &o.dataset {
             Some(d) => {
                 Some(analyzer::dataset::Staging::new(&d.dir, &d.host, &format!("{}-{number:03}", d.run_prefix))?)
@@ -321,12 +361,7 @@ impl Runner<'_> {
             None => None,
         };
         let out = staging.as_ref().map_or_else(|| dir.to_path_buf(), |st| st.recording_dir());
-        let mut ro = RecordOptions::new(out, Target::Forwarder { program: o.program.clone(), args });
-        ro.force = true;
-        ro.shared = o.share;
-        ro.kallsyms_from = self.kallsyms.clone();
-        ro.freq = Some(o.freq);
-        ro.callchain = o.callchain;
+        let mut ro = self.record_options(s, out);
         let flusher = s.flush_at.map(|f| {
             let (tx, rx) = std::sync::mpsc::channel();
             ro.notify_pid = Some(tx);
@@ -352,59 +387,40 @@ impl Runner<'_> {
             Some(Err(_)) => return Err(Error::Config("the thread switching the steps panicked".into())),
         };
         recorded?;
-        // Where the run is read back: runs/NNN, or in a dataset the partition it was
-        // published to (runs/NNN is then a link to it, and reads under the sweep's
-        // directory never follow a link).
         let read_dir = match staging {
-            Some(st) => {
-                let (part, _) = st.publish(Some(&s.label), &Rules::builtin())?;
-                let rec_dir = part.join(analyzer::dataset::RECORDING_DIR);
-                let rec_dir = std::fs::canonicalize(&rec_dir).map_err(|e| Error::io(&rec_dir, e))?;
-                std::os::unix::fs::symlink(&rec_dir, dir).map_err(|e| Error::io(dir, e))?;
-                rec_dir
-            }
+            Some(st) => publish(st, s, dir)?,
             None => dir.to_path_buf(),
         };
         self.recording += t_rec.elapsed();
-        // Every later run of the sweep shares this run's kallsyms (one boot, one copy).
-        if self.kallsyms.is_none() {
-            self.kallsyms = Some(read_dir.join("kallsyms")).filter(|p| p.is_file());
-        }
-        let t_an = Instant::now();
-        let rec = Recording::open(&read_dir)?;
-        if self.event.is_empty() {
-            self.event = rec.meta.sampling.used.clone();
-        }
-        let (t, sym) = analyzer::stages::stage_table_reusing(&rec, &Rules::builtin(), self.sym.take())?;
-        self.sym = Some(sym);
-        let runq_share = recording_runq_share(&rec)?;
         let steal = match (host0, host1) {
             (Some(a), Some(b)) if b.all.total > a.all.total => {
                 Some(b.all.steal.saturating_sub(a.all.steal) as f64 / (b.all.total - a.all.total) as f64)
             }
             _ => None,
         };
-        // A phased run is measured over its last step's second half (the whole run
-        // otherwise).
-        let window = match last_step {
-            Some(at) => Some(measure_window(&rec, at + (duration * 0.5e9) as u64)?),
+        Ok(RecordedRun { read_dir, last_step, steal })
+    }
+
+    /// Setting `s`'s run read back and measured: its rate, route-cache size, stage costs
+    /// and clocks per packet (a phased run over its last step's second half, the whole run
+    /// otherwise), and the contention it met.
+    fn measure_run(&mut self, s: &Setting, run: &RecordedRun) -> Result<RunResult> {
+        let rec = Recording::open(&run.read_dir)?;
+        if self.event.is_empty() {
+            self.event = rec.meta.sampling.used.clone();
+        }
+        let (t, sym) = analyzer::stages::stage_table_reusing(&rec, &Rules::builtin(), self.sym.take())?;
+        self.sym = Some(sym);
+        let runq_share = recording_runq_share(&rec)?;
+        let window = match run.last_step {
+            Some(at) => Some(measure_window(&rec, at + (self.o.duration * 0.5e9) as u64)?),
             None => None,
         };
-        let stages = match &window {
-            Some(w) => w.stages.clone(),
-            None => t.stages.iter().filter_map(|r| Some((r.stage.clone(), r.per_packet?))).collect(),
+        let (stages, clocks) = match &window {
+            Some(w) => (w.stages.clone(), w.clocks.clone()),
+            None => whole_run_costs(&t),
         };
-        let clocks = match &window {
-            Some(w) => w.clocks.clone(),
-            // Clocks of a worker that mostly waited to run measured the machine: none given.
-            None => t
-                .clock_check
-                .as_ref()
-                .filter(|c| !c.clocks.unsure())
-                .map(|c| c.clocks.ns_by_stage().into_iter().collect())
-                .unwrap_or_default(),
-        };
-        let res = RunResult {
+        Ok(RunResult {
             setting: s.label.clone(),
             params: s.params.clone(),
             repeat: 0,
@@ -416,18 +432,42 @@ impl Runner<'_> {
                 Some(w) => w.entries,
                 None => recording_median_entries(&rec)?,
             },
-            step_goal_miss: match last_step {
+            step_goal_miss: match run.last_step {
                 Some(_) => step_goal_misses(&rec)?,
                 None => None,
             },
             stages,
             clocks,
             runq_share,
-            contention: collector::contention::flags(runq_share.unwrap_or(0.0), steal.unwrap_or(0.0)),
-        };
-        self.analysis += t_an.elapsed();
-        Ok(res)
+            contention: collector::contention::flags(runq_share.unwrap_or(0.0), run.steal.unwrap_or(0.0)),
+        })
     }
+}
+
+/// A run's stage costs and stage clocks per packet over the whole run, from its stage
+/// table; clocks of a worker that mostly waited to run measured the machine: none given.
+fn whole_run_costs(
+    t: &analyzer::stages::StageTable,
+) -> (std::collections::BTreeMap<String, f64>, std::collections::BTreeMap<String, f64>) {
+    let stages = t.stages.iter().filter_map(|r| Some((r.stage.clone(), r.per_packet?))).collect();
+    let clocks = t
+        .clock_check
+        .as_ref()
+        .filter(|c| !c.clocks.unsure())
+        .map(|c| c.clocks.ns_by_stage().into_iter().collect())
+        .unwrap_or_default();
+    (stages, clocks)
+}
+
+/// Publish run `s`'s staged recording to the dataset and link `dir` (runs/NNN) to it; the
+/// recording's directory in the partition, where the run is read back (reads under the
+/// sweep's directory never follow a link).
+fn publish(st: analyzer::dataset::Staging, s: &Setting, dir: &Path) -> Result<PathBuf> {
+    let (part, _) = st.publish(Some(&s.label), &Rules::builtin())?;
+    let rec_dir = part.join(analyzer::dataset::RECORDING_DIR);
+    let rec_dir = std::fs::canonicalize(&rec_dir).map_err(|e| Error::io(&rec_dir, e))?;
+    std::os::unix::fs::symlink(&rec_dir, dir).map_err(|e| Error::io(dir, e))?;
+    Ok(rec_dir)
 }
 
 /// Run the sweep; returns the table as printed (also in `table.txt`).

@@ -68,6 +68,10 @@ pub struct WorkerInterval {
     pub packets: u64,
 }
 
+/// Stage -> summed period, and the packets forwarded meanwhile: a block's, or the pooled
+/// blocks of one setting in one unit.
+type Totals = (BTreeMap<String, u64>, u64);
+
 /// Split `rec`'s samples by the counted blocks and compute the stages per setting.
 /// `tids[w]` is worker `w`'s thread id; `labels` name the settings, the first being the
 /// baseline.
@@ -78,6 +82,38 @@ pub fn split(
     tids: &[u32],
     labels: &[String],
 ) -> Result<StageSplit> {
+    let (windows, owner) = block_windows(blocks, tids);
+    if windows.is_empty() {
+        return Err(Error::Config("no counted block to split the samples by".into()));
+    }
+    let totals = stage_totals_by_window(rec, rules, &windows)?;
+    let (per_block, in_blocks) = block_totals(&totals.windows, &owner);
+    let mut stages: Vec<String> =
+        per_block.values().flat_map(|(m, _)| m.keys().cloned()).collect::<BTreeSet<_>>().into_iter().collect();
+    stages.sort_by(|a, b| analyzer::rules::stage_rank(a).cmp(&analyzer::rules::stage_rank(b)).then(a.cmp(b)));
+    let (cells, nblocks) = unit_cells(&per_block, blocks, labels.len());
+    let settings = labels
+        .iter()
+        .enumerate()
+        .map(|(si, label)| SettingStages {
+            label: label.clone(),
+            blocks: nblocks.get(si).copied().unwrap_or(0),
+            stages: setting_figures(si, &stages, &cells),
+        })
+        .collect();
+    Ok(StageSplit {
+        event: totals.event,
+        unit: totals.unit,
+        in_blocks,
+        outside: totals.outside,
+        other_threads: totals.other_threads,
+        settings,
+    })
+}
+
+/// The sample windows of the counted blocks: one per worker with a thread id and a
+/// non-empty interval, each with its block's index in `blocks` and the worker's packets.
+fn block_windows(blocks: &[CountedBlock], tids: &[u32]) -> (Vec<Window>, Vec<(usize, u64)>) {
     let mut windows = Vec::new();
     let mut owner = Vec::new(); // window -> block index in `blocks`
     for (bi, b) in blocks.iter().enumerate() {
@@ -89,14 +125,15 @@ pub fn split(
             }
         }
     }
-    if windows.is_empty() {
-        return Err(Error::Config("no counted block to split the samples by".into()));
-    }
-    let totals = stage_totals_by_window(rec, rules, &windows)?;
-    // Per block: stage -> period, and the packets of its windowed workers.
-    let mut per_block: BTreeMap<usize, (BTreeMap<String, u64>, u64)> = BTreeMap::new();
+    (windows, owner)
+}
+
+/// Per block (by index): stage -> period and the packets of its windowed workers, from the
+/// windows' totals (`owner`: each window's block and packets); and the samples in blocks.
+fn block_totals(windows: &[BTreeMap<String, (u64, u64)>], owner: &[(usize, u64)]) -> (BTreeMap<usize, Totals>, u64) {
+    let mut per_block: BTreeMap<usize, Totals> = BTreeMap::new();
     let mut in_blocks = 0u64;
-    for (wi, stages) in totals.windows.iter().enumerate() {
+    for (wi, stages) in windows.iter().enumerate() {
         let (bi, packets) = owner[wi];
         let e = per_block.entry(bi).or_default();
         e.1 += packets;
@@ -105,13 +142,19 @@ pub fn split(
             in_blocks += n;
         }
     }
-    let mut stages: Vec<String> =
-        per_block.values().flat_map(|(m, _)| m.keys().cloned()).collect::<BTreeSet<_>>().into_iter().collect();
-    stages.sort_by(|a, b| analyzer::rules::stage_rank(a).cmp(&analyzer::rules::stage_rank(b)).then(a.cmp(b)));
-    // Per (setting, unit): stage -> period sum, packets sum.
-    let mut cells: BTreeMap<(usize, usize), (BTreeMap<String, u64>, u64)> = BTreeMap::new();
-    let mut nblocks = vec![0usize; labels.len()];
-    for (bi, (m, packets)) in &per_block {
+    (per_block, in_blocks)
+}
+
+/// The blocks pooled per (setting, unit), and the blocks of each of the `n_settings`
+/// settings.
+fn unit_cells(
+    per_block: &BTreeMap<usize, Totals>,
+    blocks: &[CountedBlock],
+    n_settings: usize,
+) -> (BTreeMap<(usize, usize), Totals>, Vec<usize>) {
+    let mut cells: BTreeMap<(usize, usize), Totals> = BTreeMap::new();
+    let mut nblocks = vec![0usize; n_settings];
+    for (bi, (m, packets)) in per_block {
         let b = &blocks[*bi];
         if let Some(n) = nblocks.get_mut(b.setting) {
             *n += 1;
@@ -122,61 +165,54 @@ pub fn split(
             *c.0.entry(s.clone()).or_default() += p;
         }
     }
-    let per_unit = |setting: usize, stage: &str| -> BTreeMap<usize, f64> {
-        cells
-            .iter()
-            .filter(|((s, _), (_, pk))| *s == setting && *pk > 0)
-            .map(|((_, u), (m, pk))| (*u, m.get(stage).copied().unwrap_or(0) as f64 / *pk as f64))
-            .collect()
-    };
-    let mut settings = Vec::new();
-    for (si, label) in labels.iter().enumerate() {
-        let (mut period, mut packets): (BTreeMap<&str, u64>, u64) = (BTreeMap::new(), 0);
-        for ((s, _), (m, pk)) in &cells {
-            if *s == si {
-                packets += pk;
-                for st in &stages {
-                    *period.entry(st.as_str()).or_default() += m.get(st).copied().unwrap_or(0);
-                }
+    (cells, nblocks)
+}
+
+/// Per unit of `setting`, `stage`'s period per packet (units without packets left out).
+fn per_unit(cells: &BTreeMap<(usize, usize), Totals>, setting: usize, stage: &str) -> BTreeMap<usize, f64> {
+    cells
+        .iter()
+        .filter(|((s, _), (_, pk))| *s == setting && *pk > 0)
+        .map(|((_, u), (m, pk))| (*u, m.get(stage).copied().unwrap_or(0) as f64 / *pk as f64))
+        .collect()
+}
+
+/// Setting `si`'s figure for each of `stages`: per packet over all its blocks, the interval
+/// over its units, and (but for the baseline, setting 0) the paired difference against the
+/// baseline.
+fn setting_figures(si: usize, stages: &[String], cells: &BTreeMap<(usize, usize), Totals>) -> Vec<StageFigure> {
+    let (mut period, mut packets): (BTreeMap<&str, u64>, u64) = (BTreeMap::new(), 0);
+    for ((s, _), (m, pk)) in cells {
+        if *s == si {
+            packets += pk;
+            for st in stages {
+                *period.entry(st.as_str()).or_default() += m.get(st).copied().unwrap_or(0);
             }
         }
-        let figures = stages
-            .iter()
-            .map(|st| {
-                let mine = per_unit(si, st);
-                let xs: Vec<f64> = mine.values().copied().collect();
-                let ci = interval(&xs).1;
-                let delta = (si > 0).then(|| {
-                    let base = per_unit(0, st);
-                    let d: Vec<f64> = mine.iter().filter_map(|(u, x)| Some(x - base.get(u)?)).collect();
-                    interval(&d)
-                });
-                StageFigure {
-                    stage: st.clone(),
-                    per_packet: if packets == 0 {
-                        f64::NAN
-                    } else {
-                        period.get(st.as_str()).copied().unwrap_or(0) as f64 / packets as f64
-                    },
-                    ci,
-                    delta,
-                }
-            })
-            .collect();
-        settings.push(SettingStages {
-            label: label.clone(),
-            blocks: nblocks.get(si).copied().unwrap_or(0),
-            stages: figures,
-        });
     }
-    Ok(StageSplit {
-        event: totals.event,
-        unit: totals.unit,
-        in_blocks,
-        outside: totals.outside,
-        other_threads: totals.other_threads,
-        settings,
-    })
+    stages
+        .iter()
+        .map(|st| {
+            let mine = per_unit(cells, si, st);
+            let xs: Vec<f64> = mine.values().copied().collect();
+            let ci = interval(&xs).1;
+            let delta = (si > 0).then(|| {
+                let base = per_unit(cells, 0, st);
+                let d: Vec<f64> = mine.iter().filter_map(|(u, x)| Some(x - base.get(u)?)).collect();
+                interval(&d)
+            });
+            StageFigure {
+                stage: st.clone(),
+                per_packet: if packets == 0 {
+                    f64::NAN
+                } else {
+                    period.get(st.as_str()).copied().unwrap_or(0) as f64 / packets as f64
+                },
+                ci,
+                delta,
+            }
+        })
+        .collect()
 }
 
 /// Mean and 95% t interval; the interval is NaN (unknown) under two values.

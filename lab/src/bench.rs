@@ -759,22 +759,73 @@ fn fmt_ns(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.0}"))
 }
 
-/// The report: the table of forwarders (each saying whether the sender or the forwarder
-/// itself limited it, and its CPU per packet on its own core and on the sender's), the
-/// ratios, how CPU per packet was counted, the stage splits; and the page of the same.
-fn report(
-    a: &BenchOptions,
-    at: Placement,
-    setups: &[Setup],
-    flags: &[String],
-    notes: &[String],
-    runs: &[Measured],
-    splits: &[StageSplit],
-) -> BenchReport {
-    use analyzer::stats::{median, welch_p};
-    use std::fmt::Write;
-    let mut out = String::new();
-    let heading = format!(
+/// The median of `v`, None when it is empty.
+fn median_of(v: Vec<f64>) -> Option<f64> {
+    (!v.is_empty()).then(|| analyzer::stats::median(&v))
+}
+
+/// The text table's column names (the page's table leaves out the offered load, column 5).
+const TABLE_HEADER: [&str; 10] = [
+    "forwarder",
+    "runs",
+    "left out",
+    "forwarded pps",
+    "[min .. max]",
+    "offered pps",
+    "lost",
+    "own core ns",
+    "sender ns",
+    "limited by",
+];
+
+/// One line of the text table: its ten cells, each padded to its column.
+fn table_line<S: AsRef<str>>(c: &[S]) -> String {
+    format!(
+        "{:<40} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8} {:>11} {:>10}  {}",
+        c[0].as_ref(),
+        c[1].as_ref(),
+        c[2].as_ref(),
+        c[3].as_ref(),
+        c[4].as_ref(),
+        c[5].as_ref(),
+        c[6].as_ref(),
+        c[7].as_ref(),
+        c[8].as_ref(),
+        c[9].as_ref()
+    )
+}
+
+/// A bench's runs, asked about by setup: a run the contention detector flagged is left out
+/// of every figure.
+struct RunSet<'a> {
+    all: &'a [Measured],
+    /// The device-under-test CPU, for the setups' labels.
+    dut: Option<usize>,
+}
+
+impl<'a> RunSet<'a> {
+    /// The setup's clean runs: those no contention was flagged in.
+    fn clean(&self, s: Setup) -> Vec<&'a Measured> {
+        self.all.iter().filter(|m| m.setup == s && m.contention.flags.is_empty()).collect()
+    }
+
+    /// How many of the setup's runs were left out for contention.
+    fn left_out(&self, s: Setup) -> usize {
+        self.all.iter().filter(|m| m.setup == s && !m.contention.flags.is_empty()).count()
+    }
+
+    /// Why the setup allows no confident comparison, if it does not: too many of its runs
+    /// left out (the sweep's rule: over a quarter).
+    fn busy(&self, s: Setup) -> Option<String> {
+        let all = self.all.iter().filter(|m| m.setup == s).count();
+        let out = self.left_out(s);
+        (out * 4 > all || out == all).then(|| format!("{out} of {all} runs of {} left out", s.label(self.dut)))
+    }
+}
+
+/// The report's first line: what ran, how long, through which socket, on which CPUs.
+fn heading(a: &BenchOptions, at: Placement) -> String {
+    format!(
         "lab bench: {} routes, {} flows, {}-byte frames; {} runs x {:.1} s per setup, interleaved; sender at full speed \
          through {}{}; sink: counts frames at its interface and discards them",
         a.routes,
@@ -790,137 +841,110 @@ fn report(
             (Some(s), Some(d)) => format!(" on CPU {s}; device under test on CPU {d}"),
             _ => " (one CPU: nothing pinned)".to_string(),
         }
-    );
-    let _ = writeln!(out, "{heading}");
-    let _ = writeln!(out, "fwdscope forwarder flags: {}", flags.join(" "));
-    for n in notes {
-        let _ = writeln!(out, "note: {n}");
+    )
+}
+
+/// Forwarder `f`'s figures from its clean runs `mine` (at least one), `alone_med` being the
+/// sender alone's median offered rate (NaN without a clean run of it).
+fn figures_of(f: Forwarder, label: String, mine: &[&Measured], left_out: usize, alone_med: f64) -> Figures {
+    use analyzer::stats::median;
+    let pps: Vec<f64> = mine.iter().map(|m| m.pps()).collect();
+    let lost: u64 = mine.iter().map(|m| m.sent.saturating_sub(m.arrived)).sum();
+    let sent: u64 = mine.iter().map(|m| m.sent).sum();
+    // Under 0.1% lost: everything offered went through, so the sender set the pace.
+    let itself = lost as f64 > 0.001 * sent as f64;
+    let forwarded = |m: &Measured| m.arrived.max(1) as f64;
+    let own_ns = median_of(mine.iter().filter_map(|m| m.own_cpu_ns.map(|ns| ns / forwarded(m))).collect());
+    // The sender's CPU runs flat out in every run: whatever of its time did not go to
+    // sending (at its alone cost per packet) went to the forwarding path.
+    let sender_ns = alone_med
+        .is_finite()
+        .then(|| median_of(mine.iter().map(|m| (1.0 - m.offered() / alone_med) * 1e9 / m.pps().max(1e-9)).collect()));
+    let softirq_ns = median_of(mine.iter().filter_map(|m| m.sender_softirq_ns.map(|ns| ns / forwarded(m))).collect());
+    Figures {
+        f,
+        label,
+        counted: mine.len(),
+        left_out,
+        med: median(&pps),
+        pps,
+        offered: median(&mine.iter().map(|m| m.offered()).collect::<Vec<_>>()),
+        lost_pct: 100.0 * lost as f64 / sent.max(1) as f64,
+        itself,
+        own_ns: if f.own_core() { own_ns } else { None },
+        sender_ns: sender_ns.flatten(),
+        softirq_ns,
     }
-    let header = [
-        "forwarder",
-        "runs",
-        "left out",
-        "forwarded pps",
-        "[min .. max]",
-        "offered pps",
-        "lost",
-        "own core ns",
-        "sender ns",
-        "limited by",
-    ];
-    let _ = writeln!(
-        out,
-        "{:<40} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8} {:>11} {:>10}  {}",
-        header[0], header[1], header[2], header[3], header[4], header[5], header[6], header[7], header[8], header[9]
-    );
-    let clean = |s: Setup| -> Vec<&Measured> {
-        runs.iter().filter(|m| m.setup == s && m.contention.flags.is_empty()).collect()
-    };
-    let left_out = |s: Setup| runs.iter().filter(|m| m.setup == s && !m.contention.flags.is_empty()).count();
-    // Too many runs left out: no confident comparison (the sweep's rule: over a quarter).
-    let busy = |s: Setup| {
-        let all = runs.iter().filter(|m| m.setup == s).count();
-        let out = left_out(s);
-        (out * 4 > all || out == all).then(|| format!("{out} of {all} runs of {} left out", s.label(at.dut)))
-    };
-    let alone: Vec<f64> = clean(Setup::SenderOnly).iter().map(|m| m.offered()).collect();
-    let alone_med = if alone.is_empty() { f64::NAN } else { median(&alone) };
-    let med_of = |v: Vec<f64>| (!v.is_empty()).then(|| median(&v));
-    let mut figures: Vec<Figures> = Vec::new();
-    let mut rows: Vec<Vec<String>> = Vec::new();
+}
+
+/// A forwarder's cells in the text table: its figures, the range of its runs' rates, and
+/// what limited it.
+fn table_cells(fig: &Figures) -> Vec<String> {
+    let (lo, hi) = fig.pps.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+    let limited =
+        if fig.itself { "itself (it lost frames)" } else { "the sender (nothing lost: its capacity is higher)" };
+    vec![
+        fig.label.clone(),
+        fig.counted.to_string(),
+        fig.left_out.to_string(),
+        format!("{:.0}", fig.med),
+        format!("[{lo:.0} .. {hi:.0}]"),
+        format!("{:.0}", fig.offered),
+        format!("{:.1}%", fig.lost_pct),
+        fmt_ns(fig.own_ns),
+        fmt_ns(fig.sender_ns),
+        limited.to_string(),
+    ]
+}
+
+/// The cells of a forwarder every run of which was left out: no figure at all rather than a
+/// made-up one.
+fn left_out_cells(label: String, left_out: usize) -> Vec<String> {
+    let mut cells = vec!["-".to_string(); 10];
+    cells[0] = label;
+    cells[1] = "0".into();
+    cells[2] = left_out.to_string();
+    cells
+}
+
+/// The page's row from a forwarder's text-table cells: narrower, to sit beside the chart:
+/// the forwarder's name, no offered load, and what limited it in a word (`limited`).
+fn page_row(mut cells: Vec<String>, f: Forwarder, limited: &str) -> Vec<String> {
+    cells[0] = f.name().to_string();
+    cells[9] = limited.to_string();
+    cells.remove(5);
+    cells
+}
+
+/// The table's forwarder rows in the setups' order: the text lines, the page's rows, and
+/// the figures of each forwarder with a clean run.
+fn forwarder_rows(setups: &[Setup], set: &RunSet, alone_med: f64) -> (Vec<String>, Vec<Vec<String>>, Vec<Figures>) {
+    let (mut lines, mut rows, mut figures) = (Vec::new(), Vec::new(), Vec::new());
     for s in setups.iter().copied() {
         let Some(f) = s.forwarder() else { continue };
-        let mine = clean(s);
+        let mine = set.clean(s);
         if mine.is_empty() {
-            // Every run left out: no figure at all rather than a made-up one.
-            let cells = vec![
-                s.label(at.dut),
-                "0".into(),
-                left_out(s).to_string(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-            ];
-            let _ = writeln!(
-                out,
-                "{:<40} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8} {:>11} {:>10}  -",
-                cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], "-", "-"
-            );
-            let mut c = cells;
-            c[0] = f.name().to_string();
-            c.remove(5);
-            c.extend(["-".to_string(), "-".to_string(), "-".to_string()]);
-            rows.push(c);
+            let cells = left_out_cells(s.label(set.dut), set.left_out(s));
+            lines.push(table_line(&cells));
+            rows.push(page_row(cells, f, "-"));
             continue;
         }
-        let pps: Vec<f64> = mine.iter().map(|m| m.pps()).collect();
-        let (lo, hi) = pps.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
-        let lost: u64 = mine.iter().map(|m| m.sent.saturating_sub(m.arrived)).sum();
-        let sent: u64 = mine.iter().map(|m| m.sent).sum();
-        // Under 0.1% lost: everything offered went through, so the sender set the pace.
-        let itself = lost as f64 > 0.001 * sent as f64;
-        let forwarded = |m: &Measured| m.arrived.max(1) as f64;
-        let own_ns = med_of(mine.iter().filter_map(|m| m.own_cpu_ns.map(|ns| ns / forwarded(m))).collect());
-        // The sender's CPU runs flat out in every run: whatever of its time did not go to
-        // sending (at its alone cost per packet) went to the forwarding path.
-        let sender_ns = alone_med
-            .is_finite()
-            .then(|| med_of(mine.iter().map(|m| (1.0 - m.offered() / alone_med) * 1e9 / m.pps().max(1e-9)).collect()));
-        let softirq_ns = med_of(mine.iter().filter_map(|m| m.sender_softirq_ns.map(|ns| ns / forwarded(m))).collect());
-        let fig = Figures {
-            f,
-            label: s.label(at.dut),
-            counted: mine.len(),
-            left_out: left_out(s),
-            med: median(&pps),
-            pps,
-            offered: median(&mine.iter().map(|m| m.offered()).collect::<Vec<_>>()),
-            lost_pct: 100.0 * lost as f64 / sent.max(1) as f64,
-            itself,
-            own_ns: if f.own_core() { own_ns } else { None },
-            sender_ns: sender_ns.flatten(),
-            softirq_ns,
-        };
-        let limited =
-            if itself { "itself (it lost frames)" } else { "the sender (nothing lost: its capacity is higher)" };
-        let cells = vec![
-            fig.label.clone(),
-            fig.counted.to_string(),
-            fig.left_out.to_string(),
-            format!("{:.0}", fig.med),
-            format!("[{lo:.0} .. {hi:.0}]"),
-            format!("{:.0}", fig.offered),
-            format!("{:.1}%", fig.lost_pct),
-            fmt_ns(fig.own_ns),
-            fmt_ns(fig.sender_ns),
-            limited.to_string(),
-        ];
-        let _ = writeln!(
-            out,
-            "{:<40} {:>4} {:>8} {:>14} {:>25} {:>14} {:>8} {:>11} {:>10}  {}",
-            cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], cells[7], cells[8], cells[9]
-        );
-        // The page's row is narrower, to sit beside the chart: the forwarder's name, and
-        // what limited it in a word.
-        let mut c = cells;
-        c[0] = f.name().to_string();
-        c[9] = if itself { "itself" } else { "the sender" }.to_string();
-        c.remove(5);
-        rows.push(c);
+        let fig = figures_of(f, s.label(set.dut), &mine, set.left_out(s), alone_med);
+        let cells = table_cells(&fig);
+        lines.push(table_line(&cells));
+        rows.push(page_row(cells, f, if fig.itself { "itself" } else { "the sender" }));
         figures.push(fig);
     }
-    let alone_text = if alone.is_empty() { "-".to_string() } else { format!("{alone_med:.0}") };
-    let alone_line =
-        format!("{}: {} runs, {alone_text} pps sent (median)", Setup::SenderOnly.label(at.dut), alone.len());
-    let _ = writeln!(out, "{alone_line}");
-    let mut lines: Vec<String> = vec![alone_line];
-    // Contention: which runs were left out and why.
+    (lines, rows, figures)
+}
+
+/// The contention line: how many runs were left out, by which thresholds, and why.
+fn contention_line(runs: &[Measured]) -> String {
     let flagged: Vec<&Measured> = runs.iter().filter(|m| !m.contention.flags.is_empty()).collect();
     let mut reasons: Vec<&str> = flagged.iter().flat_map(|m| m.contention.flags.iter().map(String::as_str)).collect();
     reasons.sort_unstable();
     reasons.dedup();
-    let contention = format!(
+    format!(
         "contention: {} of {} runs left out (the sender or a forwarder's thread waiting to run over {:.0}% of a run, \
          or steal over {:.0}%){}",
         flagged.len(),
@@ -928,10 +952,13 @@ fn report(
         collector::contention::MAX_RUNQ_SHARE * 100.0,
         collector::contention::MAX_STEAL_SHARE * 100.0,
         if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join("; ")) }
-    );
-    lines.push(contention.clone());
-    // Each forwarder against the best kernel setup (or, with none measured, every kernel
-    // setup), and an afxdp forwarder against its afpacket sibling.
+    )
+}
+
+/// The comparisons to make, each a forwarder, what it is compared with and that one's
+/// name: each forwarder against the best kernel setup (or, with none measured, every kernel
+/// setup), and an afxdp forwarder against its afpacket sibling.
+fn comparisons(setups: &[Setup], figures: &[Figures]) -> Vec<(Forwarder, Vec<Forwarder>, String)> {
     let best = figures.iter().filter(|m| m.f.is_kernel()).max_by(|x, y| x.med.total_cmp(&y.med));
     let kernels: Vec<Forwarder> = match best {
         Some(b) => vec![b.f],
@@ -948,108 +975,102 @@ fn report(
             pairs.push((*f, vec![sib], sib.name().to_string()));
         }
     }
-    for (f, against, other) in pairs {
-        let undecided: Vec<String> =
-            std::iter::once(f).chain(against.iter().copied()).map(Setup::Fwd).filter_map(busy).collect();
-        if !undecided.is_empty() {
-            lines.push(format!(
-                "ratio {} / {other}: undecided: the machine was busy ({})",
-                f.name(),
-                undecided.join("; ")
-            ));
-            continue;
+    pairs
+}
+
+/// The ratio line of `f` against the first of `against` (named `other`): undecided when the
+/// machine was too busy for either side, none when a side has no figures.
+fn ratio_line(f: Forwarder, against: &[Forwarder], other: &str, figures: &[Figures], set: &RunSet) -> Option<String> {
+    let undecided: Vec<String> =
+        std::iter::once(f).chain(against.iter().copied()).map(Setup::Fwd).filter_map(|s| set.busy(s)).collect();
+    if !undecided.is_empty() {
+        return Some(format!(
+            "ratio {} / {other}: undecided: the machine was busy ({})",
+            f.name(),
+            undecided.join("; ")
+        ));
+    }
+    let fm = figures.iter().find(|m| m.f == f)?;
+    let om = against.first().and_then(|o| figures.iter().find(|m| m.f == *o))?;
+    // Welch's test needs two runs of each side to estimate a variance.
+    let test = if fm.pps.len() < 2 || om.pps.len() < 2 {
+        "no test of the difference (one run of a side: --repeat 2 or more gives one)".to_string()
+    } else {
+        let p = analyzer::stats::welch_p(&fm.pps, &om.pps);
+        format!("difference of means {}significant (Welch p = {p:.3})", if p < 0.05 { "" } else { "not " })
+    };
+    Some(format!("ratio {} / {other} ({}): {:.2} (medians); {test}", f.name(), om.label, fm.med / om.med.max(1e-9),))
+}
+
+/// How a forwarder's CPU per packet was counted, and on which CPU (`sender_cpu`, `dut_cpu`:
+/// the sender's and the device under test's, as the report names them).
+fn cpu_line(fig: &Figures, set: &RunSet, sender_cpu: &str, dut_cpu: &str) -> String {
+    let softirq = fig.softirq_ns.map_or(String::new(), |s| {
+        format!("; /proc/stat counted {s:.0} ns of softirq time on {sender_cpu} per forwarded packet")
+    });
+    let sender = fmt_ns(fig.sender_ns);
+    match fig.f {
+        Forwarder::Kernel | Forwarder::Xdp => format!(
+            "CPU per packet: {}: {sender} ns on the sender's core ({sender_cpu}), where it runs: in the softirq of \
+             the CPU that sent the frame (a veth delivers in its sender's transmit); no core of its own{softirq}",
+            fig.f.name()
+        ),
+        Forwarder::KernelRps => format!(
+            "CPU per packet: kernel-rps: {} ns on {dut_cpu} ({dut_cpu}'s kernel time, system + irq + softirq, in \
+             /proc/stat ticks of {:.0} ms: the backlog softirq, forwarding, and the discard sink's receive, which \
+             runs there too; any other kernel work on {dut_cpu} counts as well); {sender} ns on the sender's core \
+             (its receive side, the RPS hand-off){softirq}",
+            fmt_ns(fig.own_ns),
+            tick_ns() / 1e6
+        ),
+        Forwarder::DpdkAfpacket | Forwarder::DpdkAfxdp => format!(
+            "CPU per packet: {}: {} ns of l3fwd's CPU time on {dut_cpu} (every thread's schedstat); l3fwd \
+             busy-polls, so this includes polling: {}; {sender} ns on the sender's core (the PMD's receive side: \
+             the kernel's copy into its ring or UMEM)",
+            fig.f.name(),
+            fmt_ns(fig.own_ns),
+            if fig.itself { "it lost frames, so it was near capacity" } else { "it lost none: an upper bound" }
+        ),
+        Forwarder::FwdscopeAfpacket | Forwarder::FwdscopeAfxdp => {
+            fwdscope_cpu_line(fig, &set.clean(Setup::Fwd(fig.f)), &sender, dut_cpu)
         }
-        let fm = figures.iter().find(|m| m.f == f);
-        let om = against.first().and_then(|o| figures.iter().find(|m| m.f == *o));
-        if let (Some(fm), Some(om)) = (fm, om) {
-            // Welch's test needs two runs of each side to estimate a variance.
-            let test = if fm.pps.len() < 2 || om.pps.len() < 2 {
-                "no test of the difference (one run of a side: --repeat 2 or more gives one)".to_string()
-            } else {
-                let p = welch_p(&fm.pps, &om.pps);
-                format!("difference of means {}significant (Welch p = {p:.3})", if p < 0.05 { "" } else { "not " })
-            };
-            lines.push(format!(
-                "ratio {} / {other} ({}): {:.2} (medians); {test}",
-                f.name(),
-                om.label,
-                fm.med / om.med.max(1e-9),
-            ));
-        }
     }
-    lines.push("(a forwarder limited by the sender lost nothing: its own capacity is higher than its figure)".into());
-    let sender_cpu = at.sender.map_or("the sending CPU".to_string(), |c| format!("CPU {c}"));
-    let dut_cpu = at.dut.map_or("its CPU".to_string(), |c| format!("CPU {c}"));
-    // How each forwarder's CPU per packet was counted, and on which CPU.
-    for fig in &figures {
-        let softirq = fig.softirq_ns.map_or(String::new(), |s| {
-            format!("; /proc/stat counted {s:.0} ns of softirq time on {sender_cpu} per forwarded packet")
-        });
-        let sender = fmt_ns(fig.sender_ns);
-        let line = match fig.f {
-            Forwarder::Kernel | Forwarder::Xdp => format!(
-                "CPU per packet: {}: {sender} ns on the sender's core ({sender_cpu}), where it runs: in the softirq of \
-                 the CPU that sent the frame (a veth delivers in its sender's transmit); no core of its own{softirq}",
-                fig.f.name()
-            ),
-            Forwarder::KernelRps => format!(
-                "CPU per packet: kernel-rps: {} ns on {dut_cpu} ({dut_cpu}'s kernel time, system + irq + softirq, in \
-                 /proc/stat ticks of {:.0} ms: the backlog softirq, forwarding, and the discard sink's receive, which \
-                 runs there too; any other kernel work on {dut_cpu} counts as well); {sender} ns on the sender's core \
-                 (its receive side, the RPS hand-off){softirq}",
-                fmt_ns(fig.own_ns),
-                tick_ns() / 1e6
-            ),
-            Forwarder::DpdkAfpacket | Forwarder::DpdkAfxdp => format!(
-                "CPU per packet: {}: {} ns of l3fwd's CPU time on {dut_cpu} (every thread's schedstat); l3fwd \
-                 busy-polls, so this includes polling: {}; {sender} ns on the sender's core (the PMD's receive side: \
-                 the kernel's copy into its ring or UMEM)",
-                fig.f.name(),
-                fmt_ns(fig.own_ns),
-                if fig.itself { "it lost frames, so it was near capacity" } else { "it lost none: an upper bound" }
-            ),
-            Forwarder::FwdscopeAfpacket | Forwarder::FwdscopeAfxdp => {
-                // Its own stage clocks say what forwarding cost, idle time left out: the
-                // figure to trust when it waited for packets part of the time.
-                let s = Setup::Fwd(fig.f);
-                let clocks: Vec<(f64, f64)> = clean(s).iter().filter_map(|m| m.clock).collect();
-                let idle = (!clocks.is_empty()).then(|| median(&clocks.iter().map(|c| c.1).collect::<Vec<_>>()));
-                let by_clock = match idle {
-                    None => "no stage clocks".to_string(),
-                    Some(idle) => format!(
-                        "{:.0} ns by its stage clocks (forwarding stages, median of {} runs; idle {:.0}% of its time \
-                         left out)",
-                        median(&clocks.iter().map(|c| c.0).collect::<Vec<_>>()),
-                        clocks.len(),
-                        idle * 100.0
-                    ),
-                };
-                let bound = match idle {
-                    Some(i) if fig.itself && i < 0.05 => "it lost frames and hardly waited: at capacity",
-                    _ if fig.itself => {
-                        "it lost frames in bursts but waited for packets part of the time: an upper bound"
-                    }
-                    _ => "it lost none: an upper bound",
-                };
-                format!(
-                    "CPU per packet: {}: {} ns of the forwarder's CPU time on {dut_cpu} (every thread's schedstat; \
-                     {bound}); {by_clock}; {sender} ns on the sender's core (its receive side: the tap's copy, or XDP \
-                     and the copy into the UMEM)",
-                    fig.f.name(),
-                    fmt_ns(fig.own_ns)
-                )
-            }
-        };
-        lines.push(line);
-    }
-    for l in &lines[1..] {
-        let _ = writeln!(out, "{l}");
-    }
-    for sp in splits {
-        let _ = writeln!(out, "\n== {}\n{}", sp.title, sp.table);
-    }
-    // The page: a bar per forwarder, the table, where the figures come from.
-    let mut provenance = vec![
+}
+
+/// fwdscope's CPU-per-packet line: its process's CPU time and, from its clean runs `clean`,
+/// its own stage clocks, which say what forwarding cost with idle time left out: the figure
+/// to trust when it waited for packets part of the time.
+fn fwdscope_cpu_line(fig: &Figures, clean: &[&Measured], sender: &str, dut_cpu: &str) -> String {
+    use analyzer::stats::median;
+    let clocks: Vec<(f64, f64)> = clean.iter().filter_map(|m| m.clock).collect();
+    let idle = (!clocks.is_empty()).then(|| median(&clocks.iter().map(|c| c.1).collect::<Vec<_>>()));
+    let by_clock = match idle {
+        None => "no stage clocks".to_string(),
+        Some(idle) => format!(
+            "{:.0} ns by its stage clocks (forwarding stages, median of {} runs; idle {:.0}% of its time left out)",
+            median(&clocks.iter().map(|c| c.0).collect::<Vec<_>>()),
+            clocks.len(),
+            idle * 100.0
+        ),
+    };
+    let bound = match idle {
+        Some(i) if fig.itself && i < 0.05 => "it lost frames and hardly waited: at capacity",
+        _ if fig.itself => "it lost frames in bursts but waited for packets part of the time: an upper bound",
+        _ => "it lost none: an upper bound",
+    };
+    format!(
+        "CPU per packet: {}: {} ns of the forwarder's CPU time on {dut_cpu} (every thread's schedstat; {bound}); \
+         {by_clock}; {sender} ns on the sender's core (its receive side: the tap's copy, or XDP and the copy into \
+         the UMEM)",
+        fig.f.name(),
+        fmt_ns(fig.own_ns)
+    )
+}
+
+/// The page's provenance lines before the bars': how rates and the two CPU-per-packet
+/// figures were measured, and the contention line.
+fn provenance_head(a: &BenchOptions, sender_cpu: &str, dut_cpu: &str, contention: String) -> Vec<String> {
+    vec![
         format!(
             "rates: frames counted at the discard sink's interface (rx_packets) over the sender's own measured seconds \
              (CLOCK_MONOTONIC); offered: frames the sender sent; {} runs of {:.1} s per forwarder, interleaved",
@@ -1066,8 +1087,72 @@ fn report(
              in every run, that did not go to sending; kernel and xdp forward there (softirq), so it is their bar"
         ),
         contention,
-    ];
-    let mut bars = Vec::new();
+    ]
+}
+
+/// Why forwarder `f` has no bar, given its figures, its bar's length `ns` and its stage
+/// split; `no_alone`: the sender alone has no clean run.
+fn missing_bar(
+    f: Forwarder,
+    fig: Option<&Figures>,
+    ns: Option<f64>,
+    split: Option<&StageSplit>,
+    no_alone: bool,
+) -> String {
+    if fig.is_none() {
+        "no clean run: every run was left out".to_string()
+    } else if ns.is_none() && !f.own_core() && no_alone {
+        "no sender-alone run counted (left out for contention): the sender's core has no baseline to take its time \
+         from"
+            .to_string()
+    } else if !ns.is_some_and(|v| v > 0.0) {
+        "no positive CPU-per-packet figure".to_string()
+    } else if split.is_none() {
+        "no stage split".to_string()
+    } else {
+        "no forwarding samples in its stage split".to_string()
+    }
+}
+
+/// The provenance line of forwarder `f`'s bar (`ns` long): which figure it is, the stage
+/// split that cuts it, the runs counted and left out.
+fn bar_provenance(f: Forwarder, ns: Option<f64>, split: Option<&StageSplit>, counted: usize, out_n: usize) -> String {
+    let which = if f.own_core() { "own core ns" } else { "sender ns (its softirq runs there)" };
+    match split {
+        Some(sp) => format!(
+            "{}: bar {} ns/packet = {which} x the stage shares of {} ({} samples of {}{}; stages named by {}; idle, \
+             the machine's own traffic and the sender's program left out); runs counted {counted}, left out {out_n}",
+            f.name(),
+            fmt_ns(ns),
+            sp.how,
+            sp.samples,
+            sp.event,
+            if f.is_fwdscope() {
+                String::new()
+            } else {
+                format!(
+                    ", {} of them in the threads forwarding runs in: the sender thread, ksoftirqd, the idle task{}",
+                    sp.kept,
+                    if f.is_dpdk() { ", l3fwd" } else { "" }
+                )
+            },
+            sp.rule_files
+        ),
+        None => format!("{}: no stage split; runs counted {counted}, left out {out_n}", f.name()),
+    }
+}
+
+/// The page's bars, one per forwarder in the setups' order (its core's CPU per packet cut
+/// by its stage shares, or why there is none), and their provenance lines; `no_alone`: the
+/// sender alone has no clean run.
+fn bars(
+    setups: &[Setup],
+    figures: &[Figures],
+    splits: &[StageSplit],
+    set: &RunSet,
+    no_alone: bool,
+) -> (Vec<crate::bench_page::BenchBar>, Vec<String>) {
+    let (mut bars, mut provenance) = (Vec::new(), Vec::new());
     for s in setups.iter().copied() {
         let Some(f) = s.forwarder() else { continue };
         let fig = figures.iter().find(|x| x.f == f);
@@ -1077,56 +1162,70 @@ fn report(
             (Some(ns), Some(sp)) => crate::bench_page::stage_ns(ns, &sp.stages),
             _ => Vec::new(),
         };
-        let missing = if !segments.is_empty() {
-            None
-        } else if fig.is_none() {
-            Some("no clean run: every run was left out".to_string())
-        } else if ns.is_none() && !f.own_core() && alone.is_empty() {
-            Some(
-                "no sender-alone run counted (left out for contention): the sender's core has no baseline to take its \
-                 time from"
-                    .to_string(),
-            )
-        } else if !ns.is_some_and(|v| v > 0.0) {
-            Some("no positive CPU-per-packet figure".to_string())
-        } else if split.is_none() {
-            Some("no stage split".to_string())
-        } else {
-            Some("no forwarding samples in its stage split".to_string())
-        };
-        let which = if f.own_core() { "own core ns" } else { "sender ns (its softirq runs there)" };
-        let (counted, out_n) = fig.map_or((0, left_out(s)), |x| (x.counted, x.left_out));
-        provenance.push(match split {
-            Some(sp) => format!(
-                "{}: bar {} ns/packet = {which} x the stage shares of {} ({} samples of {}{}; stages named by {}; \
-                 idle, the machine's own traffic and the sender's program left out); runs counted {counted}, left out \
-                 {out_n}",
-                f.name(),
-                fmt_ns(ns),
-                sp.how,
-                sp.samples,
-                sp.event,
-                if f.is_fwdscope() {
-                    String::new()
-                } else {
-                    format!(
-                        ", {} of them in the threads forwarding runs in: the sender thread, ksoftirqd, the idle \
-                         task{}",
-                        sp.kept,
-                        if f.is_dpdk() { ", l3fwd" } else { "" }
-                    )
-                },
-                sp.rule_files
-            ),
-            None => format!("{}: no stage split; runs counted {counted}, left out {out_n}", f.name()),
-        });
+        let missing = segments.is_empty().then(|| missing_bar(f, fig, ns, split, no_alone));
+        let (counted, out_n) = fig.map_or((0, set.left_out(s)), |x| (x.counted, x.left_out));
+        provenance.push(bar_provenance(f, ns, split, counted, out_n));
         bars.push(crate::bench_page::BenchBar {
             name: f.name().to_string(),
-            label: s.label(at.dut),
+            label: s.label(set.dut),
             segments,
             missing,
         });
     }
+    (bars, provenance)
+}
+
+/// The report: the table of forwarders (each saying whether the sender or the forwarder
+/// itself limited it, and its CPU per packet on its own core and on the sender's), the
+/// ratios, how CPU per packet was counted, the stage splits; and the page of the same.
+fn report(
+    a: &BenchOptions,
+    at: Placement,
+    setups: &[Setup],
+    flags: &[String],
+    notes: &[String],
+    runs: &[Measured],
+    splits: &[StageSplit],
+) -> BenchReport {
+    use std::fmt::Write;
+    let set = RunSet { all: runs, dut: at.dut };
+    let heading = heading(a, at);
+    let mut out = String::new();
+    let _ = writeln!(out, "{heading}");
+    let _ = writeln!(out, "fwdscope forwarder flags: {}", flags.join(" "));
+    for n in notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    let _ = writeln!(out, "{}", table_line(&TABLE_HEADER));
+    let alone: Vec<f64> = set.clean(Setup::SenderOnly).iter().map(|m| m.offered()).collect();
+    let alone_med = if alone.is_empty() { f64::NAN } else { analyzer::stats::median(&alone) };
+    let (table, rows, figures) = forwarder_rows(setups, &set, alone_med);
+    for l in &table {
+        let _ = writeln!(out, "{l}");
+    }
+    let alone_text = if alone.is_empty() { "-".to_string() } else { format!("{alone_med:.0}") };
+    let alone_line =
+        format!("{}: {} runs, {alone_text} pps sent (median)", Setup::SenderOnly.label(at.dut), alone.len());
+    let _ = writeln!(out, "{alone_line}");
+    let contention = contention_line(runs);
+    let mut lines: Vec<String> = vec![alone_line, contention.clone()];
+    for (f, against, other) in comparisons(setups, &figures) {
+        lines.extend(ratio_line(f, &against, &other, &figures, &set));
+    }
+    lines.push("(a forwarder limited by the sender lost nothing: its own capacity is higher than its figure)".into());
+    let sender_cpu = at.sender.map_or("the sending CPU".to_string(), |c| format!("CPU {c}"));
+    let dut_cpu = at.dut.map_or("its CPU".to_string(), |c| format!("CPU {c}"));
+    lines.extend(figures.iter().map(|fig| cpu_line(fig, &set, &sender_cpu, &dut_cpu)));
+    for l in &lines[1..] {
+        let _ = writeln!(out, "{l}");
+    }
+    for sp in splits {
+        let _ = writeln!(out, "\n== {}\n{}", sp.title, sp.table);
+    }
+    // The page: a bar per forwarder, the table, where the figures come from.
+    let mut provenance = provenance_head(a, &sender_cpu, &dut_cpu, contention);
+    let (bars, bar_lines) = bars(setups, &figures, splits, &set, alone.is_empty());
+    provenance.extend(bar_lines);
     provenance.push(
         "with record -a every CPU is sampled: the sender's own transmit path (packet_sendmsg, AF_XDP's xmit) counts as \
          driver work too, as the kernel cannot tell it from the forwarder's"
@@ -1140,7 +1239,7 @@ fn report(
         bars,
         // The page's table leaves the offered load to the text report: it sits beside the
         // chart.
-        header: header.iter().enumerate().filter(|(i, _)| *i != 5).map(|(_, h)| h.to_string()).collect(),
+        header: TABLE_HEADER.iter().enumerate().filter(|(i, _)| *i != 5).map(|(_, h)| h.to_string()).collect(),
         rows,
         provenance,
         notes: page_notes,

@@ -940,67 +940,10 @@ impl Lab {
             }
         );
         for ns in &existing {
-            let json = ip(&["-n", ns, "-s", "-j", "link", "show"])?;
-            let links: serde_json::Value = serde_json::from_str(&json).context("parsing `ip -j link`")?;
-            for l in links.as_array().into_iter().flatten() {
-                let name = l["ifname"].as_str().unwrap_or("?");
-                if name == "lo" {
-                    continue;
-                }
-                let st = &l["stats64"];
-                s.push_str(&format!(
-                    "{ns:<12} {name:<12} {:<6} rx {:>12} pkts {:>8} dropped   tx {:>12} pkts {:>8} dropped\n",
-                    l["operstate"].as_str().unwrap_or("?"),
-                    st["rx"]["packets"].as_u64().unwrap_or(0),
-                    st["rx"]["dropped"].as_u64().unwrap_or(0),
-                    st["tx"]["packets"].as_u64().unwrap_or(0),
-                    st["tx"]["dropped"].as_u64().unwrap_or(0),
-                ));
-            }
+            s.push_str(&link_lines(ns)?);
         }
         if let Some(mode) = self.mode() {
-            let routes = std::fs::read_to_string(self.state_dir().join("routes.txt")).unwrap_or_default();
-            s.push_str(&format!(
-                "mode {}: {} routes via the sink in {}\n",
-                mode.name(),
-                routes.lines().count(),
-                self.ns("fwd")
-            ));
-            if let Some(note) = self.routes_missing_note() {
-                s.push_str(&format!("WARNING: {note}\n"));
-            }
-            if mode == Mode::Xdp {
-                let note = crate::xdp_forwarder::attach_note(&self.state_dir());
-                s.push_str(&format!("xdp forwarder: {}\n", note.as_deref().unwrap_or("not attached")));
-            }
-            if mode != Mode::Kernel {
-                if mode == Mode::Fwdscope {
-                    s.push_str(&format!("driver {}\n", self.driver().name()));
-                }
-                match (self.forwarder_pid(), fwd_abi::Segment::open(&self.segment_path())) {
-                    (Some(pid), Ok(seg)) => {
-                        let snap = seg.snapshot();
-                        use fwd_abi::Ctr;
-                        let drops: u64 = fwd_abi::drop_counters()
-                            .map(|(i, _)| snap.workers.iter().map(|w| w.get(i).copied().unwrap_or(0)).sum::<u64>())
-                            .sum();
-                        s.push_str(&format!(
-                            "forwarder pid {pid}: rx {} tx {} dropped {} (segment {})\n",
-                            snap.total(Ctr::RxPackets),
-                            snap.total(Ctr::TxPackets),
-                            drops,
-                            self.segment_path().display()
-                        ));
-                    }
-                    _ => match self.dead_forwarder() {
-                        Some(dead) => s.push_str(&format!("forwarder: DEAD: {dead}\n")),
-                        None => s.push_str("forwarder: not running\n"),
-                    },
-                }
-            }
-            if mode == Mode::Dpdk {
-                s.push_str(&crate::dpdk::status(&self.dpdk()));
-            }
+            s.push_str(&self.mode_lines(mode));
         }
         for (file, what) in [("ingress", "input"), ("rps", "receive steered (RPS) to CPU")] {
             if let Ok(t) = std::fs::read_to_string(self.state_dir().join(file)) {
@@ -1018,6 +961,85 @@ impl Lab {
         }
         Ok(s)
     }
+
+    /// The status lines of a lab built in `mode`: its routes (and any missing), the XDP
+    /// program's attachment, the driver, the forwarder's counters (or that it is dead or
+    /// not running), DPDK's status.
+    fn mode_lines(&self, mode: Mode) -> String {
+        let mut s = String::new();
+        let routes = std::fs::read_to_string(self.state_dir().join("routes.txt")).unwrap_or_default();
+        s.push_str(&format!(
+            "mode {}: {} routes via the sink in {}\n",
+            mode.name(),
+            routes.lines().count(),
+            self.ns("fwd")
+        ));
+        if let Some(note) = self.routes_missing_note() {
+            s.push_str(&format!("WARNING: {note}\n"));
+        }
+        if mode == Mode::Xdp {
+            let note = crate::xdp_forwarder::attach_note(&self.state_dir());
+            s.push_str(&format!("xdp forwarder: {}\n", note.as_deref().unwrap_or("not attached")));
+        }
+        if mode != Mode::Kernel {
+            if mode == Mode::Fwdscope {
+                s.push_str(&format!("driver {}\n", self.driver().name()));
+            }
+            s.push_str(&self.forwarder_line());
+        }
+        if mode == Mode::Dpdk {
+            s.push_str(&crate::dpdk::status(&self.dpdk()));
+        }
+        s
+    }
+
+    /// The forwarder's status line: its PID and packet counters from its stats segment, or
+    /// that it is dead (why) or not running.
+    fn forwarder_line(&self) -> String {
+        match (self.forwarder_pid(), fwd_abi::Segment::open(&self.segment_path())) {
+            (Some(pid), Ok(seg)) => {
+                let snap = seg.snapshot();
+                use fwd_abi::Ctr;
+                let drops: u64 = fwd_abi::drop_counters()
+                    .map(|(i, _)| snap.workers.iter().map(|w| w.get(i).copied().unwrap_or(0)).sum::<u64>())
+                    .sum();
+                format!(
+                    "forwarder pid {pid}: rx {} tx {} dropped {} (segment {})\n",
+                    snap.total(Ctr::RxPackets),
+                    snap.total(Ctr::TxPackets),
+                    drops,
+                    self.segment_path().display()
+                )
+            }
+            _ => match self.dead_forwarder() {
+                Some(dead) => format!("forwarder: DEAD: {dead}\n"),
+                None => "forwarder: not running\n".to_string(),
+            },
+        }
+    }
+}
+
+/// A line per interface of namespace `ns` but `lo`: its state and packet counters.
+fn link_lines(ns: &str) -> Result<String> {
+    let mut s = String::new();
+    let json = ip(&["-n", ns, "-s", "-j", "link", "show"])?;
+    let links: serde_json::Value = serde_json::from_str(&json).context("parsing `ip -j link`")?;
+    for l in links.as_array().into_iter().flatten() {
+        let name = l["ifname"].as_str().unwrap_or("?");
+        if name == "lo" {
+            continue;
+        }
+        let st = &l["stats64"];
+        s.push_str(&format!(
+            "{ns:<12} {name:<12} {:<6} rx {:>12} pkts {:>8} dropped   tx {:>12} pkts {:>8} dropped\n",
+            l["operstate"].as_str().unwrap_or("?"),
+            st["rx"]["packets"].as_u64().unwrap_or(0),
+            st["rx"]["dropped"].as_u64().unwrap_or(0),
+            st["tx"]["packets"].as_u64().unwrap_or(0),
+            st["tx"]["dropped"].as_u64().unwrap_or(0),
+        ));
+    }
+    Ok(s)
 }
 
 /// CPUs this process may run on.
@@ -1062,17 +1084,7 @@ pub fn up(a: &UpOptions) -> Result<String> {
 
 fn up_locked(a: &UpOptions, lab: &Lab) -> Result<String> {
     let mut said = String::new();
-    if let Some(c) = a.forwarder_cpu {
-        check_cpu("--forwarder-cpu", c)?;
-    }
-    if let Some(c) = a.rps_cpu {
-        check_cpu("--rps-cpu", c)?;
-    }
-    if a.mode == Mode::Xdp {
-        if let Some(why) = crate::xdp_forwarder::unavailable() {
-            bail!("{why}");
-        }
-    }
+    check_up_options(a)?;
     let (routes, duplicates) = match (&a.table, a.routes) {
         (Some(p), _) => load_routes(p)?,
         (None, Some(n)) => (generate_routes(n)?, 0),
@@ -1087,12 +1099,48 @@ fn up_locked(a: &UpOptions, lab: &Lab) -> Result<String> {
             ));
         }
     }
-    // What this command asks for besides the routes; a lab built otherwise is rebuilt.
     let (driver, driver_why) = match a.driver {
         Some(d) => (d, format!("{}: asked for", d.name())),
         None => default_driver(),
     };
-    let spec = serde_json::json!({
+    let spec = up_spec(a, driver);
+    if !clear_for_build(a, lab, &spec, &routes, &mut said)? {
+        return Ok(format!("lab {}: already up\n", lab.name));
+    }
+    let (pid, l3fwd_said) = build_and_start(a, lab, &routes, driver, &spec)?;
+    let who = who_forwards(a, lab, pid, &driver_why);
+    said.push_str(&format!(
+        "lab {}: up: {} (198.18.0.1) -> {} (198.18.0.2 | 198.18.0.5, {who}, {} routes) -> {} (owns 198.18.0.0/15)\n",
+        lab.name,
+        lab.ns("snd"),
+        lab.ns("fwd"),
+        routes.len(),
+        lab.ns("sink")
+    ));
+    said.push_str(&how_to_start(a, lab, pid, l3fwd_said));
+    Ok(said)
+}
+
+/// The CPUs `a` names exist, and an XDP lab can attach its program here.
+fn check_up_options(a: &UpOptions) -> Result<()> {
+    if let Some(c) = a.forwarder_cpu {
+        check_cpu("--forwarder-cpu", c)?;
+    }
+    if let Some(c) = a.rps_cpu {
+        check_cpu("--rps-cpu", c)?;
+    }
+    if a.mode == Mode::Xdp {
+        if let Some(why) = crate::xdp_forwarder::unavailable() {
+            bail!("{why}");
+        }
+    }
+    Ok(())
+}
+
+/// What `a` asks for besides the routes (with `driver`), as the lab's `spec` state file
+/// holds it: a lab built otherwise is rebuilt.
+fn up_spec(a: &UpOptions, driver: LabDriver) -> String {
+    serde_json::json!({
         "mode": a.mode.name(),
         "driver": driver.name(),
         "sink": a.sink.name(),
@@ -1104,15 +1152,22 @@ fn up_locked(a: &UpOptions, lab: &Lab) -> Result<String> {
         "dpdk": (a.mode == Mode::Dpdk).then(|| (a.dpdk.pmd().name(), a.dpdk.hugepages)),
         "xdp_mode": a.xdp_mode.name(),
     })
-    .to_string();
+    .to_string()
+}
+
+/// Whether the lab is to be built: not when it is complete and built as `spec` and
+/// `routes` ask, with every route in place; otherwise whatever stands of it (built
+/// otherwise, routes missing, its forwarder dead, incomplete) is taken down, saying why in
+/// `said`.
+fn clear_for_build(a: &UpOptions, lab: &Lab, spec: &str, routes: &[(u32, u8)], said: &mut String) -> Result<bool> {
     if lab.complete()? {
         let built = std::fs::read_to_string(lab.state_dir().join("spec")).unwrap_or_default();
         // Routes count only when given: `lab up` alone keeps the table it finds.
         let same_routes = (a.table.is_none() && a.routes.is_none())
-            || std::fs::read_to_string(lab.state_dir().join("routes.txt")).is_ok_and(|t| t == routes_text(&routes));
+            || std::fs::read_to_string(lab.state_dir().join("routes.txt")).is_ok_and(|t| t == routes_text(routes));
         let missing = lab.routes_missing();
         if built == spec && same_routes && missing.is_none() {
-            return Ok(format!("lab {}: already up\n", lab.name));
+            return Ok(false);
         }
         match missing {
             Some((n, of)) if built == spec && same_routes => said.push_str(&format!(
@@ -1132,49 +1187,73 @@ fn up_locked(a: &UpOptions, lab: &Lab) -> Result<String> {
         said.push_str(&format!("lab {}: incomplete, rebuilding\n", lab.name));
         lab.down()?;
     }
+    Ok(true)
+}
+
+/// Build the lab, start its forwarder as `a` asks and record `spec`; on any failure the
+/// lab is taken down again. The forwarder's PID when one was started, and what starting
+/// l3fwd said.
+fn build_and_start(
+    a: &UpOptions,
+    lab: &Lab,
+    routes: &[(u32, u8)],
+    driver: LabDriver,
+    spec: &str,
+) -> Result<(Option<i32>, Option<String>)> {
     let queues = match a.queues {
         Some(q) => usize::from(q),
         None if a.mode == Mode::Fwdscope && driver == LabDriver::Afxdp => workers_flag(&a.forwarder_flags).clamp(1, 64),
         None => 1,
     };
     let opts = LabOptions { sink: a.sink, rps_cpu: a.rps_cpu, queues };
-    let mut l3fwd_said = None;
-    let started = lab.up(&routes, a.mode, &opts).and_then(|_| lab.set_driver(a.mode, driver)).and_then(|_| {
-        match (a.mode, a.no_start) {
-            (Mode::Fwdscope, false) => lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(Some),
-            (Mode::Fwdscope | Mode::Xdp, true) => lab.write_state("no-start", "").map(|_| None),
-            (Mode::Dpdk, no_start) => {
-                let lcore = a.forwarder_cpu.unwrap_or(cpu_count().saturating_sub(1));
-                let next_hop = match a.sink {
-                    Sink::Ip => lab.mac("sink", "k0")?,
-                    Sink::Discard => DISCARD_MAC.to_string(),
-                };
-                crate::dpdk::start(&lab.dpdk(), &a.dpdk, &routes, lcore, &next_hop, no_start).map(|(p, said)| {
-                    l3fwd_said = Some(said);
-                    p
-                })
-            }
-            (Mode::Xdp, false) => lab
-                .spawn_forwarder(
-                    &crate::xdp_forwarder::command(&lab.xdp_site(), &a.forwarder.program, a.xdp_mode),
-                    a.forwarder_cpu,
-                )
-                .map(Some),
-            _ => Ok(None),
-        }
-    });
-    let started = started.and_then(|p| lab.write_state("spec", &spec).map(|_| p));
-    let pid = match started {
-        Ok(p) => p,
+    let started = lab
+        .up(routes, a.mode, &opts)
+        .and_then(|_| lab.set_driver(a.mode, driver))
+        .and_then(|_| start_for_mode(a, lab, routes))
+        .and_then(|p| lab.write_state("spec", spec).map(|_| p));
+    match started {
+        Ok(p) => Ok(p),
         Err(e) => {
             let _ = lab.down();
-            return Err(Error::Context {
+            Err(Error::Context {
                 what: format!("lab {}: could not be built (cleaned up)", lab.name),
                 source: Box::new(e),
-            });
+            })
         }
-    };
-    let who = match (a.mode, pid) {
+    }
+}
+
+/// Start the forwarder of `a.mode` on the lab just built (or, with `no_start`, leave it
+/// for the user to run): its PID when one was started, and what starting l3fwd said.
+fn start_for_mode(a: &UpOptions, lab: &Lab, routes: &[(u32, u8)]) -> Result<(Option<i32>, Option<String>)> {
+    match (a.mode, a.no_start) {
+        (Mode::Fwdscope, false) => {
+            lab.start_forwarder(&a.forwarder, &a.forwarder_flags, a.forwarder_cpu).map(|p| (Some(p), None))
+        }
+        (Mode::Fwdscope | Mode::Xdp, true) => lab.write_state("no-start", "").map(|_| (None, None)),
+        (Mode::Dpdk, no_start) => {
+            let lcore = a.forwarder_cpu.unwrap_or(cpu_count().saturating_sub(1));
+            let next_hop = match a.sink {
+                Sink::Ip => lab.mac("sink", "k0")?,
+                Sink::Discard => DISCARD_MAC.to_string(),
+            };
+            crate::dpdk::start(&lab.dpdk(), &a.dpdk, routes, lcore, &next_hop, no_start)
+                .map(|(p, said)| (p, Some(said)))
+        }
+        (Mode::Xdp, false) => lab
+            .spawn_forwarder(
+                &crate::xdp_forwarder::command(&lab.xdp_site(), &a.forwarder.program, a.xdp_mode),
+                a.forwarder_cpu,
+            )
+            .map(|p| (Some(p), None)),
+        _ => Ok((None, None)),
+    }
+}
+
+/// Who forwards in the lab just built, for the `up` line: the kernel, or the forwarder
+/// process (`pid`, None when not started) and its packet I/O.
+fn who_forwards(a: &UpOptions, lab: &Lab, pid: Option<i32>, driver_why: &str) -> String {
+    match (a.mode, pid) {
         (Mode::Kernel, _) => "kernel forwarding".to_string(),
         (Mode::Fwdscope, Some(p)) => format!("fwdscope forwarder pid {p}, {driver_why}"),
         (Mode::Fwdscope, None) => format!("fwdscope mode, forwarder not started, {driver_why}"),
@@ -1187,15 +1266,13 @@ fn up_locked(a: &UpOptions, lab: &Lab) -> Result<String> {
             )
         }
         (Mode::Xdp, None) => "xdp mode, XDP forwarder not started".to_string(),
-    };
-    said.push_str(&format!(
-        "lab {}: up: {} (198.18.0.1) -> {} (198.18.0.2 | 198.18.0.5, {who}, {} routes) -> {} (owns 198.18.0.0/15)\n",
-        lab.name,
-        lab.ns("snd"),
-        lab.ns("fwd"),
-        routes.len(),
-        lab.ns("sink")
-    ));
+    }
+}
+
+/// The lines after the `up` line: the command that runs a forwarder left unstarted
+/// (`pid` None), and what starting l3fwd said with DPDK's memory note.
+fn how_to_start(a: &UpOptions, lab: &Lab, pid: Option<i32>, l3fwd_said: Option<String>) -> String {
+    let mut said = String::new();
     if a.mode == Mode::Fwdscope && pid.is_none() {
         said.push_str(&format!(
             "run the forwarder with: {}\n",
@@ -1215,7 +1292,7 @@ fn up_locked(a: &UpOptions, lab: &Lab) -> Result<String> {
             crate::xdp_forwarder::command(&lab.xdp_site(), &a.forwarder.program, a.xdp_mode).join(" ")
         ));
     }
-    Ok(said)
+    said
 }
 
 #[cfg(test)]

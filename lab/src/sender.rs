@@ -176,14 +176,42 @@ fn enter_netns(ns: &str) -> Result<()> {
 /// calling thread (and pins it with `cpu`): call it from a thread of its own when the
 /// caller must stay where it is.
 pub fn send(a: &SendOptions) -> Result<Sent> {
-    use forwarder::nic::afpacket::{arp_table, if_mac, neighbour_mac, AfpTx};
-    use forwarder::traffic::{DstChooser, FlowGen, TrafficProfile};
     let lab = Lab::new(&a.name)?;
-    // Sending through a lab whose forwarder died would "succeed" with nothing arriving.
+    check_lab(&lab)?;
+    let mut gen = flow_generator(a, &lab)?;
+    enter_netns(&lab.ns("snd"))?;
+    let s0 = format!("{}-s0", lab.name);
+    let macs = macs(&s0)?;
+    let (tx, via) = open_port(a, &s0)?;
+    let s0_c = std::ffi::CString::new(s0.clone()).context("interface name")?;
+    let mut buf = vec![0u8; forwarder::nic::BUF_SIZE];
+    let out = Sent {
+        packets: 0,
+        bytes: 0,
+        refused: 0,
+        seconds: 0.0,
+        pps: 0.0,
+        flows: a.flows,
+        pkts_per_flow: a.pkts_per_flow,
+        dst: format!("{:?}", a.dst).to_lowercase(),
+        size: a.size,
+        via,
+        ended: None,
+    };
+    let limit = a.duration.map(std::time::Duration::from_secs_f64);
+    let mut t = Transmit { a, tx, out, t0: std::time::Instant::now(), limit, s0, s0_c };
+    let count = a.count.unwrap_or(if a.duration.is_some() { u64::MAX } else { DEFAULT_COUNT });
+    t.run(count, &mut gen, &mut buf, macs);
+    Ok(t.finish(&lab))
+}
+
+/// A lab to send through: its forwarder alive, nothing of it missing (sending through a
+/// lab whose forwarder died, or that lacks a namespace, a link or its forwarding setting,
+/// would "succeed" with nothing arriving); routes deleted by hand are said, not refused.
+fn check_lab(lab: &Lab) -> Result<()> {
     if let Some(dead) = lab.dead_forwarder() {
         bail!("lab {}: {dead}", lab.name);
     }
-    // Likewise a lab missing a namespace, a link or its forwarding setting.
     if !lab.complete()? {
         bail!(
             "lab {}: incomplete (a namespace, a link or its forwarding setting is missing); `fwdscope lab up --name {}` \
@@ -196,6 +224,13 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
     if let Some(note) = lab.routes_missing_note() {
         eprintln!("fwdscope lab send: {note}");
     }
+    Ok(())
+}
+
+/// The traffic generator `a` asks for over the lab's route table; the calling thread is
+/// pinned to `a.cpu` (when given) before the generator's destination table is built.
+fn flow_generator(a: &SendOptions, lab: &Lab) -> Result<forwarder::traffic::FlowGen> {
+    use forwarder::traffic::{DstChooser, FlowGen, TrafficProfile};
     let routes_path = lab.state_dir().join("routes.txt");
     let table = forwarder::table::RouteTable::load(&routes_path, &forwarder::table::LoadOptions::default())
         .with_context(|| format!("lab {}: is it up? (no route table)", lab.name))?;
@@ -216,147 +251,201 @@ pub fn send(a: &SendOptions) -> Result<Sent> {
         }
     }
     let chooser = std::sync::Arc::new(DstChooser::new(&table.routes, a.dst, a.seed)?);
-    let mut gen = FlowGen::new(&profile, chooser, 0, 1);
-    enter_netns(&lab.ns("snd"))?;
-    let s0 = format!("{}-s0", lab.name);
-    let src = if_mac(&s0)?;
-    let dst = neighbour_mac(&arp_table()?, std::net::Ipv4Addr::new(198, 18, 0, 2), &s0)
+    Ok(FlowGen::new(&profile, chooser, 0, 1))
+}
+
+/// The frames' source and destination MACs: the sender interface `s0`'s own, and its
+/// neighbour's, the forwarding namespace's 198.18.0.2.
+fn macs(s0: &str) -> Result<([u8; 6], [u8; 6])> {
+    use forwarder::nic::afpacket::{arp_table, if_mac, neighbour_mac};
+    let src = if_mac(s0)?;
+    let dst = neighbour_mac(&arp_table()?, std::net::Ipv4Addr::new(198, 18, 0, 2), s0)
         .context("no neighbour entry for 198.18.0.2 in the sender namespace (rebuild the lab)")?;
+    Ok((src, dst))
+}
+
+/// The port on interface `s0` that `a.via` asks for (default: afxdp where it works), and
+/// which it is.
+fn open_port(a: &SendOptions, s0: &str) -> Result<(Port, Via)> {
     // With several queues (an afxdp lab with several workers) the flows must spread over
     // them, as a NIC's RSS would: the device's queue selection hashes each flow; with one,
     // the qdisc is bypassed (PACKET_QDISC_BYPASS picks the sending CPU's queue).
-    let queues = forwarder::nic::afxdp::queue_counts(&s0).1;
+    let queues = forwarder::nic::afxdp::queue_counts(s0).1;
     let via = a.via.unwrap_or_else(|| match crate::netns::default_driver().0 {
         crate::netns::LabDriver::Afxdp => Via::Afxdp,
         crate::netns::LabDriver::Afpacket => Via::Afpacket,
     });
-    let mut tx = match via {
-        Via::Afpacket => Port::Afp(AfpTx::open_with(&s0, queues <= 1)?),
-        Via::Afxdp => Port::Xdp(forwarder::nic::afxdp::XskTx::open(&s0)?),
+    let tx = match via {
+        Via::Afpacket => Port::Afp(forwarder::nic::afpacket::AfpTx::open_with(s0, queues <= 1)?),
+        Via::Afxdp => Port::Xdp(forwarder::nic::afxdp::XskTx::open(s0)?),
     };
-    let mut buf = vec![0u8; forwarder::nic::BUF_SIZE];
-    let t0 = std::time::Instant::now();
-    let limit = a.duration.map(std::time::Duration::from_secs_f64);
-    let (mut queued, mut out) = (
-        0u64,
-        Sent {
-            packets: 0,
-            bytes: 0,
-            refused: 0,
-            seconds: 0.0,
-            pps: 0.0,
-            flows: a.flows,
-            pkts_per_flow: a.pkts_per_flow,
-            dst: format!("{:?}", a.dst).to_lowercase(),
-            size: a.size,
-            via,
-            ended: None,
-        },
-    );
-    let account = |d: forwarder::nic::afpacket::TxDone, out: &mut Sent| {
-        out.packets += d.sent;
-        out.bytes += d.bytes;
-        out.refused += d.refused;
-    };
-    // The clock is read every 64 frames at full speed (reading it per frame cost the
-    // sender about 4% of its CPU), every frame when paced.
-    let expired = |t0: std::time::Instant| limit.is_some_and(|l| t0.elapsed() >= l);
-    let mut done = expired(t0);
-    let count = a.count.unwrap_or(if a.duration.is_some() { u64::MAX } else { DEFAULT_COUNT });
-    let s0_c = std::ffi::CString::new(s0.clone()).context("interface name")?;
-    // The interface is gone when the lab is taken down (or changed) under the sender, or
-    // cannot send when it was set down or lost its peer (no carrier).
-    let gone = || {
+    Ok((tx, via))
+}
+
+/// The generator's next frame into `buf`, addressed from `src` to `dst` and kept off the
+/// lab's links; its length.
+fn next_frame(gen: &mut forwarder::traffic::FlowGen, buf: &mut [u8], (src, dst): ([u8; 6], [u8; 6])) -> usize {
+    let len = usize::from(gen.next_frame(buf));
+    buf[0..6].copy_from_slice(&dst);
+    buf[6..12].copy_from_slice(&src);
+    keep_off_lab_links(buf);
+    len
+}
+
+/// A send in progress: the port, what was sent so far, and when it is to end.
+struct Transmit<'a> {
+    a: &'a SendOptions,
+    tx: Port,
+    out: Sent,
+    t0: std::time::Instant,
+    limit: Option<std::time::Duration>,
+    /// The sender's interface, by name and as the C string the kernel is asked about.
+    s0: String,
+    s0_c: std::ffi::CString,
+}
+
+impl Transmit<'_> {
+    /// Whether the duration asked for is up.
+    fn expired(&self) -> bool {
+        self.limit.is_some_and(|l| self.t0.elapsed() >= l)
+    }
+
+    /// Whether a signal asked the sending to end.
+    fn stopped(&self) -> bool {
+        self.a.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Why the interface cannot send anymore, if it cannot: gone when the lab is taken down
+    /// (or changed) under the sender, set down, or without carrier when it lost its peer.
+    fn gone(&self) -> Option<String> {
+        let s0 = &self.s0;
         // SAFETY: if_nametoindex reads the NUL-terminated name it is given.
-        if unsafe { libc::if_nametoindex(s0_c.as_ptr()) } == 0 {
+        if unsafe { libc::if_nametoindex(self.s0_c.as_ptr()) } == 0 {
             return Some(format!("interface {s0} went away (the lab was taken down or changed)"));
         }
-        match if_flags(&s0_c) {
+        match if_flags(&self.s0_c) {
             Some(f) if f & libc::IFF_UP as i32 == 0 => Some(format!("interface {s0} was set down")),
             Some(f) if f & libc::IFF_RUNNING as i32 == 0 => {
                 Some(format!("interface {s0} lost its carrier (its peer in the forwarding namespace is down or gone)"))
             }
             _ => None,
         }
-    };
-    let stopped = || a.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
-    while queued < count && !done {
-        if let Some(r) = a.rate {
-            // Paced: never ahead of rate x elapsed.
-            let due = (t0.elapsed().as_secs_f64() * r) as u64;
-            if queued >= due {
-                tx.kick();
-                account(tx.reclaim(), &mut out);
-                std::thread::sleep(std::time::Duration::from_micros(50));
-                done = expired(t0);
+    }
+
+    /// Count what the kernel reports done.
+    fn account(&mut self, d: forwarder::nic::afpacket::TxDone) {
+        self.out.packets += d.sent;
+        self.out.bytes += d.bytes;
+        self.out.refused += d.refused;
+    }
+
+    /// Let the kernel send what is queued, and count what it sent.
+    fn kick_and_count(&mut self) {
+        self.tx.kick();
+        let d = self.tx.reclaim();
+        self.account(d);
+    }
+
+    /// Send up to `count` frames of `gen` (through `buf`, addressed by `macs`): paced by
+    /// `--rate` if given, until the duration is up, a signal comes or the interface goes.
+    /// The clock is read every 64 frames at full speed (reading it per frame cost the
+    /// sender about 4% of its CPU), every frame when paced.
+    fn run(&mut self, count: u64, gen: &mut forwarder::traffic::FlowGen, buf: &mut [u8], macs: ([u8; 6], [u8; 6])) {
+        let mut done = self.expired();
+        let mut queued = 0u64;
+        while queued < count && !done {
+            if self.ahead_of_pace(queued) {
+                done = self.expired();
                 continue;
             }
+            let len = next_frame(gen, buf, macs);
+            self.push_waiting(&buf[..len], &mut done);
+            if done || self.out.ended.is_some() {
+                break;
+            }
+            queued += 1;
+            if queued % 64 == 0 {
+                self.kick_and_count();
+                done = self.expired();
+                if self.stopped() {
+                    self.out.ended = Some("stopped by a signal".into());
+                    break;
+                }
+            } else if self.a.rate.is_some() {
+                done = self.expired();
+            }
         }
-        let len = usize::from(gen.next_frame(&mut buf));
-        buf[0..6].copy_from_slice(&dst);
-        buf[6..12].copy_from_slice(&src);
-        keep_off_lab_links(&mut buf);
+    }
+
+    /// Paced: whether `queued` frames are ahead of rate x elapsed; then the kernel is let
+    /// send and the sender waits 50 µs.
+    fn ahead_of_pace(&mut self, queued: u64) -> bool {
+        let Some(r) = self.a.rate else { return false };
+        let due = (self.t0.elapsed().as_secs_f64() * r) as u64;
+        if queued < due {
+            return false;
+        }
+        self.kick_and_count();
+        std::thread::sleep(std::time::Duration::from_micros(50));
+        true
+    }
+
+    /// Queue `frame`, waiting while every slot is with the kernel (back-pressure, no loss);
+    /// a ring that stays full is checked every 1024 tries: the time up (`done`), a signal
+    /// or the interface gone (`ended`) end the wait with the frame unsent.
+    fn push_waiting(&mut self, frame: &[u8], done: &mut bool) {
         let mut spins = 0u32;
-        while !tx.push(&buf[..len]) {
-            // Every slot with the kernel: let it send, then retry (back-pressure, no loss).
-            tx.kick();
-            account(tx.reclaim(), &mut out);
+        while !self.tx.push(frame) {
+            // Every slot with the kernel: let it send, then retry.
+            self.kick_and_count();
             std::thread::yield_now();
             spins += 1;
-            // A ring that stays full: the time is up, a signal came, or the interface went.
             if spins % 1024 == 0 {
-                done = expired(t0);
-                if stopped() {
-                    out.ended = Some("stopped by a signal".into());
-                } else if let Some(why) = gone() {
-                    out.ended = Some(why);
+                *done = self.expired();
+                if self.stopped() {
+                    self.out.ended = Some("stopped by a signal".into());
+                } else if let Some(why) = self.gone() {
+                    self.out.ended = Some(why);
                 }
-                if done || out.ended.is_some() {
+                if *done || self.out.ended.is_some() {
                     break;
                 }
             }
         }
-        if done || out.ended.is_some() {
-            break;
-        }
-        queued += 1;
-        if queued % 64 == 0 {
-            tx.kick();
-            account(tx.reclaim(), &mut out);
-            done = expired(t0);
-            if stopped() {
-                out.ended = Some("stopped by a signal".into());
-                break;
+    }
+
+    /// The send's end: what the kernel still holds is waited for (briefly when the
+    /// interface is gone) and counted, the rate computed, and why it ended early said (the
+    /// interface gone or stuck, the lab changed under it).
+    fn finish(mut self, lab: &Lab) -> Sent {
+        if self.out.ended.is_none() {
+            if let Some(why) = self.gone() {
+                self.out.ended = Some(why);
             }
-        } else if a.rate.is_some() {
-            done = expired(t0);
         }
-    }
-    if out.ended.is_none() {
-        if let Some(why) = gone() {
-            out.ended = Some(why);
+        let d = self.tx.drain(if self.out.ended.is_some() { 200 } else { 2000 });
+        self.account(d);
+        let out = &mut self.out;
+        out.seconds = self.t0.elapsed().as_secs_f64();
+        out.pps = out.packets as f64 / out.seconds.max(1e-9);
+        if self.tx.in_flight() > 0 && out.ended.is_none() {
+            out.ended = Some(format!(
+                "{} frames were still with the kernel after 2 s (interface {} stopped sending)",
+                self.tx.in_flight(),
+                self.s0
+            ));
         }
+        // A lab changed under the send (a link of the forwarding namespace or the sink
+        // deleted or set down): what was sent after that went nowhere.
+        if out.ended.is_none() && !lab.complete().unwrap_or(false) {
+            out.ended = Some(
+                "the lab is incomplete after the send (a namespace, a link or its forwarding setting went away \
+                 during it): the packets sent after that were not forwarded"
+                    .into(),
+            );
+        }
+        self.out
     }
-    // What the kernel still holds is waited for (briefly when the interface is gone).
-    account(tx.drain(if out.ended.is_some() { 200 } else { 2000 }), &mut out);
-    out.seconds = t0.elapsed().as_secs_f64();
-    out.pps = out.packets as f64 / out.seconds.max(1e-9);
-    if tx.in_flight() > 0 && out.ended.is_none() {
-        out.ended = Some(format!(
-            "{} frames were still with the kernel after 2 s (interface {s0} stopped sending)",
-            tx.in_flight()
-        ));
-    }
-    // A lab changed under the send (a link of the forwarding namespace or the sink deleted
-    // or set down): what was sent after that went nowhere.
-    if out.ended.is_none() && !lab.complete().unwrap_or(false) {
-        out.ended = Some(
-            "the lab is incomplete after the send (a namespace, a link or its forwarding setting went away during \
-             it): the packets sent after that were not forwarded"
-                .into(),
-        );
-    }
-    Ok(out)
 }
 
 /// The flags of interface `name` in this network namespace (SIOCGIFFLAGS), or None.

@@ -231,43 +231,9 @@ pub fn run(a: &XdpForwardArgs, site: &Site, stop: &AtomicBool) -> Result<String>
     let _ = std::io::stdout().flush();
     let state = site.state_dir.join("xdp-attach");
     std::fs::write(&state, format!("{said}\n")).map_err(|e| Error::Io { path: state, source: e })?;
-    let driver = if flags == XDP_FLAGS_DRV_MODE { "xdp-native" } else { "xdp-generic" };
-    let other = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
-    let config = fwd_abi::Published {
-        config: fwd_abi::published::PublishedConfig {
-            driver: Some(driver.into()),
-            workers: Some(cpus),
-            workers_are_cpus: Some(true),
-            fib: Some("kernel (bpf_fib_lookup)".into()),
-            cache: Some("none".into()),
-            prefetch: Some(fwd_abi::Prefetch::NONE),
-            stage_clock: Some(false),
-            other: other(serde_json::json!({"in": f0, "out": f1, "program": xdp::FWD_PROGRAM, "prog_id": prog_id})),
-            ..Default::default()
-        },
-        info: fwd_abi::published::PublishedInfo {
-            tsc_hz: Some(0),
-            other: other(serde_json::json!({ "attach": said })),
-            ..Default::default()
-        },
-    }
-    .to_json();
+    let config = published_config(&f0, &f1, flags, cpus, prog_id, &said);
     let seg = fwd_abi::Segment::create(&site.segment, cpus, &config, 0).context("creating the stats segment")?;
-    let publish = |seg: &fwd_abi::Segment| -> Result<[u64; COUNTERS.len()]> {
-        let per_cpu = lib.read_counters(stats, cpus).context("reading the XDP forwarder's counters")?;
-        let mut values = vec![0u64; fwd_abi::N_COUNTERS];
-        let mut total = [0u64; COUNTERS.len()];
-        let now = fwd_abi::rows::mono_ns();
-        for (cpu, c) in per_cpu.iter().enumerate() {
-            for (k, (_, ctr)) in COUNTERS.iter().enumerate() {
-                values[*ctr as usize] = c[k];
-                total[k] += c[k];
-            }
-            values[fwd_abi::Ctr::PublishMonoNs as usize] = now;
-            seg.publish(cpu, &values);
-        }
-        Ok(total)
-    };
+    let publish = |seg: &fwd_abi::Segment| publish_counters(lib, stats, cpus, seg);
     publish(&seg)?;
     seg.set_state(fwd_abi::State::Running);
     let interval = std::time::Duration::from_millis(a.interval_ms);
@@ -291,6 +257,56 @@ pub fn run(a: &XdpForwardArgs, site: &Site, stop: &AtomicBool) -> Result<String>
         return Err(Error::Config(format!("{s}; but: {}", problems.join("; "))));
     }
     Ok(s)
+}
+
+/// The configuration the stats segment publishes for the XDP forwarder on `f0` (out
+/// `f1`): its attach mode (`flags`) and what `said` about it, a worker block per CPU, the
+/// kernel's FIB, no cache, no stage clocks.
+fn published_config(f0: &str, f1: &str, flags: u32, cpus: usize, prog_id: u32, said: &str) -> String {
+    let driver = if flags == XDP_FLAGS_DRV_MODE { "xdp-native" } else { "xdp-generic" };
+    let other = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+    fwd_abi::Published {
+        config: fwd_abi::published::PublishedConfig {
+            driver: Some(driver.into()),
+            workers: Some(cpus),
+            workers_are_cpus: Some(true),
+            fib: Some("kernel (bpf_fib_lookup)".into()),
+            cache: Some("none".into()),
+            prefetch: Some(fwd_abi::Prefetch::NONE),
+            stage_clock: Some(false),
+            other: other(serde_json::json!({"in": f0, "out": f1, "program": xdp::FWD_PROGRAM, "prog_id": prog_id})),
+            ..Default::default()
+        },
+        info: fwd_abi::published::PublishedInfo {
+            tsc_hz: Some(0),
+            other: other(serde_json::json!({ "attach": said })),
+            ..Default::default()
+        },
+    }
+    .to_json()
+}
+
+/// Publish the program's per-CPU counters (map `stats`, `cpus` of them) into `seg`, one
+/// worker block per CPU stamped now; their totals over the CPUs.
+fn publish_counters(
+    lib: &xdp::Libbpf,
+    stats: c_int,
+    cpus: usize,
+    seg: &fwd_abi::Segment,
+) -> Result<[u64; COUNTERS.len()]> {
+    let per_cpu = lib.read_counters(stats, cpus).context("reading the XDP forwarder's counters")?;
+    let mut values = vec![0u64; fwd_abi::N_COUNTERS];
+    let mut total = [0u64; COUNTERS.len()];
+    let now = fwd_abi::rows::mono_ns();
+    for (cpu, c) in per_cpu.iter().enumerate() {
+        for (k, (_, ctr)) in COUNTERS.iter().enumerate() {
+            values[*ctr as usize] = c[k];
+            total[k] += c[k];
+        }
+        values[fwd_abi::Ctr::PublishMonoNs as usize] = now;
+        seg.publish(cpu, &values);
+    }
+    Ok(total)
 }
 
 /// The lab's XDP attach line (`lab status`, `lab up`), as the forwarder wrote it in the

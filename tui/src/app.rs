@@ -16,6 +16,7 @@ use collector::session::{RecordOptions, Target};
 use compare::live::{AbStatus, LiveChange, LiveSetting};
 use fwd_abi::{CacheMode, Prefetch, Segment};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -439,37 +440,7 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
             let model = Model::new(format!("replay {}", dir.display()), Attributor::new(sym, rules));
             (source::replay(dir.clone(), opts.speed)?, model, false, TempDir(None))
         }
-        t => {
-            let (target, what, control) = match t {
-                TopTarget::Forwarder { program, args } => {
-                    (Target::Forwarder { program: program.clone(), args: args.clone() }, "forwarder".to_string(), true)
-                }
-                // An in-kernel forwarder's process (the lab's XDP forwarder) does its work
-                // in every CPU's softirq: its samples are the whole machine's.
-                TopTarget::Pid(p)
-                    if fwd_abi::Segment::find_for(*p as u32).is_some_and(|s| collector::stat::workers_are_cpus(&s)) =>
-                {
-                    (Target::All, format!("pid {p}'s in-kernel forwarder, every CPU"), false)
-                }
-                TopTarget::Pid(p) => (Target::Pid(*p), format!("pid {p}"), false),
-                _ => (Target::All, "system-wide".to_string(), false),
-            };
-            let (dir, tmp) = match &opts.output {
-                Some(d) => (d.clone(), TempDir(None)),
-                None => {
-                    let d = std::env::temp_dir().join(format!("fwdscope-top-{}", std::process::id()));
-                    let _ = std::fs::remove_dir_all(&d);
-                    (d.clone(), TempDir(Some(d)))
-                }
-            };
-            let mut ro = RecordOptions::new(dir, target);
-            ro.force = opts.output.is_none();
-            ro.freq = Some(opts.freq);
-            ro.callchain = opts.callchain;
-            ro.command = std::env::args().collect();
-            let sym = Symbolizer::new(Vec::new(), Kallsyms::current());
-            (source::live(ro), Model::new(what, Attributor::new(sym, rules)), control, tmp)
-        }
+        t => live_source(t, opts, rules),
     };
     let mut app = App {
         model,
@@ -487,62 +458,7 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
     let tty = Tty::open().map_err(Error::Terminal)?;
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
     let mut stats = RunStats::default();
-    let result = (|| -> Result<Ending> {
-        terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
-        stats.frames += 1;
-        stats.first_frame = Some(t_start.elapsed());
-        let mut next_tick = Instant::now() + opts.interval;
-        loop {
-            if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
-                return Ok(Ending::Stopped);
-            }
-            let wait = next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
-            let mut redraw = false;
-            // crossterm reads only when bytes wait (see `tty`); then every event it parsed
-            // from them, so keys pressed together are all taken.
-            match tty.wait(wait) {
-                Input::Gone(why) => return Ok(Ending::TerminalGone(why)),
-                Input::Timeout => {}
-                Input::Ready => {
-                    for _ in 0..256 {
-                        if !event::poll(Duration::ZERO)? {
-                            break;
-                        }
-                        if let Event::Key(k) = event::read()? {
-                            if k.kind != KeyEventKind::Release {
-                                if !app.key(k.code, k.modifiers) {
-                                    return Ok(Ending::Quit);
-                                }
-                                redraw = true;
-                            }
-                        }
-                    }
-                }
-            }
-            app.drain();
-            app.ab_update();
-            if Instant::now() >= next_tick {
-                next_tick += opts.interval;
-                if !app.ui.paused {
-                    app.model.tick();
-                    app.confirm();
-                    if stats.first_data.is_none() && (app.model.interval_samples > 0 || app.model.rates.tx_mpps > 0.0) {
-                        stats.first_data = Some(t_start.elapsed());
-                    }
-                }
-                redraw = true;
-                if opts.iterations.is_some_and(|n| app.model.ticks >= n) {
-                    terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
-                    stats.frames += 1;
-                    return Ok(Ending::Iterations);
-                }
-            }
-            if redraw {
-                terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
-                stats.frames += 1;
-            }
-        }
-    })();
+    let result = event_loop(&mut app, &mut terminal, &tty, opts, &mut stats, t_start);
     // A terminal that went away fails the next draw or read with EIO before a poll sees
     // the hang-up: that is the terminal gone too, not an error of top's.
     let result = match result {
@@ -561,4 +477,118 @@ pub fn run(opts: &TopOptions) -> Result<RunStats> {
     stats.wall = t_start.elapsed();
     stats.source_cpu = app.source.finish();
     result.map(|ended| RunStats { ended, ..stats })
+}
+
+/// The live source of target `t` (the collector recording it, into `--output` or a
+/// temporary directory), its model, whether the keys control a forwarder, and the
+/// temporary directory to remove at exit.
+fn live_source(t: &TopTarget, opts: &TopOptions, rules: Rules) -> (Source, Model, bool, TempDir) {
+    let (target, what, control) = match t {
+        TopTarget::Forwarder { program, args } => {
+            (Target::Forwarder { program: program.clone(), args: args.clone() }, "forwarder".to_string(), true)
+        }
+        // An in-kernel forwarder's process (the lab's XDP forwarder) does its work
+        // in every CPU's softirq: its samples are the whole machine's.
+        TopTarget::Pid(p)
+            if fwd_abi::Segment::find_for(*p as u32).is_some_and(|s| collector::stat::workers_are_cpus(&s)) =>
+        {
+            (Target::All, format!("pid {p}'s in-kernel forwarder, every CPU"), false)
+        }
+        TopTarget::Pid(p) => (Target::Pid(*p), format!("pid {p}"), false),
+        _ => (Target::All, "system-wide".to_string(), false),
+    };
+    let (dir, tmp) = match &opts.output {
+        Some(d) => (d.clone(), TempDir(None)),
+        None => {
+            let d = std::env::temp_dir().join(format!("fwdscope-top-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            (d.clone(), TempDir(Some(d)))
+        }
+    };
+    let mut ro = RecordOptions::new(dir, target);
+    ro.force = opts.output.is_none();
+    ro.freq = Some(opts.freq);
+    ro.callchain = opts.callchain;
+    ro.command = std::env::args().collect();
+    let sym = Symbolizer::new(Vec::new(), Kallsyms::current());
+    (source::live(ro), Model::new(what, Attributor::new(sym, rules)), control, tmp)
+}
+
+/// Draw a frame of `app` and count it.
+fn draw(terminal: &mut ratatui::DefaultTerminal, app: &App, stats: &mut RunStats) -> Result<()> {
+    terminal.draw(|f| view::draw(f, &app.model, &app.ui))?;
+    stats.frames += 1;
+    Ok(())
+}
+
+/// The loop: keys as they come, the source drained, the model ticked once per interval,
+/// a redraw after either; until a quit key, the `stop` flag, `iterations` or the terminal
+/// going away.
+fn event_loop(
+    app: &mut App,
+    terminal: &mut ratatui::DefaultTerminal,
+    tty: &Tty,
+    opts: &TopOptions,
+    stats: &mut RunStats,
+    t_start: Instant,
+) -> Result<Ending> {
+    draw(terminal, app, stats)?;
+    stats.first_frame = Some(t_start.elapsed());
+    let mut next_tick = Instant::now() + opts.interval;
+    loop {
+        if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Ok(Ending::Stopped);
+        }
+        let wait = next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
+        let mut redraw = false;
+        match tty.wait(wait) {
+            Input::Gone(why) => return Ok(Ending::TerminalGone(why)),
+            Input::Timeout => {}
+            Input::Ready => match take_keys(app)? {
+                ControlFlow::Break(ending) => return Ok(ending),
+                ControlFlow::Continue(taken) => redraw |= taken,
+            },
+        }
+        app.drain();
+        app.ab_update();
+        if Instant::now() >= next_tick {
+            next_tick += opts.interval;
+            if !app.ui.paused {
+                app.model.tick();
+                app.confirm();
+                if stats.first_data.is_none() && (app.model.interval_samples > 0 || app.model.rates.tx_mpps > 0.0) {
+                    stats.first_data = Some(t_start.elapsed());
+                }
+            }
+            redraw = true;
+            if opts.iterations.is_some_and(|n| app.model.ticks >= n) {
+                draw(terminal, app, stats)?;
+                return Ok(Ending::Iterations);
+            }
+        }
+        if redraw {
+            draw(terminal, app, stats)?;
+        }
+    }
+}
+
+/// The keys waiting: crossterm reads only when bytes wait (see `tty`); then every event it
+/// parsed from them, so keys pressed together are all taken. Breaks at a quit key;
+/// otherwise whether a key was taken.
+fn take_keys(app: &mut App) -> Result<ControlFlow<Ending, bool>> {
+    let mut taken = false;
+    for _ in 0..256 {
+        if !event::poll(Duration::ZERO)? {
+            break;
+        }
+        if let Event::Key(k) = event::read()? {
+            if k.kind != KeyEventKind::Release {
+                if !app.key(k.code, k.modifiers) {
+                    return Ok(ControlFlow::Break(Ending::Quit));
+                }
+                taken = true;
+            }
+        }
+    }
+    Ok(ControlFlow::Continue(taken))
 }

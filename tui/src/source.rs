@@ -13,7 +13,7 @@ use collector::stream::{channel, Batch, StreamSender};
 use fwd_abi::{segment_rows, Segment};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -202,65 +202,92 @@ pub fn replay(dir: PathBuf, speed: f64) -> crate::Result<Source> {
     if !problems.is_empty() {
         let _ = ntx.send(Notice::Warning(format!("WARNING: {}", problems.join("; "))));
     }
-    let meta = rec.meta.clone();
     let speed = if speed > 0.0 { speed } else { 1.0 };
-    let thread = std::thread::Builder::new()
-        .name("top-replay".into())
-        .spawn(move || {
-            let send = |b: Batch| tx.send(b).is_ok();
-            send(Batch::Maps(maps));
-            // Thread events up front: the start-up split needs the workers' FORKs.
-            send(Batch::Tasks(tasks));
-            send(Batch::Started {
-                sampling: meta.sampling.clone(),
-                counting: meta.counting.clone(),
-                target_pid: meta.target_pid,
-            });
-            let t0 = samples.first().map(|s| s.time).into_iter().chain(counters.first().map(|c| c.time)).min();
-            let Some(t0) = t0 else {
-                send(Batch::Ended("replay: the recording is empty".into()));
-                return thread_cpu();
-            };
-            let mut start = Instant::now();
-            let (mut si, mut ci) = (0usize, 0usize);
-            let step = Duration::from_millis(50);
-            loop {
-                if s2.load(Ordering::Relaxed) {
-                    break;
-                }
-                if p2.load(Ordering::Relaxed) {
-                    std::thread::sleep(step);
-                    start += step;
-                    continue;
-                }
-                let now = t0 + (start.elapsed().as_secs_f64() * speed * 1e9) as u64;
-                let from = si;
-                while si < samples.len() && samples[si].time <= now {
-                    si += 1;
-                }
-                if si > from && !send(Batch::Samples(samples[from..si].to_vec())) {
-                    break;
-                }
-                while ci < counters.len() && counters[ci].time <= now {
-                    let t = counters[ci].time;
-                    let mut rows = Vec::new();
-                    while ci < counters.len() && counters[ci].time == t {
-                        rows.push(counters[ci].clone());
-                        ci += 1;
-                    }
-                    if !send(Batch::Counters { time: t, rows }) {
-                        break;
-                    }
-                }
-                if si == samples.len() && ci == counters.len() {
-                    let secs = now.saturating_sub(t0) as f64 / 1e9;
-                    send(Batch::Ended(format!("replay finished ({secs:.1} s recorded)")));
-                    break;
-                }
-                std::thread::sleep(step);
-            }
-            thread_cpu()
-        })
-        .ok();
+    let playback = Playback { samples, counters, maps, tasks, meta: rec.meta.clone(), speed };
+    let thread = std::thread::Builder::new().name("top-replay".into()).spawn(move || playback.play(&tx, &s2, &p2)).ok();
     Ok(Source { batches: rx, notices: nrx, stop, paused, thread })
+}
+
+/// A recording's contents to play back: samples and counter rows sorted by time.
+struct Playback {
+    samples: Vec<collector::records::Sample>,
+    counters: Vec<collector::recording::CounterRow>,
+    maps: Vec<collector::records::Mapping>,
+    tasks: Vec<collector::records::TaskEvent>,
+    meta: collector::recording::Meta,
+    /// Recorded seconds per second played (1.0: as recorded).
+    speed: f64,
+}
+
+impl Playback {
+    /// The replay thread: maps, thread events and the start first, then samples and
+    /// counter snapshots as their recorded time comes (a pause holds the clock), until the
+    /// end, `stop` or the screen going away; returns the thread's CPU time.
+    fn play(self, tx: &SyncSender<Batch>, stop: &AtomicBool, paused: &AtomicBool) -> Duration {
+        let Playback { samples, counters, maps, tasks, meta, speed } = self;
+        let send = |b: Batch| tx.send(b).is_ok();
+        send(Batch::Maps(maps));
+        // Thread events up front: the start-up split needs the workers' FORKs.
+        send(Batch::Tasks(tasks));
+        send(Batch::Started {
+            sampling: meta.sampling.clone(),
+            counting: meta.counting.clone(),
+            target_pid: meta.target_pid,
+        });
+        let t0 = samples.first().map(|s| s.time).into_iter().chain(counters.first().map(|c| c.time)).min();
+        let Some(t0) = t0 else {
+            send(Batch::Ended("replay: the recording is empty".into()));
+            return thread_cpu();
+        };
+        let mut start = Instant::now();
+        let (mut si, mut ci) = (0usize, 0usize);
+        let step = Duration::from_millis(50);
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if paused.load(Ordering::Relaxed) {
+                std::thread::sleep(step);
+                start += step;
+                continue;
+            }
+            let now = t0 + (start.elapsed().as_secs_f64() * speed * 1e9) as u64;
+            let from = si;
+            while si < samples.len() && samples[si].time <= now {
+                si += 1;
+            }
+            if si > from && !send(Batch::Samples(samples[from..si].to_vec())) {
+                break;
+            }
+            send_counters_until(&counters, &mut ci, now, &send);
+            if si == samples.len() && ci == counters.len() {
+                let secs = now.saturating_sub(t0) as f64 / 1e9;
+                send(Batch::Ended(format!("replay finished ({secs:.1} s recorded)")));
+                break;
+            }
+            std::thread::sleep(step);
+        }
+        thread_cpu()
+    }
+}
+
+/// Send the counter snapshots of `counters` from `*ci` up to time `now`, one batch per
+/// snapshot time, moving `*ci` past them; stops at the first batch `send` fails to deliver.
+fn send_counters_until(
+    counters: &[collector::recording::CounterRow],
+    ci: &mut usize,
+    now: u64,
+    send: &dyn Fn(Batch) -> bool,
+) {
+    while *ci < counters.len() && counters[*ci].time <= now {
+        let t = counters[*ci].time;
+        let mut rows = Vec::new();
+        while *ci < counters.len() && counters[*ci].time == t {
+            rows.push(counters[*ci].clone());
+            *ci += 1;
+        }
+        if !send(Batch::Counters { time: t, rows }) {
+            break;
+        }
+    }
 }

@@ -275,9 +275,33 @@ pub fn fit(v: f64, width: usize) -> String {
     human(v)
 }
 
+/// The header: the target and the forwarder's settings, the events sampled, the rates with
+/// what bounds them, and the rate sparkline.
 fn header(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
     let paused = if ui.paused { "[paused] " } else { "" };
     let width = area.width.saturating_sub(paused.len() as u16);
+    let title = Line::from(vec![
+        Span::styled(paused, Style::new().fg(Color::Yellow)),
+        Span::styled(fit_line(&title_forms(m, ui), width), Style::new().add_modifier(Modifier::BOLD)),
+    ]);
+    let events = fit_line(&[m.events_line(), m.events_line_short()], area.width);
+    let events = Line::from(Span::styled(events, Style::new().fg(Color::Gray)));
+    let rates = fit_line(&rate_forms(m), area.width);
+    let [l0, l1, l2] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
+    f.render_widget(Paragraph::new(title), l0);
+    f.render_widget(Paragraph::new(events), l1);
+    let w = (rates.chars().count() as u16).min(l2.width);
+    let [text, spark] = Layout::horizontal([Constraint::Length(w), Constraint::Min(0)]).areas(l2);
+    f.render_widget(Paragraph::new(rates), text);
+    // tx kpps over the last minute, newest on the right.
+    let data: Vec<u64> = m.history.iter().map(|h| (h.tx_mpps * 1000.0).round() as u64).collect();
+    let skip = data.len().saturating_sub(spark.width as usize);
+    f.render_widget(Sparkline::default().data(&data[skip..]).style(Style::new().fg(Color::Green)), spark);
+}
+
+/// The header's title line, longest form first: the target and, with a forwarder, its
+/// driver, workers, cache mode, FIB and prefetch depth.
+fn title_forms(m: &Model, ui: &Ui) -> Vec<String> {
     // The target: a replay's directory by its last name when space is short.
     let short_target = match m.target.strip_prefix("replay ") {
         Some(dir) => format!(
@@ -286,44 +310,36 @@ fn header(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
         ),
         None => m.target.clone(),
     };
-    let forms: Vec<String> = match &m.forwarder {
-        Some(fw) => {
-            // A setting requested and not yet running: both, the request first.
-            let (cache, cache_short) = match &ui.requested_cache {
-                Some(r) => (format!("requested {r} (running {})", fw.cache), format!("{r} (running {})", fw.cache)),
-                None => (fw.cache.clone(), fw.cache.clone()),
-            };
-            let (pf, pf_short) = match ui.requested_prefetch {
-                Some(r) => {
-                    (format!("requested {r} (running {})", fw.prefetch), format!("{r} (running {})", fw.prefetch))
-                }
-                None => (fw.prefetch.to_string(), fw.prefetch.to_string()),
-            };
-            let workers = format!("{} worker{}", fw.workers, if fw.workers == 1 { "" } else { "s" });
-            vec![
-                format!(
-                    "fwdscope top · {} · {} · {workers} · cache {cache} · fib {} · prefetch {pf}",
-                    m.target, fw.driver, fw.fib
-                ),
-                format!(
-                    "top · {short_target} · {} · {workers} · cache {cache} · fib {} · prefetch {pf}",
-                    fw.driver, fw.fib
-                ),
-                format!(
-                    "prefetch {pf_short} · cache {cache_short} · fib {} · {} {}w · {short_target}",
-                    fw.fib, fw.driver, fw.workers
-                ),
-                format!("pf {pf_short} · {cache_short} · {} · {}w · {short_target}", fw.fib, fw.workers),
-            ]
-        }
-        None => vec![format!("fwdscope top · {}", m.target), format!("top · {short_target}")],
+    let Some(fw) = &m.forwarder else {
+        return vec![format!("fwdscope top · {}", m.target), format!("top · {short_target}")];
     };
-    let title = Line::from(vec![
-        Span::styled(paused, Style::new().fg(Color::Yellow)),
-        Span::styled(fit_line(&forms, width), Style::new().add_modifier(Modifier::BOLD)),
-    ]);
-    let events = fit_line(&[m.events_line(), m.events_line_short()], area.width);
-    let events = Line::from(Span::styled(events, Style::new().fg(Color::Gray)));
+    // A setting requested and not yet running: both, the request first.
+    let (cache, cache_short) = match &ui.requested_cache {
+        Some(r) => (format!("requested {r} (running {})", fw.cache), format!("{r} (running {})", fw.cache)),
+        None => (fw.cache.clone(), fw.cache.clone()),
+    };
+    let (pf, pf_short) = match ui.requested_prefetch {
+        Some(r) => (format!("requested {r} (running {})", fw.prefetch), format!("{r} (running {})", fw.prefetch)),
+        None => (fw.prefetch.to_string(), fw.prefetch.to_string()),
+    };
+    let workers = format!("{} worker{}", fw.workers, if fw.workers == 1 { "" } else { "s" });
+    vec![
+        format!(
+            "fwdscope top · {} · {} · {workers} · cache {cache} · fib {} · prefetch {pf}",
+            m.target, fw.driver, fw.fib
+        ),
+        format!("top · {short_target} · {} · {workers} · cache {cache} · fib {} · prefetch {pf}", fw.driver, fw.fib),
+        format!(
+            "prefetch {pf_short} · cache {cache_short} · fib {} · {} {}w · {short_target}",
+            fw.fib, fw.driver, fw.workers
+        ),
+        format!("pf {pf_short} · {cache_short} · {} · {}w · {short_target}", fw.fib, fw.workers),
+    ]
+}
+
+/// The header's rates line, longest form first: rx, tx and dropped Mpps, and what the
+/// stage clocks say bounds the forwarder.
+fn rate_forms(m: &Model) -> [String; 3] {
     let r = m.rates;
     let (bound, bound_short) = match &m.clocks {
         Some(c) if c.unsure() => {
@@ -340,24 +356,11 @@ fn header(f: &mut Frame, area: Rect, m: &Model, ui: &Ui) {
         }
         None => (String::new(), String::new()),
     };
-    let rates = fit_line(
-        &[
-            format!("rx {:.3} Mpps  tx {:.3} Mpps  dropped {:.3} Mpps  {bound}  ", r.rx_mpps, r.tx_mpps, r.drop_mpps),
-            format!("rx {:.3}  tx {:.3}  drop {:.3} Mpps  {bound_short} ", r.rx_mpps, r.tx_mpps, r.drop_mpps),
-            format!("rx {:.3} tx {:.3} drop {:.3} Mpps {bound_short}", r.rx_mpps, r.tx_mpps, r.drop_mpps),
-        ],
-        area.width,
-    );
-    let [l0, l1, l2] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
-    f.render_widget(Paragraph::new(title), l0);
-    f.render_widget(Paragraph::new(events), l1);
-    let w = (rates.chars().count() as u16).min(l2.width);
-    let [text, spark] = Layout::horizontal([Constraint::Length(w), Constraint::Min(0)]).areas(l2);
-    f.render_widget(Paragraph::new(rates), text);
-    // tx kpps over the last minute, newest on the right.
-    let data: Vec<u64> = m.history.iter().map(|h| (h.tx_mpps * 1000.0).round() as u64).collect();
-    let skip = data.len().saturating_sub(spark.width as usize);
-    f.render_widget(Sparkline::default().data(&data[skip..]).style(Style::new().fg(Color::Green)), spark);
+    [
+        format!("rx {:.3} Mpps  tx {:.3} Mpps  dropped {:.3} Mpps  {bound}  ", r.rx_mpps, r.tx_mpps, r.drop_mpps),
+        format!("rx {:.3}  tx {:.3}  drop {:.3} Mpps  {bound_short} ", r.rx_mpps, r.tx_mpps, r.drop_mpps),
+        format!("rx {:.3} tx {:.3} drop {:.3} Mpps {bound_short}", r.rx_mpps, r.tx_mpps, r.drop_mpps),
+    ]
 }
 
 fn block(title: String, focused: bool) -> Block<'static> {

@@ -152,99 +152,37 @@ impl Strings {
 
 /// Build the profile.proto message of `p`, symbolizing locations through `sym`.
 pub fn build(p: &Profile, sym: &mut Symbolizer) -> PProfile {
-    let mut st = Strings::new();
-    let samples_t = ValueType { r#type: st.id("samples"), unit: st.id("count") };
+    let mut b = Builder::new(p);
+    let samples_t = ValueType { r#type: b.st.id("samples"), unit: b.st.id("count") };
     let period_t = if p.unit == "nanoseconds" {
-        ValueType { r#type: st.id("cpu"), unit: st.id("nanoseconds") }
+        ValueType { r#type: b.st.id("cpu"), unit: b.st.id("nanoseconds") }
     } else {
-        ValueType { r#type: st.id(&p.event), unit: st.id("count") }
+        ValueType { r#type: b.st.id(&p.event), unit: b.st.id("count") }
     };
-    let (k_stage, k_thread) = (st.id("stage"), st.id("thread"));
+    let (k_stage, k_thread) = (b.st.id("stage"), b.st.id("thread"));
     let profile_labels: Vec<Label> =
-        p.labels.iter().map(|(k, v)| Label { key: st.id(k), str: st.id(v), ..Default::default() }).collect();
-    let mut mappings: Vec<PMapping> = Vec::new();
-    let mut mapping_ids: HashMap<(u32, u64), u64> = HashMap::new(); // (pid, start)
-    let mut kernel_mapping: Option<u64> = None;
-    let mut functions: Vec<Function> = Vec::new();
-    let mut function_ids: HashMap<(String, Option<String>), u64> = HashMap::new();
-    let mut locations: Vec<Location> = Vec::new();
-    let mut location_ids: HashMap<(u32, u64, bool, bool), u64> = HashMap::new();
+        p.labels.iter().map(|(k, v)| Label { key: b.st.id(k), str: b.st.id(v), ..Default::default() }).collect();
     let mut samples = Vec::with_capacity(p.stacks.len());
     for s in &p.stacks {
-        let mut ids = Vec::with_capacity(s.addrs.len());
-        for (depth, &(addr, kernel)) in s.addrs.iter().enumerate() {
-            let caller = depth > 0;
-            let key = (s.pid, addr, kernel, caller);
-            if let Some(&id) = location_ids.get(&key) {
-                ids.push(id);
-                continue;
-            }
-            // Callers: symbolize the call instruction, not the return address.
-            let probe = if caller { addr.saturating_sub(1) } else { addr };
-            let mapping_id = if kernel {
-                *kernel_mapping.get_or_insert_with(|| {
-                    mappings.push(PMapping {
-                        id: mappings.len() as u64 + 1,
-                        memory_start: 0xffff_8000_0000_0000,
-                        memory_limit: u64::MAX,
-                        filename: st.id("[kernel.kallsyms]"),
-                        has_functions: true,
-                        ..Default::default()
-                    });
-                    mappings.len() as u64
-                })
-            } else {
-                match p.maps.iter().rev().find(|m| m.pid == s.pid && addr >= m.start && addr < m.start + m.len) {
-                    Some(m) => *mapping_ids.entry((s.pid, m.start)).or_insert_with(|| {
-                        mappings.push(PMapping {
-                            id: mappings.len() as u64 + 1,
-                            memory_start: m.start,
-                            memory_limit: m.start + m.len,
-                            file_offset: m.pgoff,
-                            filename: st.id(&m.path),
-                            build_id: m.build_id.as_deref().map_or(0, |b| st.id(b)),
-                            has_functions: true,
-                            has_filenames: true,
-                            has_line_numbers: true,
-                            has_inline_frames: true,
-                        });
-                        mappings.len() as u64
-                    }),
-                    None => 0,
-                }
-            };
-            let mut lines = Vec::new();
-            for f in sym.frames_ip(s.pid, probe, kernel) {
-                let fkey = (f.function.clone(), f.file.clone());
-                let fid = match function_ids.get(&fkey) {
-                    Some(&id) => id,
-                    None => {
-                        let name = st.id(&f.function);
-                        let filename = f.file.as_deref().map_or(0, |x| st.id(x));
-                        functions.push(Function { id: functions.len() as u64 + 1, name, system_name: name, filename });
-                        function_ids.insert(fkey, functions.len() as u64);
-                        functions.len() as u64
-                    }
-                };
-                lines.push(Line { function_id: fid, line: f.line.map_or(0, i64::from) });
-            }
-            let id = locations.len() as u64 + 1;
-            locations.push(Location { id, mapping_id, address: addr, line: lines });
-            location_ids.insert(key, id);
-            ids.push(id);
-        }
+        let ids: Vec<u64> = s
+            .addrs
+            .iter()
+            .enumerate()
+            .map(|(depth, &(addr, kernel))| b.location(sym, s.pid, addr, kernel, depth > 0))
+            .collect();
         samples.push(PSample {
             location_id: ids,
             value: vec![s.samples as i64, s.period as i64],
             label: [
-                Label { key: k_stage, str: st.id(&s.stage), ..Default::default() },
-                Label { key: k_thread, str: st.id(&s.thread), ..Default::default() },
+                Label { key: k_stage, str: b.st.id(&s.stage), ..Default::default() },
+                Label { key: k_thread, str: b.st.id(&s.thread), ..Default::default() },
             ]
             .into_iter()
             .chain(profile_labels.iter().cloned())
             .collect(),
         });
     }
+    let Builder { mut st, mappings, functions, locations, .. } = b;
     let comment = vec![st.id(&format!("fwdscope {}: event used {}", env!("CARGO_PKG_VERSION"), p.event))];
     let (n, sum) =
         p.stacks.iter().fold((0u64, 0u64), |(n, t), s| (n.saturating_add(s.samples), t.saturating_add(s.period)));
@@ -262,6 +200,110 @@ pub fn build(p: &Profile, sym: &mut Symbolizer) -> PProfile {
         period,
         comment,
         default_sample_type: 0,
+    }
+}
+
+/// The tables of a profile.proto being built ([`build`]), each entry made once: strings,
+/// mappings, functions and locations, with the ids they were given.
+struct Builder<'a> {
+    p: &'a Profile,
+    st: Strings,
+    mappings: Vec<PMapping>,
+    /// (pid, start) of a process's mapping -> its id.
+    mapping_ids: HashMap<(u32, u64), u64>,
+    kernel_mapping: Option<u64>,
+    functions: Vec<Function>,
+    function_ids: HashMap<(String, Option<String>), u64>,
+    locations: Vec<Location>,
+    /// (pid, address, kernel, caller) -> location id.
+    location_ids: HashMap<(u32, u64, bool, bool), u64>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(p: &'a Profile) -> Builder<'a> {
+        Builder {
+            p,
+            st: Strings::new(),
+            mappings: Vec::new(),
+            mapping_ids: HashMap::new(),
+            kernel_mapping: None,
+            functions: Vec::new(),
+            function_ids: HashMap::new(),
+            locations: Vec::new(),
+            location_ids: HashMap::new(),
+        }
+    }
+
+    /// The location of `addr` in process `pid` (`kernel`: a kernel address; `caller`: a
+    /// return address, whose call instruction is symbolized), with its inline lines; made
+    /// at its first use.
+    fn location(&mut self, sym: &mut Symbolizer, pid: u32, addr: u64, kernel: bool, caller: bool) -> u64 {
+        let key = (pid, addr, kernel, caller);
+        if let Some(&id) = self.location_ids.get(&key) {
+            return id;
+        }
+        // Callers: symbolize the call instruction, not the return address.
+        let probe = if caller { addr.saturating_sub(1) } else { addr };
+        let mapping_id = self.mapping_id(pid, addr, kernel);
+        let lines = sym
+            .frames_ip(pid, probe, kernel)
+            .iter()
+            .map(|f| Line { function_id: self.function_id(f), line: f.line.map_or(0, i64::from) })
+            .collect();
+        let id = self.locations.len() as u64 + 1;
+        self.locations.push(Location { id, mapping_id, address: addr, line: lines });
+        self.location_ids.insert(key, id);
+        id
+    }
+
+    /// The id of the mapping `addr` of process `pid` lies in (one for the whole kernel; 0:
+    /// in no known mapping); made at its first use.
+    fn mapping_id(&mut self, pid: u32, addr: u64, kernel: bool) -> u64 {
+        let (mappings, st) = (&mut self.mappings, &mut self.st);
+        if kernel {
+            return *self.kernel_mapping.get_or_insert_with(|| {
+                mappings.push(PMapping {
+                    id: mappings.len() as u64 + 1,
+                    memory_start: 0xffff_8000_0000_0000,
+                    memory_limit: u64::MAX,
+                    filename: st.id("[kernel.kallsyms]"),
+                    has_functions: true,
+                    ..Default::default()
+                });
+                mappings.len() as u64
+            });
+        }
+        match self.p.maps.iter().rev().find(|m| m.pid == pid && addr >= m.start && addr < m.start + m.len) {
+            Some(m) => *self.mapping_ids.entry((pid, m.start)).or_insert_with(|| {
+                mappings.push(PMapping {
+                    id: mappings.len() as u64 + 1,
+                    memory_start: m.start,
+                    memory_limit: m.start + m.len,
+                    file_offset: m.pgoff,
+                    filename: st.id(&m.path),
+                    build_id: m.build_id.as_deref().map_or(0, |b| st.id(b)),
+                    has_functions: true,
+                    has_filenames: true,
+                    has_line_numbers: true,
+                    has_inline_frames: true,
+                });
+                mappings.len() as u64
+            }),
+            None => 0,
+        }
+    }
+
+    /// The id of frame `f`'s function (by name and file); made at its first use.
+    fn function_id(&mut self, f: &crate::symbolize::Frame) -> u64 {
+        let fkey = (f.function.clone(), f.file.clone());
+        if let Some(&id) = self.function_ids.get(&fkey) {
+            return id;
+        }
+        let name = self.st.id(&f.function);
+        let filename = f.file.as_deref().map_or(0, |x| self.st.id(x));
+        self.functions.push(Function { id: self.functions.len() as u64 + 1, name, system_name: name, filename });
+        self.function_ids.insert(fkey, self.functions.len() as u64);
+        self.functions.len() as u64
     }
 }
 

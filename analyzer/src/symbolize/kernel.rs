@@ -114,117 +114,46 @@ fn how_to_supply(id: &str, dir: Option<&Path>) -> String {
     )
 }
 
+/// An address as the messages write it (`0xffffffff81000000`).
+fn hex(a: u64) -> String {
+    format!("{a:#x}")
+}
+
 /// Choose the kernel symbols for a recording whose kernel is `id`. `what` names the
 /// recording in messages. Errors only for a given file that cannot be read or is not
 /// kallsyms.
 pub fn kernel_symbols(id: &KernelIdentity, look: &KernelLookup, what: &str) -> crate::Result<KernelSymbols> {
-    let mut out = KernelSymbols::default();
-    let hex = |a: u64| format!("{a:#x}");
-    // 1. A file the user gave: it has no build-id of its own, so the reference address is
-    //    the only check.
+    // 1. A file the user gave.
     if let Some(p) = &look.given {
-        let mut k = Kallsyms::load(p)?;
-        let mut checked = String::from("no reference address recorded: unchecked");
-        if let Some(r) = &id.reference {
-            match k.address_of(&r.0) {
-                Some(a) if a == r.1 => checked = format!("{} at {} as recorded", r.0, hex(a)),
-                Some(a) => {
-                    out.warnings.push(format!(
-                        "{}: {} is at {} there, but {what} recorded it at {}: the file comes from another boot or \
-                         another kernel build; addresses shifted by the difference (right for another boot of the \
-                         same build, wrong for another build{})",
-                        p.display(),
-                        r.0,
-                        hex(a),
-                        hex(r.1),
-                        id.build_id.as_deref().map_or(String::new(), |b| format!(": the recording's is build-id {b}"))
-                    ));
-                    align(&mut k, r);
-                    checked = format!("{} moved from {} to {} (KASLR)", r.0, hex(a), hex(r.1));
-                }
-                None => out.warnings.push(format!(
-                    "{}: no {} symbol to check against the address {what} recorded ({}): names unchecked",
-                    p.display(),
-                    r.0,
-                    hex(r.1)
-                )),
-            }
-        }
-        out.source = format!("kernel: --kallsyms {} ({checked})", p.display());
-        out.kallsyms = Some(k);
-        return Ok(out);
+        return given_kallsyms(p, id, what);
     }
     let Some(build_id) = &id.build_id else {
-        // No build-id recorded (an old perf, or the file's feature sections were cut): this
-        // machine's symbols only when the reference address proves the same boot.
-        let Some(ThisMachine { kallsyms, .. }) = &look.this_machine else {
-            out.source = "kernel: none (no build-id recorded)".into();
-            return Ok(out);
-        };
-        let here = Kallsyms::load(kallsyms).ok();
-        match (&id.reference, here) {
-            (Some(r), Some(k)) if k.address_of(&r.0) == Some(r.1) => {
-                out.source = format!(
-                    "kernel: this machine's {} (no build-id recorded; {} at {} as recorded: the same boot)",
-                    kallsyms.display(),
-                    r.0,
-                    hex(r.1)
-                );
-                out.kallsyms = Some(k);
-                out.from_this_machine = true;
-            }
-            _ => {
-                out.source = "kernel: none (no build-id recorded, and this machine's kernel is not provably the \
-                              recorded one)"
-                    .into();
-                out.warnings.push(format!(
-                    "{what} records no kernel build-id and this machine's kernel symbols do not provably match it: \
-                     kernel samples stay unnamed ([kernel.kallsyms]+0x..., stage kernel-unknown); give the recording \
-                     machine's kallsyms with --kallsyms FILE"
-                ));
-            }
-        }
-        return Ok(out);
+        return Ok(without_build_id(id, look, what));
     };
+    let mut out = KernelSymbols::default();
     // 2. perf's build-id cache.
     if let Some(dir) = &look.buildid_dir {
-        let p = dir.join("[kernel.kallsyms]").join(build_id).join("kallsyms");
-        if p.is_file() {
-            match Kallsyms::load(&p) {
-                Ok(mut k) => {
-                    let moved = id.reference.as_ref().and_then(|r| align(&mut k, r).filter(|d| *d != 0));
-                    out.source = format!(
-                        "kernel: perf's build-id cache {} (build-id {build_id}{})",
-                        p.display(),
-                        if moved.is_some() { ", moved to the recorded _text (KASLR)" } else { "" }
-                    );
-                    out.kallsyms = Some(k);
-                    return Ok(out);
-                }
-                Err(e) => out.warnings.push(format!("perf's build-id cache: {e}")),
+        match from_buildid_cache(dir, build_id, id) {
+            Some(Ok((k, source))) => {
+                out.source = source;
+                out.kallsyms = Some(k);
+                return Ok(out);
             }
+            Some(Err(e)) => out.warnings.push(format!("perf's build-id cache: {e}")),
+            None => {}
         }
     }
     // 3. This machine, when it runs that build.
-    if let Some(ThisMachine { notes, kallsyms, .. }) = &look.this_machine {
-        let running = running_build_id(notes);
-        if running.as_deref() == Some(build_id.as_str()) {
-            if let Ok(mut k) = Kallsyms::load(kallsyms) {
-                let moved = id.reference.as_ref().and_then(|r| align(&mut k, r).filter(|d| *d != 0));
-                out.source = format!(
-                    "kernel: this machine's {} (build-id {build_id} matches the running kernel{})",
-                    kallsyms.display(),
-                    if moved.is_some() { "; another boot: moved to the recorded _text (KASLR)" } else { "" }
-                );
+    if let Some(m) = &look.this_machine {
+        match from_this_machine(m, build_id, id) {
+            Ok((k, source)) => {
+                out.source = source;
                 out.kallsyms = Some(k);
                 out.from_this_machine = true;
                 return Ok(out);
             }
+            Err(none) => out.source = none,
         }
-        out.source = format!(
-            "kernel: none (recorded build-id {build_id}; this machine runs {})",
-            running.as_deref().unwrap_or("a kernel of unknown build-id")
-        );
     } else {
         out.source = format!("kernel: none (recorded build-id {build_id})");
     }
@@ -234,6 +163,121 @@ pub fn kernel_symbols(id: &KernelIdentity, look: &KernelLookup, what: &str) -> c
         how_to_supply(build_id, look.buildid_dir.as_deref())
     ));
     Ok(out)
+}
+
+/// The kallsyms file `p` the user gave: it has no build-id of its own, so the reference
+/// address is the only check (a contradicted one is warned of, and the addresses moved to
+/// it).
+fn given_kallsyms(p: &Path, id: &KernelIdentity, what: &str) -> crate::Result<KernelSymbols> {
+    let mut out = KernelSymbols::default();
+    let mut k = Kallsyms::load(p)?;
+    let mut checked = String::from("no reference address recorded: unchecked");
+    if let Some(r) = &id.reference {
+        match k.address_of(&r.0) {
+            Some(a) if a == r.1 => checked = format!("{} at {} as recorded", r.0, hex(a)),
+            Some(a) => {
+                out.warnings.push(format!(
+                    "{}: {} is at {} there, but {what} recorded it at {}: the file comes from another boot or \
+                     another kernel build; addresses shifted by the difference (right for another boot of the \
+                     same build, wrong for another build{})",
+                    p.display(),
+                    r.0,
+                    hex(a),
+                    hex(r.1),
+                    id.build_id.as_deref().map_or(String::new(), |b| format!(": the recording's is build-id {b}"))
+                ));
+                align(&mut k, r);
+                checked = format!("{} moved from {} to {} (KASLR)", r.0, hex(a), hex(r.1));
+            }
+            None => out.warnings.push(format!(
+                "{}: no {} symbol to check against the address {what} recorded ({}): names unchecked",
+                p.display(),
+                r.0,
+                hex(r.1)
+            )),
+        }
+    }
+    out.source = format!("kernel: --kallsyms {} ({checked})", p.display());
+    out.kallsyms = Some(k);
+    Ok(out)
+}
+
+/// No build-id recorded (an old perf, or the file's feature sections were cut): this
+/// machine's symbols only when the reference address proves the same boot.
+fn without_build_id(id: &KernelIdentity, look: &KernelLookup, what: &str) -> KernelSymbols {
+    let mut out = KernelSymbols::default();
+    let Some(ThisMachine { kallsyms, .. }) = &look.this_machine else {
+        out.source = "kernel: none (no build-id recorded)".into();
+        return out;
+    };
+    let here = Kallsyms::load(kallsyms).ok();
+    match (&id.reference, here) {
+        (Some(r), Some(k)) if k.address_of(&r.0) == Some(r.1) => {
+            out.source = format!(
+                "kernel: this machine's {} (no build-id recorded; {} at {} as recorded: the same boot)",
+                kallsyms.display(),
+                r.0,
+                hex(r.1)
+            );
+            out.kallsyms = Some(k);
+            out.from_this_machine = true;
+        }
+        _ => {
+            out.source = "kernel: none (no build-id recorded, and this machine's kernel is not provably the \
+                          recorded one)"
+                .into();
+            out.warnings.push(format!(
+                "{what} records no kernel build-id and this machine's kernel symbols do not provably match it: \
+                 kernel samples stay unnamed ([kernel.kallsyms]+0x..., stage kernel-unknown); give the recording \
+                 machine's kallsyms with --kallsyms FILE"
+            ));
+        }
+    }
+    out
+}
+
+/// The symbols of build `build_id` in perf's build-id cache `dir`, moved to the recorded
+/// reference address, with the source line; None when the cache lacks them, an error when
+/// its file cannot be read as kallsyms.
+fn from_buildid_cache(dir: &Path, build_id: &str, id: &KernelIdentity) -> Option<crate::Result<(Kallsyms, String)>> {
+    let p = dir.join("[kernel.kallsyms]").join(build_id).join("kallsyms");
+    if !p.is_file() {
+        return None;
+    }
+    Some(Kallsyms::load(&p).map(|mut k| {
+        let moved = id.reference.as_ref().and_then(|r| align(&mut k, r).filter(|d| *d != 0));
+        let source = format!(
+            "kernel: perf's build-id cache {} (build-id {build_id}{})",
+            p.display(),
+            if moved.is_some() { ", moved to the recorded _text (KASLR)" } else { "" }
+        );
+        (k, source)
+    }))
+}
+
+/// This machine's symbols when it runs build `build_id`, moved to the recorded reference
+/// address, with the source line; else the source line saying none, and what runs here.
+fn from_this_machine(
+    m: &ThisMachine,
+    build_id: &str,
+    id: &KernelIdentity,
+) -> std::result::Result<(Kallsyms, String), String> {
+    let running = running_build_id(&m.notes);
+    if running.as_deref() == Some(build_id) {
+        if let Ok(mut k) = Kallsyms::load(&m.kallsyms) {
+            let moved = id.reference.as_ref().and_then(|r| align(&mut k, r).filter(|d| *d != 0));
+            let source = format!(
+                "kernel: this machine's {} (build-id {build_id} matches the running kernel{})",
+                m.kallsyms.display(),
+                if moved.is_some() { "; another boot: moved to the recorded _text (KASLR)" } else { "" }
+            );
+            return Ok((k, source));
+        }
+    }
+    Err(format!(
+        "kernel: none (recorded build-id {build_id}; this machine runs {})",
+        running.as_deref().unwrap_or("a kernel of unknown build-id")
+    ))
 }
 
 #[cfg(test)]

@@ -295,102 +295,47 @@ impl Symbolizer {
             }
             None => (None, None),
         };
-        // The snapshot (`kallsyms`, or gzipped `kallsyms.gz`), checked against the kernel
-        // the recording names (build-id and `_text` in meta.json); one without addresses
-        // (taken without the right to see them) resolves nothing and is ignored.
-        let mut warnings = Vec::new();
-        let machine = &rec.meta.machine;
-        let id = kernel::KernelIdentity {
-            build_id: machine.kernel_build_id.clone(),
-            reference: machine
-                .kernel_text
-                .as_deref()
-                .and_then(|t| u64::from_str_radix(t.trim_start_matches("0x"), 16).ok())
-                .map(|a| ("_text".to_string(), a)),
-        };
-        let snapshot = ["kallsyms", "kallsyms.gz"].iter().map(|f| rec.dir.join(f)).find(|p| p.exists());
+        let id = recorded_kernel(&rec.meta.machine);
         let what = rec.dir.display().to_string();
-        let mut kernel_source = String::from("kernel: none");
-        let mut ks = None;
-        if let Some(g) = given {
+        let mut kernel = match given {
             // The user's file stands in for the snapshot: checked against the recorded
             // `_text` (it has no build-id of its own), said in the source line.
-            let look = kernel::KernelLookup { given: Some(g.to_path_buf()), ..kernel::KernelLookup::default() };
-            let found = kernel::kernel_symbols(&id, &look, &what)?;
-            warnings.extend(found.warnings);
-            kernel_source = found.source;
-            ks = found.kallsyms;
-        }
-        match &snapshot {
-            _ if given.is_some() => {}
-            Some(p) => match Kallsyms::load_reusing(p, prev_ks) {
-                Ok(k) => {
-                    // The snapshot was taken on the recording boot: its `_text` must be the
-                    // recorded one, or it is not this recording's kernel.
-                    match (&id.reference, k.address_of("_text")) {
-                        (Some((_, want)), Some(have)) if *want != have => {
-                            warnings.push(format!(
-                                "{}: _text at {have:#x}, but the recording's kernel had it at {want:#x}: the \
-                                 snapshot is not this recording's kernel; kernel samples stay unnamed \
-                                 ([kernel.kallsyms]+0x...)",
-                                p.display()
-                            ));
-                            kernel_source = format!("kernel: none ({} contradicts meta.json)", p.display());
-                        }
-                        _ => {
-                            kernel_source = format!(
-                                "kernel: the recording's kallsyms snapshot{}",
-                                match (&id.build_id, &id.reference) {
-                                    (Some(b), Some(_)) => format!(" (build-id {b}; _text as recorded)"),
-                                    (Some(b), None) => format!(" (build-id {b})"),
-                                    _ => " (taken with the recording)".to_string(),
-                                }
-                            );
-                            ks = Some(k);
-                        }
-                    }
-                }
-                Err(e) => warnings.push(format!("kernel samples stay unnamed ([kernel.kallsyms]+0x...): {e}")),
-            },
-            None => warnings.push(format!(
-                "{}: no kallsyms snapshot: kernel samples stay unnamed ([kernel.kallsyms]+0x...)",
-                rec.dir.display()
-            )),
-        }
+            Some(g) => {
+                let look = kernel::KernelLookup { given: Some(g.to_path_buf()), ..kernel::KernelLookup::default() };
+                let found = kernel::kernel_symbols(&id, &look, &what)?;
+                KernelChoice { ks: found.kallsyms, source: found.source, warnings: found.warnings }
+            }
+            None => from_snapshot(&rec.dir, &id, prev_ks),
+        };
         // Without a usable snapshot: perf's build-id cache or this machine, when they hold
         // the recorded build (never a kernel the recording does not name).
-        if ks.is_none() && id.build_id.is_some() {
-            let found = kernel::kernel_symbols(&id, &kernel::KernelLookup::default(), &what)?;
-            if found.kallsyms.is_some() {
-                // What was wrong with the snapshot is still said (a FIFO or a device planted
-                // as `kallsyms` is not passed over in silence), with what stood in for it.
-                let instead = format!("kernel symbols from {} instead", found.source.trim_start_matches("kernel: "));
-                for w in warnings.iter_mut() {
-                    *w = w.replace("kernel samples stay unnamed ([kernel.kallsyms]+0x...)", &instead);
-                }
-                kernel_source = found.source;
-                ks = found.kallsyms;
-            }
+        if kernel.ks.is_none() && id.build_id.is_some() {
+            kernel.instead_of_snapshot(&id, &what)?;
         }
-        let mut sym = Symbolizer::new(maps, ks);
-        sym.warnings = warnings;
-        sym.kernel_source = kernel_source;
+        let mut sym = Symbolizer::new(maps, kernel.ks);
+        sym.warnings = kernel.warnings;
+        sym.kernel_source = kernel.source;
         if let Some((bins, lookup)) = prev_rest {
             sym.bins = bins;
             sym.lookup = lookup;
         }
-        let dir = rec.dir.join("symbols");
-        if let Ok(rd) = std::fs::read_dir(&dir) {
+        sym.load_shipped(&rec.dir.join("symbols"))?;
+        Ok(sym)
+    }
+
+    /// The symbol maps shipped with the recording in `dir` (`BUILDID.map`), by build-id.
+    fn load_shipped(&mut self, dir: &std::path::Path) -> crate::Result<()> {
+        if let Ok(rd) = std::fs::read_dir(dir) {
             for e in rd.flatten() {
                 let p = e.path();
                 let Some(id) = p.file_name().and_then(|f| f.to_str()).and_then(|f| f.strip_suffix(".map")) else {
                     continue;
                 };
                 let text = collector::files::read_to_string(&p, collector::files::Kind::SymbolMap)?;
-                sym.shipped.insert(id.to_string(), (ElfSymbols::from_symbol_map(&text, &p, id)?, p.clone()));
+                self.shipped.insert(id.to_string(), (ElfSymbols::from_symbol_map(&text, &p, id)?, p.clone()));
             }
         }
-        Ok(sym)
+        Ok(())
     }
 
     /// What loading found wrong with the symbol sources, each naming its file.
@@ -494,6 +439,91 @@ impl Symbolizer {
         } else {
             frames
         }
+    }
+}
+
+/// The kernel a recording names in its meta.json: build-id and `_text` address.
+fn recorded_kernel(machine: &collector::recording::Machine) -> kernel::KernelIdentity {
+    kernel::KernelIdentity {
+        build_id: machine.kernel_build_id.clone(),
+        reference: machine
+            .kernel_text
+            .as_deref()
+            .and_then(|t| u64::from_str_radix(t.trim_start_matches("0x"), 16).ok())
+            .map(|a| ("_text".to_string(), a)),
+    }
+}
+
+/// The kernel symbols a recording is read with, the source line, and what was wrong.
+struct KernelChoice {
+    ks: Option<Kallsyms>,
+    source: String,
+    warnings: Vec<String>,
+}
+
+/// The snapshot in recording directory `dir` (`kallsyms`, or gzipped `kallsyms.gz`; `prev`:
+/// the symbols of the recording before, reused when the text is the same), checked against
+/// the kernel the recording names (`id`); one without addresses (taken without the right to
+/// see them) resolves nothing and is ignored.
+fn from_snapshot(dir: &std::path::Path, id: &kernel::KernelIdentity, prev: Option<Kallsyms>) -> KernelChoice {
+    let mut choice = KernelChoice { ks: None, source: String::from("kernel: none"), warnings: Vec::new() };
+    let Some(p) = ["kallsyms", "kallsyms.gz"].iter().map(|f| dir.join(f)).find(|p| p.exists()) else {
+        choice.warnings.push(format!(
+            "{}: no kallsyms snapshot: kernel samples stay unnamed ([kernel.kallsyms]+0x...)",
+            dir.display()
+        ));
+        return choice;
+    };
+    let k = match Kallsyms::load_reusing(&p, prev) {
+        Ok(k) => k,
+        Err(e) => {
+            choice.warnings.push(format!("kernel samples stay unnamed ([kernel.kallsyms]+0x...): {e}"));
+            return choice;
+        }
+    };
+    // The snapshot was taken on the recording boot: its `_text` must be the recorded one,
+    // or it is not this recording's kernel.
+    match (&id.reference, k.address_of("_text")) {
+        (Some((_, want)), Some(have)) if *want != have => {
+            choice.warnings.push(format!(
+                "{}: _text at {have:#x}, but the recording's kernel had it at {want:#x}: the \
+                 snapshot is not this recording's kernel; kernel samples stay unnamed \
+                 ([kernel.kallsyms]+0x...)",
+                p.display()
+            ));
+            choice.source = format!("kernel: none ({} contradicts meta.json)", p.display());
+        }
+        _ => {
+            choice.source = format!(
+                "kernel: the recording's kallsyms snapshot{}",
+                match (&id.build_id, &id.reference) {
+                    (Some(b), Some(_)) => format!(" (build-id {b}; _text as recorded)"),
+                    (Some(b), None) => format!(" (build-id {b})"),
+                    _ => " (taken with the recording)".to_string(),
+                }
+            );
+            choice.ks = Some(k);
+        }
+    }
+    choice
+}
+
+impl KernelChoice {
+    /// Perf's build-id cache or this machine in place of a missing or unusable snapshot,
+    /// when they hold the recorded build `id`; what was wrong with the snapshot is still
+    /// said (a FIFO or a device planted as `kallsyms` is not passed over in silence), with
+    /// what stood in for it.
+    fn instead_of_snapshot(&mut self, id: &kernel::KernelIdentity, what: &str) -> crate::Result<()> {
+        let found = kernel::kernel_symbols(id, &kernel::KernelLookup::default(), what)?;
+        if found.kallsyms.is_some() {
+            let instead = format!("kernel symbols from {} instead", found.source.trim_start_matches("kernel: "));
+            for w in self.warnings.iter_mut() {
+                *w = w.replace("kernel samples stay unnamed ([kernel.kallsyms]+0x...)", &instead);
+            }
+            self.source = found.source;
+            self.ks = found.kallsyms;
+        }
+        Ok(())
     }
 }
 
