@@ -210,31 +210,31 @@ impl Experiment {
             .enumerate()
             .map(|(i, s)| {
                 // Phased: every run starts as the first step; the later steps switch live.
-                let (change, start) = self.parsed.get(if self.phased { 0 } else { i }).cloned().unwrap_or_default();
-                (i, s, change, start)
-            })
-            .map(|(i, s, change, start_flags)| Setting {
-                label: s.label.clone(),
-                params: BTreeMap::new(),
-                start_flags,
-                change,
-                flush_at: if self.phased { None } else { s.flush_at },
-                reported: s.reported,
-                reported_entries: s.reported_entries,
-                reported_goal_miss: s.reported_goal_miss,
-                steps: if self.phased {
-                    self.setting[1..=i]
-                        .iter()
-                        .zip(&self.parsed[1..=i])
-                        .map(|(x, (change, _))| crate::plan::Step {
-                            label: x.label.clone(),
-                            change: *change,
-                            flush_at: x.flush_at,
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                },
+                let (change, start_flags) =
+                    self.parsed.get(if self.phased { 0 } else { i }).cloned().unwrap_or_default();
+                Setting {
+                    label: s.label.clone(),
+                    params: BTreeMap::new(),
+                    start_flags,
+                    change,
+                    flush_at: if self.phased { None } else { s.flush_at },
+                    reported: s.reported,
+                    reported_entries: s.reported_entries,
+                    reported_goal_miss: s.reported_goal_miss,
+                    steps: if self.phased {
+                        self.setting[1..=i]
+                            .iter()
+                            .zip(&self.parsed[1..=i])
+                            .map(|(x, (change, _))| crate::plan::Step {
+                                label: x.label.clone(),
+                                change: *change,
+                                flush_at: x.flush_at,
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                }
             })
             .collect()
     }

@@ -330,6 +330,13 @@ impl Model {
         }
     }
 
+    /// Whether any packet counters arrived: a peer watched by PID (DPDK's l3fwd) or the
+    /// whole machine publishes none, and then the header says so instead of printing zero
+    /// rates.
+    pub fn has_counters(&self) -> bool {
+        self.latest.is_some()
+    }
+
     /// The events line in fewer words, for a narrow terminal.
     pub fn events_line_short(&self) -> String {
         match (&self.sampling, &self.sampling_error) {

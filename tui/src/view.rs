@@ -356,6 +356,20 @@ fn rate_forms(m: &Model) -> [String; 3] {
         }
         None => (String::new(), String::new()),
     };
+    if !m.has_counters() {
+        return match m.forwarder {
+            Some(_) => [
+                "rx/tx: waiting for the forwarder's counters".into(),
+                "rx/tx: waiting for counters".into(),
+                "waiting for counters".into(),
+            ],
+            None => [
+                "no packet counters: this target publishes none (rates unknown; samples only)".into(),
+                "no packet counters (samples only)".into(),
+                "no counters".into(),
+            ],
+        };
+    }
     [
         format!("rx {:.3} Mpps  tx {:.3} Mpps  dropped {:.3} Mpps  {bound}  ", r.rx_mpps, r.tx_mpps, r.drop_mpps),
         format!("rx {:.3}  tx {:.3}  drop {:.3} Mpps  {bound_short} ", r.rx_mpps, r.tx_mpps, r.drop_mpps),

@@ -306,3 +306,36 @@ fn drilling_into_lookup_and_its_top_symbol() {
     let y = screen.iter().position(|l| l.contains("│lookup")).unwrap() as u16;
     assert!(t.backend().buffer()[(2, y)].modifier.contains(Modifier::REVERSED));
 }
+
+/// A target that publishes no packet counters (DPDK's l3fwd watched by PID, the whole
+/// machine): the golden recording's samples alone. The header says the rates are unknown
+/// rather than printing `rx 0.000 Mpps`; the stage panel still fills from the samples.
+#[test]
+fn a_target_without_packet_counters_says_so_instead_of_zero_rates() {
+    let rec = Recording::open(&golden_dir()).expect("golden recording");
+    let sym = Symbolizer::for_recording(&rec).expect("symbolizer").without_debug_files();
+    let mut m = Model::new("pid 77", Attributor::new(sym, Rules::builtin()));
+    m.apply(Batch::Started {
+        sampling: rec.meta.sampling.clone(),
+        counting: rec.meta.counting.clone(),
+        target_pid: rec.meta.target_pid,
+    });
+    m.apply(Batch::Tasks(rec.tasks().expect("tasks")));
+    m.apply(Batch::Samples(rec.samples().expect("samples")));
+    m.tick();
+    assert!(!m.has_counters());
+    for (w, h, expect) in [
+        (160, 48, "no packet counters: this target publishes none (rates unknown; samples only)"),
+        (80, 24, "no packet counters: this target publishes none (rates unknown; samples only)"),
+        (60, 20, "no packet counters (samples only)"),
+    ] {
+        let screen = lines(&render(&m, &Ui::default(), w, h));
+        assert!(!screen.iter().any(|l| l.contains("Mpps")), "{w}x{h}: a rate was printed:\n{}", screen.join("\n"));
+        assert!(screen.iter().any(|l| l.contains(expect)), "{w}x{h}: no `{expect}`:\n{}", screen.join("\n"));
+        assert!(screen.iter().any(|l| l.contains("lookup")), "{w}x{h}: the stage panel is empty");
+    }
+    // With the forwarder's segment attached but no snapshot yet: waiting, not zero.
+    m.forwarder = Some(ForwarderInfo::default());
+    let screen = lines(&render(&m, &Ui::default(), 160, 48));
+    assert!(screen.iter().any(|l| l.contains("waiting for the forwarder's counters")), "{}", screen.join("\n"));
+}
