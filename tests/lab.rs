@@ -1477,8 +1477,13 @@ fn dpdk_accounts_for_every_frame(pmd: &str) {
     assert_eq!(p1.opackets + p1.oerrors + freed, p0.ipackets, "every frame l3fwd received was sent on or counted");
     assert_eq!(received + f1_dropped + k0_dropped, p1.opackets, "every frame sent on arrived or was counted");
     assert!(received >= 1000, "l3fwd forwarded: {received} of {sent} arrived");
-    assert_eq!(ip_counter(&fwd, "InReceives"), 0, "the forwarding namespace's IP stack saw none of them");
     let status = String::from_utf8_lossy(&fwdscope(&["lab", "status", "--name", &name]).stdout).into_owned();
+    if status.contains("nft not installed") {
+        // Without nftables the lab works, slower, and says so: the stack sees every frame.
+        println!("note: nft not installed here, so the namespace's IP stack also received the frames (not checked)");
+    } else {
+        assert_eq!(ip_counter(&fwd, "InReceives"), 0, "the forwarding namespace's IP stack saw none of them");
+    }
     assert!(status.contains("mode dpdk") && status.contains(&format!("l3fwd pid {l3fwd}: port 0")), "{status}");
     assert!(status.contains(&format!("port 1 ({f1}) tx {}", p1.opackets)), "{status}");
 
@@ -1550,7 +1555,10 @@ fn dpdk_failures_are_named_and_a_killed_lab_up_leaves_nothing_after_down() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "a failing l3fwd was reported up");
-    assert!(err.contains("l3fwd exited (exit status: 3)") && err.contains("EAL: probe failed for the test"), "{err}");
+    assert!(
+        err.contains("l3fwd: it exited with status 3 (pid ") && err.contains("EAL: probe failed for the test"),
+        "{err}"
+    );
     assert!(err.contains("cleaned up"), "{err}");
     let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
     assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}-"))), "namespaces left: {ns}");

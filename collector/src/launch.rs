@@ -1,8 +1,10 @@
 //! Waiting until a started forwarder runs: the one wait every starter uses (`sweep
 //! --live`, the lab, `stat`), after [`crate::child::GatedChild`] started it. A forwarder
-//! runs once its stats segment says [`State::Running`] (every worker started); one that
-//! exits first is an error at once, with its exit status and its log's last lines, and so
-//! is one that does not run within the starter's timeout.
+//! runs once its stats segment says [`State::Running`] (every worker started); a peer that
+//! publishes no segment (DPDK's l3fwd in the lab) once its log says so
+//! ([`running_when_log_says`]). One that exits first is an error at once, with its exit
+//! status and its log's last lines, and so is one that does not run within the starter's
+//! timeout.
 
 use crate::child::GatedChild;
 use crate::{Error, Result};
@@ -94,6 +96,38 @@ pub fn running(child: &mut GatedChild, how: &Wait) -> Result<Segment> {
     })
 }
 
+/// Wait until `child`, a peer that publishes no stats segment, runs: until its log
+/// (`how.log`; `how.at` is not used) contains `ready` (l3fwd's `L3FWD: entering main loop`).
+/// An exit first is an error at once, and so is the timeout, each with the log's last
+/// lines; a child that timed out is left to its handle (dropped, an attached one stops).
+pub fn running_when_log_says(child: &mut GatedChild, ready: &str, how: &Wait) -> Result<()> {
+    let Some(log) = how.log else {
+        return Err(Error::Config("waiting for a log line needs the child's log".into()));
+    };
+    let t0 = Instant::now();
+    loop {
+        if std::fs::read_to_string(log).is_ok_and(|text| text.contains(ready)) {
+            return Ok(());
+        }
+        if let Some(code) = child.try_wait() {
+            return Err(Error::Config(format!(
+                "it exited with status {code} (pid {}) before its log said `{ready}`{}",
+                child.pid,
+                tail(how.log)
+            )));
+        }
+        if t0.elapsed() >= how.timeout {
+            return Err(Error::Config(format!(
+                "it (pid {}) did not say `{ready}` within {:.0} s{}",
+                child.pid,
+                how.timeout.as_secs_f64(),
+                tail(how.log)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +170,41 @@ mod tests {
         let e = running(&mut child, &how).err().expect("timed out").to_string();
         assert!(e.contains("did not start running within 0 s"), "{e}");
         drop(child);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A peer without a segment runs once its log says so; one that exits first, or stays
+    /// silent past the timeout, is an error with its log's end.
+    #[test]
+    fn a_peer_runs_when_its_log_says_so() {
+        let dir = std::env::temp_dir().join(format!("fwdscope-launch-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let log_path = dir.join("peer.log");
+        let start = |text: &str| {
+            let log = std::fs::File::create(&log_path).expect("log");
+            let prog = script(&dir, text);
+            let opts = crate::child::SpawnOptions { output: Some(&log), ..Default::default() };
+            let mut child = GatedChild::spawn_with(&prog, &[], &opts).expect("spawn");
+            child.release().expect("release");
+            child
+        };
+        let how = Wait { log: Some(&log_path), timeout: Duration::from_secs(20), ..Default::default() };
+        let mut up =
+            start("#!/bin/sh\necho 'EAL: probing'\nsleep 0.2\necho 'L3FWD: entering main loop'\nexec sleep 30\n");
+        running_when_log_says(&mut up, "L3FWD: entering main loop", &how).expect("ran");
+        assert!(up.try_wait().is_none(), "the peer stopped");
+        drop(up);
+        let mut failed = start("#!/bin/sh\necho 'af_packet: could not open iface'\nexit 1\n");
+        let e = running_when_log_says(&mut failed, "L3FWD: entering main loop", &how).err().expect("refused");
+        let e = e.to_string();
+        assert!(
+            e.starts_with("it exited with status 1 (pid ") && e.contains("ends: af_packet: could not open iface"),
+            "{e}"
+        );
+        let mut silent = start("#!/bin/sh\nexec sleep 30\n");
+        let quick = Wait { timeout: Duration::from_millis(200), ..how };
+        let e = running_when_log_says(&mut silent, "L3FWD: entering main loop", &quick).err().expect("timed out");
+        assert!(e.to_string().contains("did not say `L3FWD: entering main loop` within 0 s"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -496,37 +496,30 @@ pub fn start(
     }
     let log_path = site.state_dir.join("l3fwd.log");
     let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-    let mut child = Command::new(&full[0])
-        .args(&full[1..])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().with_context(|| format!("{}", log_path.display()))?)
-        .stderr(log)
-        .spawn()
+    // Unbound: l3fwd outlives `lab up`; `lab down` finds it by PID and start time.
+    let opts = collector::child::SpawnOptions { output: Some(&log), die_with_parent: false, cpu: None };
+    let mut child = collector::child::GatedChild::spawn_with(Path::new(&full[0]), &full[1..], &opts)
         .context("starting l3fwd (`ip netns exec`)")?;
-    let pid = child.id() as i32;
+    child.release().context("starting l3fwd (`ip netns exec`)")?;
+    let pid = child.pid;
     // `ip netns exec` execs l3fwd in this very process: PID and start time name it.
     let started = start_time(pid).map_or(String::new(), |t| format!(" {t}"));
     write_state(site, "l3fwd.pid", &format!("{pid}{started}"))?;
-    let t0 = std::time::Instant::now();
-    loop {
+    let how = collector::launch::Wait {
+        log: Some(&log_path),
+        timeout: std::time::Duration::from_secs(60),
+        ..Default::default()
+    };
+    if let Err(e) = collector::launch::running_when_log_says(&mut child, "L3FWD: entering main loop", &how) {
+        // An l3fwd that never came up may hang in EAL's start-up: killed, then reaped.
+        child.signal(libc::SIGKILL);
+        drop(child);
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if text.contains("L3FWD: entering main loop") {
-            return Ok((Some(pid), said));
-        }
-        let exited = child.try_wait().ok().flatten();
-        if exited.is_some() || t0.elapsed() > std::time::Duration::from_secs(60) {
-            if exited.is_none() {
-                // SAFETY: our child, which never came up.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                let _ = child.wait();
-            }
-            let how = exited.map_or("did not reach its main loop within 60 s".to_string(), |s| format!("exited ({s})"));
-            let tail = collector::files::log_tail(&log_path, 8);
-            let pmd = pmd_failure(&text, site, o.pmd()).map_or(String::new(), |p| format!("{p}; "));
-            bail!("l3fwd {how}: {pmd}the end of its log ({}):\n{tail}", log_path.display());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        let pmd = pmd_failure(&text, site, o.pmd()).map_or(String::new(), |p| format!("{p}; "));
+        bail!("l3fwd: {pmd}{e}");
     }
+    child.detach();
+    Ok((Some(pid), said))
 }
 
 /// The PMD's complaint about one of the lab's interfaces in l3fwd's log, with the

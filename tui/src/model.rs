@@ -309,17 +309,33 @@ impl Model {
 
     /// The events line of the header: what was used, and why, in plain words.
     pub fn events_line(&self) -> String {
+        self.events_line_in(false)
+    }
+
+    /// The events line in fewer words, for a narrow terminal.
+    pub fn events_line_short(&self) -> String {
+        self.events_line_in(true)
+    }
+
+    /// The events line, in full or in fewer words (`short`).
+    fn events_line_in(&self, short: bool) -> String {
+        let words = |long: String, brief: String| if short { brief } else { long };
         match (&self.sampling, &self.sampling_error) {
-            (_, Some(e)) => format!("no sampling, forwarder counters only: {e}"),
+            (_, Some(e)) => {
+                words(format!("no sampling, forwarder counters only: {e}"), format!("no sampling (counters only): {e}"))
+            }
             (Some(s), None) => {
                 let rate = match (s.freq, s.period) {
-                    (_, Some(p)) => format!("every {p} events"),
+                    (_, Some(p)) => words(format!("every {p} events"), format!("every {p}")),
                     (Some(f), None) => format!("{f} Hz"),
                     _ => String::new(),
                 };
-                let mut line = format!("sampling {} {rate}", s.used);
+                let mut line = words(format!("sampling {} {rate}", s.used), format!("{} {rate}", s.used));
                 if s.fallback.is_some() {
-                    line.push_str(&format!(" ({} not supported here: no hardware PMU)", s.requested));
+                    line.push_str(&words(
+                        format!(" ({} not supported here: no hardware PMU)", s.requested),
+                        format!(" (no PMU for {})", s.requested),
+                    ));
                 }
                 if s.callchain {
                     line.push_str(", callchains");
@@ -335,29 +351,6 @@ impl Model {
     /// rates.
     pub fn has_counters(&self) -> bool {
         self.latest.is_some()
-    }
-
-    /// The events line in fewer words, for a narrow terminal.
-    pub fn events_line_short(&self) -> String {
-        match (&self.sampling, &self.sampling_error) {
-            (_, Some(e)) => format!("no sampling (counters only): {e}"),
-            (Some(s), None) => {
-                let rate = match (s.freq, s.period) {
-                    (_, Some(p)) => format!("every {p}"),
-                    (Some(f), None) => format!("{f} Hz"),
-                    _ => String::new(),
-                };
-                let mut line = format!("{} {rate}", s.used);
-                if s.fallback.is_some() {
-                    line.push_str(&format!(" (no PMU for {})", s.requested));
-                }
-                if s.callchain {
-                    line.push_str(", callchains");
-                }
-                line
-            }
-            (None, None) => "sampling: starting".into(),
-        }
     }
 
     /// Take one batch from the stream.
