@@ -3,6 +3,7 @@
 //! table apply. Kernel addresses resolve through a kallsyms file (the recording machine's
 //! /proc/kallsyms when analyzed there).
 
+use crate::unwind::UserUnwinder;
 use crate::{Error, Result};
 use collector::records::{Mapping, Sample};
 use collector::sample_decode::{SampleLayout, PERF_RECORD_SAMPLE};
@@ -35,6 +36,9 @@ pub struct PerfData {
     pub sample_count: u64,
     /// Where samples went: kept in `samples`, or grouped per stack.
     pub grouped: Samples,
+    /// How user stacks were unwound, for a file recorded with `--call-graph dwarf` (each
+    /// sample's callchain then holds its unwound user frames).
+    pub unwinding: Option<crate::unwind::UnwindStats>,
 }
 
 /// A kernel module as the recording saw it.
@@ -424,7 +428,26 @@ fn check_records(data: &[u8], off: u64) -> std::result::Result<(), String> {
 
 /// Fold one parsed side-band record into `out` (samples are decoded by
 /// [`SampleLayout::decode`], never here).
-fn absorb(out: &mut PerfData, parsed: EventRecord) {
+/// The user-space unwinder, when the file's samples carry user stacks, follows the
+/// processes' mappings, forks and execs.
+fn absorb(out: &mut PerfData, parsed: EventRecord, unwinder: Option<&mut UserUnwinder>) {
+    if let Some(u) = unwinder {
+        match &parsed {
+            EventRecord::Fork(f) => u.fork(f.ppid as u32, f.pid as u32),
+            EventRecord::Comm(c) if c.is_execve => u.exec(c.pid as u32),
+            _ => {}
+        }
+        let maps = out.maps.len();
+        absorb_record(out, parsed);
+        if let Some(m) = out.maps.get(maps) {
+            u.map(m);
+        }
+        return;
+    }
+    absorb_record(out, parsed)
+}
+
+fn absorb_record(out: &mut PerfData, parsed: EventRecord) {
     match parsed {
         EventRecord::Comm(c) => out.tasks.push(collector::records::TaskEvent::Comm {
             time: 0,
@@ -465,6 +488,33 @@ fn sample_layout(a: &linux_perf_data::linux_perf_event_reader::PerfEventAttr, en
         },
         big_endian: endian == Endianness::BigEndian,
     }
+}
+
+/// The user-stack unwinder for a file whose samples carry user registers and stack
+/// copies (`perf record --call-graph dwarf`), x86-64 only; a warning when there are stacks
+/// this cannot unwind.
+fn unwinder_for(perf_file: &linux_perf_data::PerfFile, out: &mut PerfData) -> Option<UserUnwinder> {
+    use linux_perf_data::linux_perf_event_reader::SampleFormat;
+    let a = perf_file.event_attributes().iter().map(|a| a.attributes()).find(|a| {
+        a.sample_format.contains(SampleFormat::REGS_USER) && a.sample_format.contains(SampleFormat::STACK_USER)
+    })?;
+    let arch = perf_file.arch().ok().flatten().unwrap_or("unknown");
+    if arch != "x86_64" {
+        out.warnings.push(format!(
+            "the samples carry user stacks for DWARF unwinding, recorded on {arch}: only x86_64 stacks are \
+             unwound here, so user callchains stop at the sampled function"
+        ));
+        return None;
+    }
+    let u = UserUnwinder::new(a.sample_regs_user);
+    if u.is_none() {
+        out.warnings.push(format!(
+            "the samples carry user stacks but not the registers an unwind starts from (sample_regs_user {:#x} \
+             lacks IP, SP or BP): user callchains stop at the sampled function",
+            a.sample_regs_user
+        ));
+    }
+    u
 }
 
 /// linux-perf-event-reader asserts (panics) on an MMAP2 build-id longer than 20 bytes:
@@ -650,7 +700,8 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
     if let Some((sample_layout, info)) = fast {
         // Record by record from the data section, each checked against the section's end
         // before its body is read: memory does not grow with the file.
-        let mut dec = Decoder::new(&mut out, path, sample_layout, info);
+        let unwinder = unwinder_for(&perf_file, &mut out);
+        let mut dec = Decoder::new(&mut out, path, sample_layout, info, unwinder);
         reader.seek(std::io::SeekFrom::Start(data_off)).map_err(io)?;
         let mut body = Vec::with_capacity(1 << 16);
         let mut pos = 0u64;
@@ -713,6 +764,7 @@ fn read_sorted<R: std::io::Read>(
     path: &std::path::Path,
     ids: &mut BuildIds,
 ) -> Result<()> {
+    let mut unwinder = unwinder_for(perf_file, out);
     let mut n = 0u64;
     while let Some(rec) = guard(path, &format!("record {n}"), || record_iter.next_record(perf_file))?
         .map_err(|e| bad(path, format!("record {n}: {e}")))?
@@ -727,9 +779,12 @@ fn read_sorted<R: std::io::Read>(
                     .ok_or_else(|| {
                         bad(path, format!("record {n}: a sample of event {attr_index}, which the file lacks"))
                     })?;
-                let s = layout
-                    .decode(&record.data.as_slice(), record.misc)
-                    .ok_or_else(|| bad(path, format!("record {n}: sample shorter than its layout")))?;
+                let body = record.data.as_slice();
+                let s = match &mut unwinder {
+                    Some(u) => unwound(&layout, &body, record.misc, u),
+                    None => layout.decode(&body, record.misc),
+                }
+                .ok_or_else(|| bad(path, format!("record {n}: sample shorter than its layout")))?;
                 out.take(s, path)?;
             }
             PerfFileRecord::EventRecord { record, .. } => {
@@ -742,7 +797,7 @@ fn read_sorted<R: std::io::Read>(
                 )?;
                 let parsed = guard(path, &format!("record {n}"), || record.parse())?
                     .map_err(|e| bad(path, format!("record {n}: {e}")))?;
-                absorb(out, parsed);
+                absorb(out, parsed, unwinder.as_mut());
             }
             PerfFileRecord::UserRecord(u) => {
                 let ty = u.record_type.record_type().0;
@@ -754,6 +809,7 @@ fn read_sorted<R: std::io::Read>(
             }
         }
     }
+    out.unwinding = unwinder.map(|u| u.stats);
     Ok(())
 }
 
@@ -901,6 +957,15 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// A sample with its user frames unwound from the stack copy it carries.
+fn unwound(layout: &SampleLayout, body: &[u8], misc: u16, u: &mut UserUnwinder) -> Option<Sample> {
+    let (mut s, stack) = layout.decode_with_stack(body, misc, u.regs_mask())?;
+    if let Some(stack) = stack {
+        u.extend(&mut s, &stack);
+    }
+    Some(s)
+}
+
 /// The direct decoder: one record at a time, from the file or from a decompressed
 /// `perf record -z` chunk (records may straddle chunks: the tail waits for the next).
 struct Decoder<'a> {
@@ -913,6 +978,8 @@ struct Decoder<'a> {
     zstd: Option<zstd_safe::DCtx<'static>>,
     /// Decompressed bytes not yet a whole record.
     pending: Vec<u8>,
+    /// Unwinds user stacks, when the samples carry them.
+    unwinder: Option<UserUnwinder>,
 }
 
 impl<'a> Decoder<'a> {
@@ -921,8 +988,9 @@ impl<'a> Decoder<'a> {
         path: &'a std::path::Path,
         samples: SampleLayout,
         info: RecordParseInfo,
+        unwinder: Option<UserUnwinder>,
     ) -> Decoder<'a> {
-        Decoder { out, path, samples, info, n: 0, zstd: None, pending: Vec::new() }
+        Decoder { out, path, samples, info, n: 0, zstd: None, pending: Vec::new(), unwinder }
     }
 
     /// One record: `at` says where it is for messages.
@@ -932,10 +1000,11 @@ impl<'a> Decoder<'a> {
         self.n += 1;
         match ty {
             PERF_RECORD_SAMPLE => {
-                let s = self
-                    .samples
-                    .decode(body, misc)
-                    .ok_or_else(|| bad(path, format!("record {n} at {at}: sample shorter than its layout")))?;
+                let short = || bad(path, format!("record {n} at {at}: sample shorter than its layout"));
+                let s = match &mut self.unwinder {
+                    Some(u) => unwound(&self.samples, body, misc, u).ok_or_else(short)?,
+                    None => self.samples.decode(body, misc).ok_or_else(short)?,
+                };
                 self.out.take(s, path)
             }
             // Kernel record types.
@@ -945,7 +1014,7 @@ impl<'a> Decoder<'a> {
                 let raw = RawEventRecord::new(rt, misc, RawData::Single(body), self.info);
                 let parsed = guard(path, &format!("record {n}"), || raw.parse())?
                     .map_err(|e| bad(path, format!("record {n} at {at}: {e}")))?;
-                absorb(self.out, parsed);
+                absorb(self.out, parsed, self.unwinder.as_mut());
                 Ok(())
             }
             PERF_RECORD_COMPRESSED => self.decompress(body, at, ids),
@@ -1013,6 +1082,7 @@ impl<'a> Decoder<'a> {
 
     /// The stream must not end inside a record.
     fn finish(self) -> Result<()> {
+        self.out.unwinding = self.unwinder.map(|u| u.stats);
         if self.pending.is_empty() {
             Ok(())
         } else {

@@ -78,6 +78,11 @@ pub struct StageTable {
     /// with them): what `shared` means depends on it.
     #[serde(skip)]
     pub callchains: bool,
+    /// How the user callchains were made when they were unwound from DWARF CFI (a perf.data
+    /// file recorded with `--call-graph dwarf`): for how many samples, how many reached the
+    /// outermost frame, how many were cut short and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unwinding: Option<String>,
     /// What the input lacks and what that costs these figures (an incomplete recording,
     /// missing maps, parts skipped); printed first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -831,6 +836,7 @@ pub(crate) fn build(head: Head, items: Vec<Item>, rules: &Rules) -> StageTable {
         startup: None,
         recorded: None,
         callchains: false,
+        unwinding: None,
         warnings: rules.warnings.clone(),
         rule_sources: rules.sources.clone(),
         symbol_sources: Vec::new(),
@@ -975,6 +981,9 @@ impl StageTable {
                  nearest staged caller){by_process}, not at all {}",
                 a.symbol, a.inline, a.callchain, a.none
             );
+        }
+        if let Some(u) = &self.unwinding {
+            let _ = writeln!(s, "# {u}");
         }
     }
 
@@ -1168,6 +1177,8 @@ pub fn perfdata_table(
 /// into the table.
 pub fn perfdata_table_with(pd: &crate::perfdata::PerfData, sym: Symbolizer, rules: &Rules) -> Result<StageTable> {
     let groups = pd.groups()?;
+    // From the groups: a file read grouped (report's way) keeps no samples to look at.
+    let callchains = groups.iter().any(|g| !g.callchain.is_empty());
     let sym_warnings = sym.warnings().to_vec();
     let mut at = Attributor::new(sym, rules.clone());
     let names = thread_names(&pd.tasks);
@@ -1182,7 +1193,13 @@ pub fn perfdata_table_with(pd: &crate::perfdata::PerfData, sym: Symbolizer, rule
     // start-up row: whatever its forwarder did before forwarding stays in its stages.
     let groups: Vec<(u32, crate::aggregate::Group)> = groups.into_iter().map(|g| (0, g)).collect();
     let mut t = build(head, attribute(&groups, &mut at, &names), rules);
-    t.callchains = pd.samples.iter().any(|x| !x.callchain.is_empty());
+    t.callchains = callchains;
+    t.unwinding = pd.unwinding.as_ref().map(|u| u.summary());
+    if let Some(u) = &pd.unwinding {
+        for (bin, why) in &u.unreadable {
+            t.warnings.push(format!("{bin}: not unwound through ({why}); user callchains stop in it"));
+        }
+    }
     t.warnings.extend(pd.warnings.iter().cloned());
     t.warnings.extend(sym_warnings);
     t.take_symbol_sources(&at.into_symbolizer());
@@ -1193,6 +1210,23 @@ pub fn perfdata_table_with(pd: &crate::perfdata::PerfData, sym: Symbolizer, rule
 mod tests {
     use super::*;
     use collector::records::{Sample, TaskEvent};
+
+    /// A file with callchains says so in its stage table whether its samples were kept or
+    /// grouped while reading (report reads them grouped and keeps none): what `shared`
+    /// means, and diff's warning about it, depend on it.
+    #[test]
+    fn a_grouped_read_still_knows_it_has_callchains() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kernel-forwarding.perf.data");
+        let kept = crate::perfdata::read_perf_data(&p).unwrap();
+        assert!(kept.samples.iter().any(|s| !s.callchain.is_empty()), "the golden file has callchains");
+        let grouped = crate::perfdata::read_perf_data_grouped(&p).unwrap();
+        assert!(grouped.samples.is_empty());
+        let rules = crate::rules::Rules::builtin();
+        for pd in [&kept, &grouped] {
+            let t = perfdata_table(pd, None, &rules).unwrap();
+            assert!(t.callchains, "a table without callchains ({} samples kept)", pd.samples.len());
+        }
+    }
 
     /// The forwarder's start is the FORK of its first worker (COMM records here have no
     /// time), per process; threads of other names and workers without a FORK (a process

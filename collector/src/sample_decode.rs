@@ -2,7 +2,10 @@
 //! [`crate::perf_abi`]) and by the analyzer's perf.data reader (its direct path and the
 //! records it takes from linux-perf-data's sorted iterator alike). One layout type
 //! ([`SampleLayout`]: the event's `sample_type`, `read_format`, default period and byte
-//! order) and one notion of kernel vs user vs guest ([`CpuMode`]).
+//! order) and one notion of kernel vs user vs guest ([`CpuMode`]). A sample recorded for
+//! DWARF unwinding (`perf record --call-graph dwarf`) also carries the user registers and
+//! a copy of the top of the user stack: [`SampleLayout::decode_with_stack`] returns them
+//! beside the sample ([`UserStack`]), for the analyzer's unwinder.
 
 use crate::records::Sample;
 
@@ -59,6 +62,10 @@ pub mod sample_bits {
     pub const CPU: u64 = 1 << 7;
     pub const PERIOD: u64 = 1 << 8;
     pub const STREAM_ID: u64 = 1 << 9;
+    pub const RAW: u64 = 1 << 10;
+    pub const BRANCH_STACK: u64 = 1 << 11;
+    pub const REGS_USER: u64 = 1 << 12;
+    pub const STACK_USER: u64 = 1 << 13;
     pub const IDENTIFIER: u64 = 1 << 16;
 }
 
@@ -85,13 +92,85 @@ pub struct SampleLayout {
     pub big_endian: bool,
 }
 
+/// What a sample recorded for DWARF unwinding carries beside its fields: the user
+/// registers (PERF_SAMPLE_REGS_USER) and the bytes copied from the user stack pointer up
+/// (PERF_SAMPLE_STACK_USER).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserStack<'a> {
+    /// The registers' values, one per set bit of the event's `sample_regs_user`, lowest
+    /// bit first; empty when the sample has none (it interrupted a kernel thread: ABI none).
+    pub regs: Vec<u64>,
+    /// The stack bytes from the user stack pointer up, as many as the kernel copied (its
+    /// `dyn_size`; at most the event's `sample_stack_user`).
+    pub stack: &'a [u8],
+}
+
+impl UserStack<'_> {
+    /// The value of perf register number `reg` (arch/x86/include/uapi/asm/perf_regs.h:
+    /// BP 6, SP 7, IP 8) under the event's `sample_regs_user` mask, when recorded.
+    pub fn reg(&self, mask: u64, reg: u32) -> Option<u64> {
+        if reg >= 64 || mask & (1 << reg) == 0 {
+            return None;
+        }
+        self.regs.get((mask & ((1u64 << reg) - 1)).count_ones() as usize).copied()
+    }
+}
+
 impl SampleLayout {
     /// Decode a SAMPLE record's body (after its 8-byte header). Fields after the callchain
     /// (raw data, branch stacks, registers...) are not read. None when the body is shorter
     /// than its layout says.
     pub fn decode(&self, body: &[u8], misc: u16) -> Option<Sample> {
+        let mut r = Reader { body, pos: 0, big: self.big_endian };
+        self.fields(&mut r, misc)
+    }
+
+    /// Decode a SAMPLE record's body with its user registers and stack copy, when the
+    /// layout has them (REGS_USER or STACK_USER; `regs_mask` is the event's
+    /// `sample_regs_user`). The stack is not read from a layout with a branch stack (its
+    /// entries' size depends on the event's branch_sample_type): None beside the sample then.
+    pub fn decode_with_stack<'a>(
+        &self,
+        body: &'a [u8],
+        misc: u16,
+        regs_mask: u64,
+    ) -> Option<(Sample, Option<UserStack<'a>>)> {
         use sample_bits::*;
         let mut r = Reader { body, pos: 0, big: self.big_endian };
+        let s = self.fields(&mut r, misc)?;
+        let st = self.sample_type;
+        if st & (REGS_USER | STACK_USER) == 0 || st & BRANCH_STACK != 0 {
+            return Some((s, None));
+        }
+        if st & RAW != 0 {
+            // A u32 size, then that many bytes (the kernel pads them so the pair ends on 8).
+            let size = r.u32()?;
+            r.slice(size as usize)?;
+        }
+        let mut regs = Vec::new();
+        if st & REGS_USER != 0 && r.u64()? != 0 {
+            let n = regs_mask.count_ones() as usize;
+            regs.reserve(n);
+            for _ in 0..n {
+                regs.push(r.u64()?);
+            }
+        }
+        let mut stack: &[u8] = &[];
+        if st & STACK_USER != 0 {
+            let size = usize::try_from(r.u64()?).ok()?;
+            if size > 0 {
+                let data = r.slice(size)?;
+                let copied = usize::try_from(r.u64()?).ok()?;
+                stack = &data[..copied.min(size)];
+            }
+        }
+        Some((s, Some(UserStack { regs, stack })))
+    }
+
+    /// The fields every sample has, up to its callchain.
+    fn fields(&self, r: &mut Reader, misc: u16) -> Option<Sample> {
+        use sample_bits::*;
+        let body = r.body;
         let st = self.sample_type;
         if st & IDENTIFIER != 0 {
             r.u64()?;
@@ -139,11 +218,22 @@ struct Reader<'a> {
     big: bool,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn bytes<const N: usize>(&mut self) -> Option<[u8; N]> {
         let b: [u8; N] = self.body.get(self.pos..self.pos.checked_add(N)?)?.try_into().ok()?;
         self.pos += N;
         Some(b)
+    }
+
+    fn slice(&mut self, n: usize) -> Option<&'a [u8]> {
+        let b = self.body.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(b)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        let b = self.bytes::<4>()?;
+        Some(if self.big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
     }
 
     fn u64(&mut self) -> Option<u64> {
@@ -233,6 +323,47 @@ mod tests {
         assert_eq!(s.callchain, vec![0x12]);
         // A group count past the body is refused, not read past.
         assert!(grouped.decode(&words(&[0x10, 4, u64::MAX / 2, 0]), 1).is_none());
+    }
+
+    /// A `--call-graph dwarf` sample: the fields, a (kernel) callchain, then the user
+    /// registers under their mask and the stack copy with its dyn_size; registers are
+    /// found by perf number; a kernel thread's sample (ABI none) has none.
+    #[test]
+    fn user_registers_and_the_stack_copy_come_beside_the_sample() {
+        use sample_bits::*;
+        let l = SampleLayout {
+            sample_type: IP | TID | PERIOD | CALLCHAIN | REGS_USER | STACK_USER,
+            read_format: 0,
+            default_period: 1,
+            big_endian: false,
+        };
+        // BP, SP and IP (perf numbers 6, 7, 8) and R8 (16).
+        let mask = (1 << 6) | (1 << 7) | (1 << 8) | (1 << 16);
+        let mut body = words(&[0x4000, 7 | (7 << 32), 1, 0, 2, 0x7f00_0000_1000, 0x7ffe_0000, 0x4000, 99, 16]);
+        body.extend(0xdead_beefu64.to_le_bytes());
+        body.extend([0u8; 8]);
+        body.extend(9u64.to_le_bytes());
+        let (s, st) = l.decode_with_stack(&body, 2, mask).expect("whole body");
+        assert_eq!((s.ip, s.pid, s.callchain.len()), (0x4000, 7, 0));
+        let st = st.expect("a user stack");
+        assert_eq!(st.regs, vec![0x7f00_0000_1000, 0x7ffe_0000, 0x4000, 99]);
+        assert_eq!(
+            (st.reg(mask, 6), st.reg(mask, 7), st.reg(mask, 8), st.reg(mask, 16)),
+            (Some(0x7f00_0000_1000), Some(0x7ffe_0000), Some(0x4000), Some(99))
+        );
+        assert_eq!(st.reg(mask, 0), None, "AX was not recorded");
+        assert_eq!(st.stack.len(), 9, "the copy is cut to its dyn_size");
+        assert_eq!(&st.stack[..8], &0xdead_beefu64.to_le_bytes());
+        // ABI none (a kernel thread) and an empty stack copy (size 0, no dyn_size).
+        let kernel_thread = words(&[0x10, 1, 1, 0, 0, 0]);
+        let (_, st) = l.decode_with_stack(&kernel_thread, 1, mask).expect("whole body");
+        assert_eq!(st.expect("fields present"), UserStack { regs: vec![], stack: &[] });
+        // A stack copy announced past the body is refused.
+        assert!(l.decode_with_stack(&words(&[0x10, 1, 1, 0, 0, 4096, 1]), 1, mask).is_none());
+        // Without the bits, nothing beside; decode agrees with decode_with_stack.
+        let plain = SampleLayout { sample_type: IP | TID | PERIOD | CALLCHAIN, ..l };
+        let b = words(&[0x10, 1, 1, 0]);
+        assert_eq!(plain.decode_with_stack(&b, 1, mask), Some((plain.decode(&b, 1).unwrap(), None)));
     }
 
     #[test]

@@ -126,6 +126,26 @@ impl BinaryLookup {
         out
     }
 
+    /// The file of `path` as built `id`, in perf's order (`--symfs`, the build-id cache,
+    /// the path), checked by its build-id note; the file at the path when no build-id was
+    /// recorded. For readers of a binary's bytes rather than its symbols (the unwinder).
+    pub fn file_of(&self, path: &str, id: Option<&str>) -> Option<PathBuf> {
+        let Some(id) = id else { return Some(PathBuf::from(path)) };
+        let build_id = |p: &Path| -> Option<String> {
+            use object::Object;
+            let f = std::fs::File::open(p).ok()?;
+            // SAFETY: mapped read-only and dropped before returning.
+            let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+            let file = object::File::parse(&*map).ok()?;
+            let id = file.build_id().ok()??;
+            Some(id.iter().map(|b| format!("{b:02x}")).collect())
+        };
+        self.candidates(path, id)
+            .into_iter()
+            .map(|(p, _)| p)
+            .find(|p| p.is_file() && build_id(p).as_deref() == Some(id))
+    }
+
     /// Find the symbols of `path` as built `id` (None: no build-id recorded).
     pub(super) fn find(&self, path: &str, id: Option<&str>) -> Found {
         let Some(id) = id else {
