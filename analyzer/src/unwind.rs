@@ -130,13 +130,19 @@ impl UserUnwinder {
     }
 
     /// A user-space mapping of process `m.pid`: its binary becomes one of the process's
-    /// modules (mappings of no file, `[vdso]` and the like, only mark their range).
+    /// modules. Mappings of no file on disk (`[vdso]`, `//anon`, `socket:[N]`, a memfd, a
+    /// deleted file, a device) only mark their range.
     pub fn map(&mut self, m: &Mapping) {
-        if m.path.starts_with('[') || m.path.starts_with("//") || m.path.is_empty() || m.start >= KERNEL_SPACE {
-            self.ranges.entry(m.pid).or_default().push(m.start..m.start.saturating_add(m.len));
+        self.ranges.entry(m.pid).or_default().push(m.start..m.start.saturating_add(m.len));
+        let p = m.path.as_str();
+        let no_file = !p.starts_with('/')
+            || p.starts_with("//")
+            || p.starts_with("/memfd:")
+            || p.starts_with("/dev/")
+            || p.ends_with(" (deleted)");
+        if no_file || m.start >= KERNEL_SPACE {
             return;
         }
-        self.ranges.entry(m.pid).or_default().push(m.start..m.start.saturating_add(m.len));
         let Some(bin) = self.binary(&m.path, m.build_id.as_deref()) else { return };
         let Some(base) = bin.base_avma(m.start, m.pgoff) else {
             self.stats
