@@ -542,6 +542,14 @@ fn lab_bench_named_forwarders_and_their_page() {
             println!("NOTE: the sender-alone run was left out (a busy machine): no bar to check for {f}");
             continue;
         };
+        if table_ns <= 0.0 {
+            // The sender sent faster beside this setup than alone (run-to-run noise on a
+            // short run): no cost to draw, and the bar says so.
+            assert!(g.contains("no positive CPU-per-packet figure") && !g.contains("class=\"seg\""), "{g}");
+            assert!(html.contains("a negative figure means the sender sent faster than alone"), "the page says why");
+            println!("NOTE: {f}'s figure on its core is {table_ns} ns (noise): no bar to check");
+            continue;
+        }
         let segs: Vec<&str> = g.split("<rect class=\"seg\"").skip(1).collect();
         assert!(!segs.is_empty(), "{f} has stage segments: {g}");
         let sum: f64 = segs.iter().map(|s| attr(s, "data-ns").unwrap().parse::<f64>().unwrap()).sum();

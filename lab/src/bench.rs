@@ -1084,7 +1084,9 @@ fn provenance_head(a: &BenchOptions, sender_cpu: &str, dut_cpu: &str, contention
         ),
         format!(
             "sender ns: (1 - offered / sender alone) / forwarded: the time of the sender's core ({sender_cpu}), flat out \
-             in every run, that did not go to sending; kernel and xdp forward there (softirq), so it is their bar"
+             in every run, that did not go to sending; kernel and xdp forward there (softirq), so it is their bar; a \
+             negative figure means the sender sent faster than alone (its own path differs: frames dropped at \
+             ingress alone), so that setup's cost there is below what these runs resolve and gets no bar"
         ),
         contention,
     ]
