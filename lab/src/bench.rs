@@ -759,6 +759,15 @@ fn fmt_ns(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.0}"))
 }
 
+/// The sender-core figure: a difference of two measured rates, so below zero it says only
+/// that the cost is under what the runs resolve (`<0`), never a negative cost.
+fn fmt_sender_ns(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v < 0.0 => "<0".to_string(),
+        v => fmt_ns(v),
+    }
+}
+
 /// The median of `v`, None when it is empty.
 fn median_of(v: Vec<f64>) -> Option<f64> {
     (!v.is_empty()).then(|| analyzer::stats::median(&v))
@@ -892,7 +901,7 @@ fn table_cells(fig: &Figures) -> Vec<String> {
         format!("{:.0}", fig.offered),
         format!("{:.1}%", fig.lost_pct),
         fmt_ns(fig.own_ns),
-        fmt_ns(fig.sender_ns),
+        fmt_sender_ns(fig.sender_ns),
         limited.to_string(),
     ]
 }
@@ -1008,7 +1017,13 @@ fn cpu_line(fig: &Figures, set: &RunSet, sender_cpu: &str, dut_cpu: &str) -> Str
     let softirq = fig.softirq_ns.map_or(String::new(), |s| {
         format!("; /proc/stat counted {s:.0} ns of softirq time on {sender_cpu} per forwarded packet")
     });
-    let sender = fmt_ns(fig.sender_ns);
+    let sender = match fig.sender_ns {
+        Some(v) if v < 0.0 => format!(
+            "<0 (the sender sent faster beside it than alone: its cost there is below what these runs resolve; \
+             computed {v:.0})"
+        ),
+        v => fmt_ns(v),
+    };
     match fig.f {
         Forwarder::Kernel | Forwarder::Xdp => format!(
             "CPU per packet: {}: {sender} ns on the sender's core ({sender_cpu}), where it runs: in the softirq of \
@@ -1252,6 +1267,15 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sender-core figure is a difference of rates: below zero the table says `<0`,
+    /// never a negative cost.
+    #[test]
+    fn a_negative_sender_figure_is_printed_as_below_zero() {
+        assert_eq!(fmt_sender_ns(Some(-129.4)), "<0");
+        assert_eq!(fmt_sender_ns(Some(281.4)), "281");
+        assert_eq!(fmt_sender_ns(None), "-");
+    }
     use collector::contention::Contention;
 
     fn run(f: Forwarder, arrived: u64, busy: bool) -> Measured {
