@@ -242,7 +242,7 @@ impl UserUnwinder {
             return b.clone();
         }
         let read = match self.lookup.file_of(path, recorded) {
-            Some(file) => read_binary(&file),
+            Some(file) => read_binary(&file, recorded),
             None => Err(Some(format!(
                 "no file of the recorded build-id {} at the path or in perf's build-id cache",
                 recorded.unwrap_or("-")
@@ -265,8 +265,14 @@ impl UserUnwinder {
 /// A binary's unwind sections and segments from `path` (the recorded build, found by
 /// [`crate::symbolize::BinaryLookup::file_of`]). `Err(None)`: a file that is no object
 /// file, which nothing is unwound through; `Err(Some(why))`: a binary that cannot be.
-fn read_binary(path: &std::path::Path) -> Result<Binary, Option<String>> {
-    let f = std::fs::File::open(path).map_err(|e| Some(format!("{}: {e}", path.display())))?;
+fn read_binary(path: &std::path::Path, recorded: Option<&str>) -> Result<Binary, Option<String>> {
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        // A mapped file that is gone and was given no build-id (a DPDK runtime file under
+        // /run/dpdk after its lab went down) need not have been a binary: nothing to say.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && recorded.is_none() => return Err(None),
+        Err(e) => return Err(Some(format!("{}: {e}", path.display()))),
+    };
     // SAFETY: mapped read-only; the sections needed are copied out before it is unmapped.
     let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Some(format!("{}: {e}", path.display())))?;
     let file = object::File::parse(&*map).map_err(|_| None)?;

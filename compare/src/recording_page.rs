@@ -304,7 +304,12 @@ fn flame_section(
          function's samples went to; {}.</p>\n<img class=\"flame\" id=\"flame\" alt=\"flame graph\" src=\"data:image/svg+xml;base64,{}\">\n",
         t.samples,
         escape(&t.event),
-        if callchains { "with callchains" } else { "leaf frames only: recorded without -g" },
+        match (&t.unwinding, callchains) {
+            // A `--call-graph dwarf` file: how its user callchains were made, and how many cut short.
+            (Some(u), _) => escape(&format!("with callchains; {u}")),
+            (None, true) => "with callchains".to_string(),
+            (None, false) => "leaf frames only: recorded without -g".to_string(),
+        },
         escape(symbols_from),
         base64::engine::general_purpose::STANDARD.encode(svg)
     ))
