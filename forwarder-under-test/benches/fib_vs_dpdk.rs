@@ -1,7 +1,11 @@
 //! fwdscope's FIB engines against DPDK's: `dir24` and `lctrie` beside DPDK's `rte_lpm` and
 //! `rte_fib` (DIR24_8, 4-byte next hops), in one process, on the same real table (the
 //! fixture's prefixes plus aggregates and a default route) and the same 1M random
-//! addresses inside its prefixes. Every engine's answers are checked against `dir24`'s for
+//! addresses inside its prefixes. `dir24` runs twice: through the forwarder's entry points
+//! (`fwd_lookup_fib_dir24` and `_batch`, out of line so profiles name the lookup stage) and
+//! inline (`Dir24::lookup`, `lookup_group` for x4 and `lookup_batch`, as a program
+//! embedding the engine calls them,
+//! and as DPDK's lookups are inline functions). Every engine's answers are checked against `dir24`'s for
 //! every address before anything is timed. Then interleaved rounds: in each round every
 //! (engine, mode) walks the whole stream once, in an order rotated per round; a mode is one
 //! lookup at a time (`single`), groups of 4 (`x4`: fwdscope's batch with 4 prefetched
@@ -54,6 +58,8 @@ mod dpdk {
 
     enum Engine {
         Fwdscope(Fib),
+        /// dir24's lookups inline (the `Fib` is a dir24 one).
+        Inline(Fib),
         Lpm(*mut c_void),
         RteFib(*mut c_void),
     }
@@ -62,6 +68,7 @@ mod dpdk {
         fn name(&self) -> String {
             match self {
                 Engine::Fwdscope(f) => format!("fwdscope {}", f.kind().name()),
+                Engine::Inline(f) => format!("fwdscope {} inline", f.kind().name()),
                 Engine::Lpm(_) => "rte_lpm".into(),
                 Engine::RteFib(_) => "rte_fib dir24_8".into(),
             }
@@ -80,6 +87,24 @@ mod dpdk {
                         f.lookup_batch(a, o, chunk);
                     }
                 }
+                Engine::Inline(Fib::Dir24(d)) if chunk == 1 => {
+                    for (o, &a) in out.iter_mut().zip(addrs.iter()) {
+                        *o = d.lookup(a);
+                    }
+                }
+                // Groups of 4 as rte_lpm_lookupx4 takes them (the stream's length is a
+                // multiple of 4).
+                Engine::Inline(Fib::Dir24(d)) if chunk == 4 => {
+                    for (a, o) in addrs.as_chunks::<4>().0.iter().zip(out.as_chunks_mut::<4>().0) {
+                        d.lookup_group(a, o);
+                    }
+                }
+                Engine::Inline(Fib::Dir24(d)) => {
+                    for (a, o) in addrs.chunks(chunk).zip(out.chunks_mut(chunk)) {
+                        d.lookup_batch(a, o, chunk);
+                    }
+                }
+                Engine::Inline(_) => unreachable!("only dir24 runs inline"),
                 // SAFETY: the table was built by fs_lpm_create; both slices hold addrs.len()
                 // values, and the shim reads and writes within them.
                 Engine::Lpm(p) => unsafe {
@@ -99,7 +124,7 @@ mod dpdk {
                 // SAFETY: each pointer came from its create function and is freed once.
                 Engine::Lpm(p) => unsafe { fs_lpm_free(*p) },
                 Engine::RteFib(p) => unsafe { fs_fib_free(*p) },
-                Engine::Fwdscope(_) => {}
+                Engine::Fwdscope(_) | Engine::Inline(_) => {}
             }
         }
     }
@@ -139,6 +164,9 @@ mod dpdk {
             let f = Fib::build(k, &t.routes).expect("build");
             out.push((Engine::Fwdscope(f), t0.elapsed().as_secs_f64(), rss().saturating_sub(m0)));
         }
+        let (m0, t0) = (rss(), Instant::now());
+        let f = Fib::build(FibKind::Dir24, &t.routes).expect("build");
+        out.push((Engine::Inline(f), t0.elapsed().as_secs_f64(), rss().saturating_sub(m0)));
         let routes = dpdk_routes(t);
         let (m0, t0) = (rss(), Instant::now());
         // SAFETY: the EAL is up; every route is a valid prefix (host bits clear, len 1..=32).
@@ -236,7 +264,7 @@ mod dpdk {
             (0..MODES.len()).flat_map(|m| (0..engines.len()).map(move |e| (m, e))).collect();
         for r in 0..rounds {
             for k in 0..cells.len() {
-                let (m, e) = cells[(k + r * 5) % cells.len()];
+                let (m, e) = cells[(k + r * 7) % cells.len()];
                 let t0 = Instant::now();
                 engines[e].0.run(&mut addrs, &mut got, MODES[m].1);
                 let dt = t0.elapsed().as_secs_f64();
@@ -245,7 +273,7 @@ mod dpdk {
             }
         }
         let load1 = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        let lpm = 2; // engines' order: dir24, lctrie, rte_lpm, rte_fib
+        let lpm = 3; // engines' order: dir24, lctrie, dir24 inline, rte_lpm, rte_fib
         println!(
             "{:<8} {:<18} {:>10} {:>12} {:>26}",
             "mode", "engine", "ns/lookup", "Mlookups/s", "time vs rte_lpm [95%]"
