@@ -31,7 +31,6 @@ pub mod rules;
 pub mod stages;
 pub mod stats;
 pub mod symbolize;
-pub mod unwind;
 pub mod windows;
 
 pub use error::{Error, Result};

@@ -3,10 +3,10 @@
 //! table apply. Kernel addresses resolve through a kallsyms file (the recording machine's
 //! /proc/kallsyms when analyzed there).
 
-use crate::unwind::UserUnwinder;
 use crate::{Error, Result};
 use collector::records::{Mapping, Sample};
 use collector::sample_decode::{SampleLayout, PERF_RECORD_SAMPLE};
+use collector::unwind::UserUnwinder;
 use linux_perf_data::linux_perf_event_reader::{
     CpuMode, Endianness, EventRecord, Mmap2FileId, PerfEventType, RawData, RawEventRecord, RecordParseInfo, RecordType,
     SamplingPolicy, SoftwareCounterType,
@@ -38,7 +38,7 @@ pub struct PerfData {
     pub grouped: Samples,
     /// How user stacks were unwound, for a file recorded with `--call-graph dwarf` (each
     /// sample's callchain then holds its unwound user frames).
-    pub unwinding: Option<crate::unwind::UnwindStats>,
+    pub unwinding: Option<collector::unwind::UnwindStats>,
 }
 
 /// A kernel module as the recording saw it.
@@ -506,7 +506,12 @@ fn unwinder_for(perf_file: &linux_perf_data::PerfFile, out: &mut PerfData) -> Op
         ));
         return None;
     }
-    let u = UserUnwinder::new(a.sample_regs_user);
+    // Each binary the file of the build-id the file recorded for it: at its path, or in
+    // perf's build-id cache (a rebuilt binary at the path is not the one that ran).
+    let lookup = crate::symbolize::BinaryLookup::default();
+    let file_of: collector::unwind::FileOf =
+        Box::new(move |path: &str, id: Option<&str>, _pid: u32| lookup.file_of(path, id));
+    let u = UserUnwinder::new(a.sample_regs_user, file_of);
     if u.is_none() {
         out.warnings.push(format!(
             "the samples carry user stacks but not the registers an unwind starts from (sample_regs_user {:#x} \

@@ -34,6 +34,7 @@ pub mod sample_decode;
 pub mod session;
 pub mod stat;
 pub mod stream;
+pub mod unwind;
 
 pub use error::{Error, Result};
 

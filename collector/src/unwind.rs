@@ -1,20 +1,26 @@
-//! DWARF unwinding of user stacks, after the fact. A sample recorded for it (`perf record
-//! --call-graph dwarf`) carries the user registers and a copy of the top of the user stack
-//! ([`collector::sample_decode::UserStack`]); [`UserUnwinder`] walks that copy with
+//! DWARF unwinding of user stacks. A sample recorded for it (`perf record --call-graph
+//! dwarf`, or fwdscope's own `record --call-graph dwarf`) carries the user registers and a
+//! copy of the top of the user stack ([`crate::sample_decode::UserStack`]); [`UserUnwinder`]
+//! walks that copy with
 //! framehop from the binaries' own call-frame information (`.eh_frame` through
 //! `.eh_frame_hdr`, or `.debug_frame`), as samply does, so that programs built without frame
 //! pointers (DPDK's l3fwd and libraries, most distribution binaries) get whole callchains
 //! and their helpers can be charged to their callers.
 //!
-//! Each process's modules follow the recording's side-band records: a mapping adds one
-//! (the binary read once per path: the file of the build-id the recording gives it, at its
-//! path or in perf's build-id cache),
-//! a fork copies the parent's, an exec starts afresh. [`UnwindStats`] counts what happened
+//! The same unwinder serves both sides: the analyzer unwinds a perf.data file's stacks after
+//! the fact, and the collector unwinds its own samples as they arrive (live), keeping the
+//! callchains and dropping the stack copies. Each process's modules follow the side-band
+//! records: a mapping adds one (the binary read once per path, found by the
+//! [`FileOf`] the user of the unwinder gives: the analyzer looks for the recorded build-id
+//! at its path or in perf's build-id cache; the collector opens the live process's file),
+//! a fork copies the parent's, an exec starts afresh. Live, a process met before any of its
+//! mappings (one that started between two drain passes) has its modules read once from
+//! /proc/PID/maps. [`UnwindStats`] counts what happened
 //! to every stack: unwound to its outermost frame, or cut short and why (the stack copy
 //! ended, an address in no mapped binary, a binary that could not be read).
 
-use collector::records::Mapping;
-use collector::sample_decode::UserStack;
+use crate::records::Mapping;
+use crate::sample_decode::UserStack;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{Error as UnwindError, ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
@@ -34,6 +40,14 @@ const KERNEL_SPACE: u64 = 0x8000_0000_0000_0000;
 
 /// Section bytes, shared by every process that maps the binary.
 type Data = Arc<[u8]>;
+
+/// Where the file of a mapped binary is: `(mapped path, recorded build-id, pid)` to a
+/// readable path, or None when it cannot be found.
+pub type FileOf = Box<dyn FnMut(&str, Option<&str>, u32) -> Option<std::path::PathBuf> + Send>;
+
+/// perf's x86-64 user registers an unwind needs (BP, SP, IP): the `sample_regs_user` mask
+/// fwdscope's own recordings ask for (samply asks for the same three).
+pub const REGS_MASK_X86_64: u64 = (1 << PERF_REG_X86_BP) | (1 << PERF_REG_X86_SP) | (1 << PERF_REG_X86_IP);
 
 /// One binary's unwind sections and load segments, read once.
 struct Binary {
@@ -56,7 +70,7 @@ impl Binary {
 }
 
 /// How the user stacks of a recording were unwound.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UnwindStats {
     /// Samples that carried user registers and a stack copy.
     pub stacks: u64,
@@ -75,10 +89,15 @@ pub struct UnwindStats {
 impl UnwindStats {
     /// The report's line: how the user callchains were made and how many were cut short.
     pub fn summary(&self) -> String {
+        self.summary_when("")
+    }
+
+    /// The report's line with when the unwinding happened (` while recording`) said.
+    pub fn summary_when(&self, when: &str) -> String {
         let cut: u64 = self.cut.values().sum();
         let mut s = format!(
-            "user callchains unwound from DWARF CFI (.eh_frame/.debug_frame, framehop) for {} samples: {} to the \
-             outermost frame, {cut} cut short",
+            "user callchains unwound{when} from DWARF CFI (.eh_frame/.debug_frame, framehop) for {} samples: {} to \
+             the outermost frame, {cut} cut short",
             self.stacks, self.whole
         );
         if cut > 0 {
@@ -103,15 +122,20 @@ pub struct UserUnwinder {
     cache: CacheX86_64,
     /// Binaries by path: read, or why not (kept in `stats.unreadable`).
     binaries: HashMap<String, Option<Arc<Binary>>>,
-    /// Where a recorded build is found (the path, perf's build-id cache).
-    lookup: crate::symbolize::BinaryLookup,
+    /// Where a mapped binary's file is found.
+    file_of: FileOf,
+    /// Live: read a process's modules from /proc/PID/maps when a sample of it comes
+    /// before any mapping (each process tried once).
+    live: bool,
+    tried_proc: std::collections::HashSet<u32>,
     pub stats: UnwindStats,
 }
 
 impl UserUnwinder {
     /// An unwinder for samples whose registers follow `regs_mask` (the event's
-    /// `sample_regs_user`); None when that lacks IP, SP or BP, which every unwind needs.
-    pub fn new(regs_mask: u64) -> Option<UserUnwinder> {
+    /// `sample_regs_user`), finding binaries with `file_of`; None when the mask lacks IP,
+    /// SP or BP, which every unwind needs.
+    pub fn new(regs_mask: u64, file_of: FileOf) -> Option<UserUnwinder> {
         let needed = [PERF_REG_X86_BP, PERF_REG_X86_SP, PERF_REG_X86_IP].iter().all(|r| regs_mask & (1 << r) != 0);
         needed.then(|| UserUnwinder {
             regs_mask,
@@ -119,9 +143,29 @@ impl UserUnwinder {
             ranges: HashMap::new(),
             cache: CacheX86_64::new(),
             binaries: HashMap::new(),
-            lookup: crate::symbolize::BinaryLookup::default(),
+            file_of,
+            live: false,
+            tried_proc: std::collections::HashSet::new(),
             stats: UnwindStats::default(),
         })
+    }
+
+    /// The collector's unwinder: samples taken here and now, registers by
+    /// [`REGS_MASK_X86_64`], each binary the file the live process maps (through
+    /// /proc/PID/root, so a process in another mount namespace is read right), and a
+    /// process met before its mappings read from /proc/PID/maps.
+    pub fn live() -> Option<UserUnwinder> {
+        let file_of: FileOf = Box::new(|path: &str, _: Option<&str>, pid: u32| {
+            let inside = std::path::PathBuf::from(format!("/proc/{pid}/root{path}"));
+            if inside.exists() {
+                Some(inside)
+            } else {
+                Some(std::path::PathBuf::from(path))
+            }
+        });
+        let mut u = UserUnwinder::new(REGS_MASK_X86_64, file_of)?;
+        u.live = true;
+        Some(u)
     }
 
     /// The events' `sample_regs_user` this unwinder reads registers by.
@@ -143,7 +187,7 @@ impl UserUnwinder {
         if no_file || m.start >= KERNEL_SPACE {
             return;
         }
-        let Some(bin) = self.binary(&m.path, m.build_id.as_deref()) else { return };
+        let Some(bin) = self.binary(&m.path, m.build_id.as_deref(), m.pid) else { return };
         let Some(base) = bin.base_avma(m.start, m.pgoff) else {
             self.stats
                 .unreadable
@@ -186,6 +230,11 @@ impl UserUnwinder {
             return Vec::new();
         };
         self.stats.stacks += 1;
+        if self.live && !self.processes.contains_key(&pid) && self.tried_proc.insert(pid) {
+            for m in crate::records::synthesize_process(pid, 0).0 {
+                self.map(&m);
+            }
+        }
         let Some(unwinder) = self.processes.get(&pid) else {
             self.cut("in a process with no mapped binary");
             return vec![ip];
@@ -223,7 +272,7 @@ impl UserUnwinder {
 
     /// Extend a sample's callchain with its unwound user frames: its kernel part kept, any
     /// user part the kernel gave replaced.
-    pub fn extend(&mut self, s: &mut collector::records::Sample, stack: &UserStack) {
+    pub fn extend(&mut self, s: &mut crate::records::Sample, stack: &UserStack) {
         let user = self.unwind(s.pid, stack);
         if user.is_empty() {
             return;
@@ -237,11 +286,11 @@ impl UserUnwinder {
     }
 
     /// The binary at `path`, read once; None (and why, in the stats) when it cannot be.
-    fn binary(&mut self, path: &str, recorded: Option<&str>) -> Option<Arc<Binary>> {
+    fn binary(&mut self, path: &str, recorded: Option<&str>, pid: u32) -> Option<Arc<Binary>> {
         if let Some(b) = self.binaries.get(path) {
             return b.clone();
         }
-        let read = match self.lookup.file_of(path, recorded) {
+        let read = match (self.file_of)(path, recorded, pid) {
             Some(file) => read_binary(&file, recorded),
             None => Err(Some(format!(
                 "no file of the recorded build-id {} at the path or in perf's build-id cache",
@@ -262,8 +311,8 @@ impl UserUnwinder {
     }
 }
 
-/// A binary's unwind sections and segments from `path` (the recorded build, found by
-/// [`crate::symbolize::BinaryLookup::file_of`]). `Err(None)`: a file that is no object
+/// A binary's unwind sections and segments from `path` (found by the unwinder's
+/// [`FileOf`]). `Err(None)`: a file that is no object
 /// file, which nothing is unwound through; `Err(Some(why))`: a binary that cannot be.
 fn read_binary(path: &std::path::Path, recorded: Option<&str>) -> Result<Binary, Option<String>> {
     let f = match std::fs::File::open(path) {
@@ -331,7 +380,9 @@ mod tests {
     /// Registers lacking IP, SP or BP cannot start an unwind.
     #[test]
     fn the_register_mask_must_hold_ip_sp_and_bp() {
-        assert!(UserUnwinder::new(0xff0fff).is_some(), "perf's --call-graph dwarf mask");
-        assert!(UserUnwinder::new((1 << 7) | (1 << 8)).is_none());
+        let none = || -> FileOf { Box::new(|_: &str, _: Option<&str>, _: u32| None) };
+        assert!(UserUnwinder::new(0xff0fff, none()).is_some(), "perf's --call-graph dwarf mask");
+        assert!(UserUnwinder::new(REGS_MASK_X86_64, none()).is_some(), "fwdscope's own");
+        assert!(UserUnwinder::new((1 << 7) | (1 << 8), none()).is_none());
     }
 }
