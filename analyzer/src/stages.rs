@@ -317,6 +317,7 @@ fn recording_table(rec: &Recording, rules: &Rules, sym: Symbolizer) -> Result<(S
         }
     }
     t.callchains = m.callchain;
+    take_unwinding(&mut t, m.unwinding.as_ref(), " while recording");
     t.recorded = recorded_line(rec, t.packets);
     t.clock_check = crate::crosscheck::clock_check(rec, &t.event, &worker_totals(&t.workers))?;
     if t.clock_check.is_none() {
@@ -328,6 +329,19 @@ fn recording_table(rec: &Recording, rules: &Rules, sym: Symbolizer) -> Result<(S
     let sym = at.into_symbolizer();
     t.take_symbol_sources(&sym);
     Ok((t, sym))
+}
+
+/// How the user callchains were unwound (`when`: ` while recording`, or nothing for a
+/// perf.data file unwound as it is read), and a warning for
+/// each binary they could not be unwound through. The figures and names may come from a
+/// recording's meta.json: printed escaped.
+fn take_unwinding(t: &mut StageTable, u: Option<&collector::unwind::UnwindStats>, when: &str) {
+    let Some(u) = u else { return };
+    t.unwinding = Some(collector::printable(u.summary_when(when)));
+    for (bin, why) in &u.unreadable {
+        t.warnings
+            .push(collector::printable(format!("{bin}: not unwound through ({why}); user callchains stop in it")));
+    }
 }
 
 /// When each forwarder process's first worker thread started, by process: the FORK record
@@ -1194,12 +1208,7 @@ pub fn perfdata_table_with(pd: &crate::perfdata::PerfData, sym: Symbolizer, rule
     let groups: Vec<(u32, crate::aggregate::Group)> = groups.into_iter().map(|g| (0, g)).collect();
     let mut t = build(head, attribute(&groups, &mut at, &names), rules);
     t.callchains = callchains;
-    t.unwinding = pd.unwinding.as_ref().map(|u| u.summary());
-    if let Some(u) = &pd.unwinding {
-        for (bin, why) in &u.unreadable {
-            t.warnings.push(format!("{bin}: not unwound through ({why}); user callchains stop in it"));
-        }
-    }
+    take_unwinding(&mut t, pd.unwinding.as_ref(), "");
     t.warnings.extend(pd.warnings.iter().cloned());
     t.warnings.extend(sym_warnings);
     t.take_symbol_sources(&at.into_symbolizer());

@@ -5,6 +5,13 @@
 //! with its own unwinder). Sample by sample (matched by thread and time), the user frames
 //! must name the same functions. Needs `cc` and a `perf` that can record; skips, saying
 //! why, without them.
+//!
+//! fwdscope's own `record --call-graph dwarf` is checked on the same program: the collector
+//! unwinds each sample as it arrives, so the recording's callchains must follow the
+//! program's one call path (leaf called only by mid, mid by top, top by main) to main, and
+//! the stage table must charge the unstaged helpers to their staged caller (the program's
+//! `top` is then named `fwd_lookup_top`, a lookup-stage name), which a frame-pointer
+//! recording of the same program cannot (its chains stop in leaf).
 
 use analyzer::perfdata::read_perf_data;
 use analyzer::symbolize::Symbolizer;
@@ -105,10 +112,10 @@ fn perf_frames(data: &Path) -> Option<HashMap<(u32, u64), Vec<Frame>>> {
     Some(samples)
 }
 
-/// Build the program and record it; None (said why) where that cannot be done here.
-fn record(dir: &Path) -> Option<std::path::PathBuf> {
+/// Build `source` into DIR/chain; None (said why) where there is no C compiler.
+fn build(dir: &Path, source: &str) -> Option<std::path::PathBuf> {
     let src = dir.join("chain.c");
-    std::fs::write(&src, PROGRAM).expect("source");
+    std::fs::write(&src, source).expect("source");
     let prog = dir.join("chain");
     let cc = Command::new("cc").args(["-O2", "-g", "-fomit-frame-pointer", "-o"]).arg(&prog).arg(&src).output();
     match cc {
@@ -122,6 +129,12 @@ fn record(dir: &Path) -> Option<std::path::PathBuf> {
             return None;
         }
     }
+    Some(prog)
+}
+
+/// Build the program and record it; None (said why) where that cannot be done here.
+fn record(dir: &Path) -> Option<std::path::PathBuf> {
+    let prog = build(dir, PROGRAM)?;
     let data = dir.join("perf.data");
     let rec = Command::new("perf")
         .args(["record", "-q", "--call-graph", "dwarf,4096", "-e", "cpu-clock", "-F", "999", "-o"])
@@ -190,5 +203,94 @@ fn dwarf_unwound_stacks_name_the_same_callers_as_perf() {
     // Without frame pointers a frame-pointer walk stops in leaf: the callers come from CFI.
     assert!(deep * 2 >= compared, "only {deep} of {compared} stacks reached main through leaf, mid and top");
     assert!(stats.whole * 100 >= stats.stacks * 90, "{}", stats.summary());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// fwdscope's own recording of the program (cpu-clock at 999 Hz) with `call_graph`.
+fn fwdscope_record(
+    dir: &Path,
+    prog: &Path,
+    name: &str,
+    call_graph: collector::perf_abi::CallGraph,
+) -> collector::recording::Recording {
+    use collector::session::{record, RecordOptions, Target};
+    let out = dir.join(name);
+    let target = Target::Command { program: prog.to_path_buf(), args: vec!["30000".into()] };
+    let mut opts = RecordOptions::new(out.clone(), target);
+    opts.event = Some(collector::events::EventId::CpuClock);
+    opts.freq = Some(999);
+    opts.call_graph = call_graph;
+    opts.counting = Vec::new();
+    record(&opts, &std::sync::atomic::AtomicBool::new(false), None, &mut |m| println!("{name}: {m}")).expect("record");
+    collector::recording::Recording::open(&out).expect("the recording")
+}
+
+/// The user functions of each sample of a recording, innermost first.
+fn user_names(rec: &collector::recording::Recording) -> Vec<Vec<String>> {
+    let samples = rec.samples().expect("samples");
+    let mut sym = Symbolizer::new(rec.maps().expect("maps"), None);
+    samples
+        .iter()
+        .filter(|s| !s.kernel)
+        .map(|s| {
+            let chain: Vec<u64> = if s.callchain.is_empty() { vec![s.ip] } else { s.callchain.clone() };
+            chain
+                .iter()
+                .filter(|&&a| a < 0x8000_0000_0000_0000)
+                .enumerate()
+                // A return address points after its call: look up the call itself.
+                .map(|(i, &a)| plain(&sym.resolve_ip(s.pid, if i == 0 { a } else { a - 1 }, false).name))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn fwdscope_record_unwinds_dwarf_stacks_as_it_records() {
+    if let Err(e) = collector::perf_abi::probe(collector::perf_abi::Need::Sample) {
+        println!("SKIP: perf_event_open cannot sample here: {e}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fwdscope-dwarf-rec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    // The program's one call path, with `top` given a lookup-stage name.
+    let source = PROGRAM.replace("top(", "fwd_lookup_top(");
+    let Some(prog) = build(&dir, &source) else { return };
+    let dwarf = collector::perf_abi::CallGraph::Dwarf { stack_bytes: 4096 };
+    let rec = fwdscope_record(&dir, &prog, "dwarf", dwarf);
+    let m = &rec.meta.sampling;
+    assert_eq!(m.call_graph.as_deref(), Some("dwarf,4096"));
+    let stats = m.unwinding.clone().expect("meta.json says how the stacks were unwound");
+    let names = user_names(&rec);
+    let in_leaf: Vec<&Vec<String>> = names.iter().filter(|n| n.first().is_some_and(|f| f == "leaf")).collect();
+    let whole = in_leaf.iter().filter(|n| n.len() >= 4 && n[1..4] == ["mid", "fwd_lookup_top", "main"]).count();
+    println!("{}; {whole} of {} samples in leaf reach main through mid and top", stats.summary(), in_leaf.len());
+    assert!(in_leaf.len() >= 50, "only {} samples in leaf: {names:?}", in_leaf.len());
+    assert!(whole * 100 >= in_leaf.len() * 95, "{whole} of {}; e.g. {:?}", in_leaf.len(), in_leaf.first());
+    assert!(stats.whole * 100 >= stats.stacks * 90, "{}", stats.summary());
+    assert_eq!(stats.stacks, names.len() as u64, "every user sample carried a stack that was unwound");
+
+    // The stage table charges leaf and mid (no stage of their own) to fwd_lookup_top's
+    // stage through the unwound callchains, and says how they were made.
+    let rules = analyzer::rules::Rules::builtin();
+    let t = analyzer::stages::stage_table(&rec, &rules).expect("stage table");
+    let share = |t: &analyzer::stages::StageTable, stage: &str| {
+        t.stages.iter().find(|r| r.stage == stage).map_or(0.0, |r| r.percent)
+    };
+    let unwinding = t.unwinding.clone().unwrap_or_default();
+    assert!(unwinding.starts_with("user callchains unwound while recording from DWARF CFI"), "{unwinding}");
+    assert!(
+        share(&t, "lookup") >= 90.0,
+        "lookup {:.1}% of a program that runs under fwd_lookup_top",
+        share(&t, "lookup")
+    );
+
+    // The same program recorded with frame pointers: its chains stop in leaf, so the
+    // helpers stay unattributed (which is what DWARF unwinding is for).
+    let fp = fwdscope_record(&dir, &prog, "fp", collector::perf_abi::CallGraph::FramePointer);
+    let tf = analyzer::stages::stage_table(&fp, &rules).expect("stage table");
+    println!("lookup: {:.1}% unwound from DWARF, {:.1}% by frame pointers", share(&t, "lookup"), share(&tf, "lookup"));
+    assert!(tf.unwinding.is_none(), "a frame-pointer recording claims DWARF unwinding");
+    assert!(share(&tf, "lookup") < share(&t, "lookup"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -37,9 +37,15 @@ pub struct RecordArgs {
     /// One sample every PERIOD events instead of -F.
     #[arg(short = 'c', long = "count")]
     pub count: Option<u64>,
-    /// Record frame-pointer callchains.
-    #[arg(short = 'g')]
+    /// Record frame-pointer callchains (the same as --call-graph fp).
+    #[arg(short = 'g', conflicts_with = "call_graph")]
     pub callchain: bool,
+    /// Callchains: `fp` (frame pointers), or `dwarf[,SIZE]`: each sample carries the user
+    /// registers and SIZE bytes of the user stack (default 8192, at most 65528), unwound
+    /// from the binaries' DWARF CFI as they arrive, for programs built without frame
+    /// pointers (the stack copies are not kept).
+    #[arg(long, value_name = "MODE", value_parser = crate::perf_abi::CallGraph::parse)]
+    pub call_graph: Option<crate::perf_abi::CallGraph>,
     /// Ring buffer pages per CPU (a power of two, 1 to 65536).
     #[arg(short = 'm', long, default_value_t = 128, value_parser = pages)]
     pub mmap_pages: usize,
@@ -65,6 +71,14 @@ pub struct RecordArgs {
     pub keep_symbols: bool,
     #[command(flatten)]
     pub target: TargetArgs,
+}
+
+impl RecordArgs {
+    /// The callchains asked for: `--call-graph`, else frame pointers with `-g`, else none.
+    pub fn call_graph(&self) -> crate::perf_abi::CallGraph {
+        use crate::perf_abi::CallGraph;
+        self.call_graph.unwrap_or(if self.callchain { CallGraph::FramePointer } else { CallGraph::None })
+    }
 }
 
 /// What to observe: the forwarder (default), a PID, every CPU, or another program.

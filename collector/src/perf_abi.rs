@@ -28,6 +28,65 @@ pub struct Scope {
     pub kernel: bool,
 }
 
+/// How samples get their callchains (perf's `--call-graph`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CallGraph {
+    /// No callchains (the default).
+    #[default]
+    None,
+    /// The kernel walks frame pointers (perf's `-g`, `--call-graph fp`): cheap, but a user
+    /// frame built without frame pointers ends the chain.
+    FramePointer,
+    /// The kernel's own callchain, plus the user registers and a copy of `stack_bytes` of
+    /// the user stack with each sample, unwound from the binaries' DWARF CFI as the samples
+    /// arrive (perf's `--call-graph dwarf,SIZE`; the copies are not kept).
+    Dwarf { stack_bytes: u32 },
+}
+
+impl CallGraph {
+    /// perf's default stack copy for `--call-graph dwarf`.
+    pub const DEFAULT_STACK: u32 = 8192;
+    /// The largest copy a sample can carry (a record's size is 16 bits; perf's limit).
+    pub const MAX_STACK: u32 = 65528;
+
+    /// perf's spelling: `fp`, `dwarf` or `dwarf,SIZE` (SIZE: bytes, a multiple of 8 from 8
+    /// to 65528); `none` too.
+    pub fn parse(s: &str) -> std::result::Result<CallGraph, String> {
+        let (mode, size) = match s.split_once(',') {
+            Some((m, n)) => (m, Some(n)),
+            None => (s, None),
+        };
+        match (mode, size) {
+            ("none", None) => Ok(CallGraph::None),
+            ("fp", None) => Ok(CallGraph::FramePointer),
+            ("dwarf", None) => Ok(CallGraph::Dwarf { stack_bytes: Self::DEFAULT_STACK }),
+            ("dwarf", Some(n)) => match n.trim().parse::<u32>() {
+                Ok(b) if (8..=Self::MAX_STACK).contains(&b) && b % 8 == 0 => Ok(CallGraph::Dwarf { stack_bytes: b }),
+                _ => Err(format!(
+                    "--call-graph dwarf,{n}: the stack copy must be bytes, a multiple of 8 from 8 to {}",
+                    Self::MAX_STACK
+                )),
+            },
+            ("fp" | "none", Some(_)) => Err(format!("--call-graph {s}: only dwarf takes a size (dwarf,SIZE)")),
+            _ => Err(format!("--call-graph {s}: expected fp, dwarf, dwarf,SIZE or none")),
+        }
+    }
+
+    /// Whether samples carry callchains at all.
+    pub fn any(self) -> bool {
+        self != CallGraph::None
+    }
+
+    /// How it is said in meta.json and headers: `fp`, `dwarf,8192`, `none`.
+    pub fn name(self) -> String {
+        match self {
+            CallGraph::None => "none".into(),
+            CallGraph::FramePointer => "fp".into(),
+            CallGraph::Dwarf { stack_bytes } => format!("dwarf,{stack_bytes}"),
+        }
+    }
+}
+
 /// How a sampling event is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SampleSpec {
@@ -36,8 +95,8 @@ pub struct SampleSpec {
     pub freq: Option<u64>,
     /// ...one sample every `period` events (perf's -c).
     pub period: Option<u64>,
-    /// Frame-pointer callchains (-g).
-    pub callchain: bool,
+    /// Callchains: none, frame pointers, or DWARF (registers and stack copies).
+    pub call_graph: CallGraph,
     /// Ring buffer data pages (a power of two).
     pub ring_pages: usize,
     /// Deliver MMAP2/COMM/FORK/EXIT records on this event.
@@ -246,9 +305,21 @@ impl SamplingEvent {
         let mut flags = SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::PERIOD;
         let mut sample_type =
             sample_bits::IP | sample_bits::TID | sample_bits::TIME | sample_bits::CPU | sample_bits::PERIOD;
-        if spec.callchain {
-            flags |= SampleFlag::CALLCHAIN;
-            sample_type |= sample_bits::CALLCHAIN;
+        match spec.call_graph {
+            CallGraph::None => {}
+            CallGraph::FramePointer => {
+                flags |= SampleFlag::CALLCHAIN;
+                sample_type |= sample_bits::CALLCHAIN;
+            }
+            CallGraph::Dwarf { stack_bytes } => {
+                // As perf does: the kernel's callchain without its user part (the stack copy
+                // gives that), the registers an unwind starts from, and the copy.
+                flags |= SampleFlag::CALLCHAIN | SampleFlag::REGS_USER | SampleFlag::STACK_USER;
+                sample_type |= sample_bits::CALLCHAIN | sample_bits::REGS_USER | sample_bits::STACK_USER;
+                b.exclude_callchain_user(true)
+                    .sample_regs_user(crate::unwind::REGS_MASK_X86_64)
+                    .sample_stack_user(stack_bytes.clamp(8, CallGraph::MAX_STACK) & !7);
+            }
         }
         let layout =
             SampleLayout { sample_type, read_format: 0, default_period: 1, big_endian: cfg!(target_endian = "big") };
@@ -289,13 +360,14 @@ impl SamplingEvent {
     /// Move up to `max` records out of the ring buffer into `out`. Returns records moved;
     /// records the parser cannot read are counted in `unparsed`.
     pub fn drain(&mut self, out: &mut Vec<Record>, max: usize, unparsed: &mut u64) -> usize {
+        let layout = self.layout;
         let mut n = 0;
         while n < max {
             let Some(rec) = self.sampler.next_record() else { break };
             n += 1;
             let misc = rec.misc();
             let decoded = if rec.ty() == PERF_RECORD_SAMPLE {
-                self.layout.decode(&rec.to_contiguous(), misc).map(Record::Sample)
+                decode_sample(&layout, &rec.to_contiguous(), misc)
             } else {
                 match rec.parse_record() {
                     Ok(r) => convert(r, misc),
@@ -313,6 +385,23 @@ impl SamplingEvent {
         }
         n
     }
+}
+
+/// A sample body: with its user registers and stack copy (owned) when the event was opened
+/// for DWARF unwinding.
+fn decode_sample(layout: &SampleLayout, body: &[u8], misc: u16) -> Option<Record> {
+    if layout.sample_type & sample_bits::STACK_USER == 0 {
+        return layout.decode(body, misc).map(Record::Sample);
+    }
+    let (sample, stack) = layout.decode_with_stack(body, misc, crate::unwind::REGS_MASK_X86_64)?;
+    Some(match stack {
+        Some(st) => Record::StackSample(Box::new(crate::records::StackSample {
+            sample,
+            regs: st.regs,
+            stack: st.stack.to_vec(),
+        })),
+        None => Record::Sample(sample),
+    })
 }
 
 /// What a caller needs perf to do.
@@ -335,7 +424,7 @@ pub fn probe(need: Need) -> Result<()> {
             event: EventId::CpuClock,
             freq: Some(100),
             period: None,
-            callchain: false,
+            call_graph: CallGraph::None,
             ring_pages: 1,
             tracking: false,
         };
@@ -524,5 +613,47 @@ mod tests {
         assert_eq!(libc::WEXITSTATUS(status), 0, "1: init not foreign to nobody; 2: self foreign; 3: setuid failed");
         let e = crate::Error::ForeignProcess { pid: 1, owner: 0, me: 65534 }.to_string();
         assert!(e.contains("belongs to uid 0") && e.contains("does not help") && !e.contains("sysctl"), "{e}");
+    }
+
+    /// perf's spellings of --call-graph, and what is refused with the rule said.
+    #[test]
+    fn call_graph_modes_parse_as_perf_spells_them() {
+        assert_eq!(CallGraph::parse("fp"), Ok(CallGraph::FramePointer));
+        assert_eq!(CallGraph::parse("none"), Ok(CallGraph::None));
+        assert_eq!(CallGraph::parse("dwarf"), Ok(CallGraph::Dwarf { stack_bytes: 8192 }));
+        assert_eq!(CallGraph::parse("dwarf,4096"), Ok(CallGraph::Dwarf { stack_bytes: 4096 }));
+        assert_eq!(CallGraph::parse("dwarf,65528").map(CallGraph::name), Ok("dwarf,65528".to_string()));
+        for bad in ["dwarf,65536", "dwarf,12", "dwarf,0", "dwarf,x"] {
+            let e = CallGraph::parse(bad).unwrap_err();
+            assert!(e.contains("a multiple of 8 from 8 to 65528"), "{bad}: {e}");
+        }
+        assert!(CallGraph::parse("fp,64").unwrap_err().contains("only dwarf takes a size"));
+        assert!(CallGraph::parse("lbr").unwrap_err().contains("expected fp, dwarf"));
+    }
+
+    /// A sample opened for DWARF unwinding comes out of the ring with its registers and
+    /// stack copy owned; one without stays a plain sample.
+    #[test]
+    fn stack_samples_keep_their_registers_and_stack() {
+        use crate::sample_decode::sample_bits::*;
+        let words = |w: &[u64]| -> Vec<u8> { w.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let layout = SampleLayout {
+            sample_type: IP | TID | TIME | CPU | PERIOD | CALLCHAIN | REGS_USER | STACK_USER,
+            read_format: 0,
+            default_period: 1,
+            big_endian: false,
+        };
+        // ip, pid/tid, time, cpu, period, an empty callchain, regs (abi 2, BP SP IP), a
+        // 16-byte stack copy of which 8 were filled, then dyn_size.
+        let body = words(&[0x4000, 7 | (7 << 32), 5, 0, 1, 0, 2, 0xb, 0x5, 0x4000, 16, 0xaa, 0xbb, 8]);
+        match decode_sample(&layout, &body, 2) {
+            Some(Record::StackSample(s)) => {
+                assert_eq!((s.sample.ip, s.regs.clone()), (0x4000, vec![0xb, 0x5, 0x4000]));
+                assert_eq!(s.stack, 0xaau64.to_le_bytes().to_vec(), "only dyn_size bytes kept");
+            }
+            other => panic!("{other:?}"),
+        }
+        let plain = SampleLayout { sample_type: IP | TID | TIME | CPU | PERIOD, ..layout };
+        assert!(matches!(decode_sample(&plain, &body[..40], 2), Some(Record::Sample(_))));
     }
 }

@@ -44,16 +44,45 @@ pub enum TaskEvent {
     Exit { time: u64, pid: u32, tid: u32 },
 }
 
+/// A sample taken for DWARF unwinding (`record --call-graph dwarf`), with the user
+/// registers (by [`crate::unwind::REGS_MASK_X86_64`]) and the copy of the user stack it
+/// carried, owned: the ring's bytes are handed back before the sink unwinds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackSample {
+    pub sample: Sample,
+    /// Empty when the sample interrupted a kernel thread (no user registers).
+    pub regs: Vec<u64>,
+    pub stack: Vec<u8>,
+}
+
 /// Everything a ring buffer can hand over, converted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
     Sample(Sample),
+    /// A sample with its user stack, to be unwound (and its stack dropped) by the sink.
+    StackSample(Box<StackSample>),
     Mmap(Mapping),
     Task(TaskEvent),
     /// PERF_RECORD_LOST: this many records were lost (ring full).
     Lost(u64),
     /// PERF_RECORD_THROTTLE (true) or UNTHROTTLE (false).
     Throttle(bool),
+}
+
+impl Record {
+    /// When it was taken (CLOCK_MONOTONIC ns); 0 for records without a time (lost,
+    /// throttle), so sorting a pass by time puts them first.
+    pub fn time(&self) -> u64 {
+        match self {
+            Record::Sample(s) => s.time,
+            Record::StackSample(s) => s.sample.time,
+            Record::Mmap(m) => m.time,
+            Record::Task(
+                TaskEvent::Comm { time, .. } | TaskEvent::Fork { time, .. } | TaskEvent::Exit { time, .. },
+            ) => *time,
+            Record::Lost(_) | Record::Throttle(_) => 0,
+        }
+    }
 }
 
 /// What perf synthesizes for a process that was already running: its executable file

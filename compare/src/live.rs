@@ -223,7 +223,11 @@ impl Recorder {
         let mut ro = RecordOptions::new(dir.clone(), Target::Pid(pid as i32));
         ro.force = true;
         ro.freq = Some(r.freq);
-        ro.callchain = r.callchain;
+        ro.call_graph = if r.callchain {
+            collector::perf_abi::CallGraph::FramePointer
+        } else {
+            collector::perf_abi::CallGraph::None
+        };
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {

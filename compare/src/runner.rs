@@ -345,7 +345,11 @@ impl Runner<'_> {
         ro.shared = o.share;
         ro.kallsyms_from = self.kallsyms.clone();
         ro.freq = Some(o.freq);
-        ro.callchain = o.callchain;
+        ro.call_graph = if o.callchain {
+            collector::perf_abi::CallGraph::FramePointer
+        } else {
+            collector::perf_abi::CallGraph::None
+        };
         ro
     }
 

@@ -534,7 +534,7 @@ fn bench_stages(a: &BenchOptions, lab: &Lab, f: Forwarder, at: Placement, flags:
     };
     let mut o = RecordOptions::new(dir.clone(), target);
     o.force = true;
-    o.callchain = true;
+    o.call_graph = collector::perf_abi::CallGraph::FramePointer;
     o.freq = Some(999);
     o.duration = Some(std::time::Duration::from_secs_f64(a.seconds + 1.0));
     let recorder = std::thread::Builder::new()

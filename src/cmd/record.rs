@@ -52,7 +52,7 @@ pub fn run(a: &RecordArgs) -> Result<()> {
     opts.event = event;
     opts.freq = Some(a.freq);
     opts.period = a.count;
-    opts.callchain = a.callchain;
+    opts.call_graph = a.call_graph();
     opts.ring_pages = a.mmap_pages;
     opts.duration = a.duration.map(Duration::from_secs_f64);
     opts.chunk_interval = Duration::from_millis(a.chunk_ms.max(10));

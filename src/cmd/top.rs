@@ -46,7 +46,7 @@ pub fn run(a: &TopArgs) -> Result<()> {
     o.interval = Duration::from_secs_f64(a.delay);
     o.iterations = a.iterations;
     o.freq = a.freq;
-    o.callchain = !a.no_callchain;
+    o.call_graph = a.call_graph();
     o.output = a.output.clone();
     o.stages = a.stages.clone();
     o.speed = a.speed;

@@ -43,9 +43,9 @@ pub struct TopOptions {
     pub interval: Duration,
     /// Samples per second (default 1000).
     pub freq: u64,
-    /// Frame-pointer callchains, so shared helpers are charged to their caller's stage
-    /// (default true).
-    pub callchain: bool,
+    /// Callchains, so shared helpers are charged to their caller's stage (default frame
+    /// pointers; DWARF unwinding for programs built without them).
+    pub call_graph: collector::perf_abi::CallGraph,
     /// Keep the live recording here (default: a temporary directory, removed at exit).
     pub output: Option<PathBuf>,
     /// Extra stage rules tried before the built-in ones (default none).
@@ -65,7 +65,7 @@ impl TopOptions {
             target,
             interval: Duration::from_secs(1),
             freq: 1000,
-            callchain: true,
+            call_graph: collector::perf_abi::CallGraph::FramePointer,
             output: None,
             stages: None,
             iterations: None,
@@ -508,7 +508,7 @@ fn live_source(t: &TopTarget, opts: &TopOptions, rules: Rules) -> (Source, Model
     let mut ro = RecordOptions::new(dir, target);
     ro.force = opts.output.is_none();
     ro.freq = Some(opts.freq);
-    ro.callchain = opts.callchain;
+    ro.call_graph = opts.call_graph;
     ro.command = std::env::args().collect();
     let sym = Symbolizer::new(Vec::new(), Kallsyms::current());
     (source::live(ro), Model::new(what, Attributor::new(sym, rules)), control, tmp)

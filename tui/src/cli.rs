@@ -15,8 +15,13 @@ pub struct TopArgs {
     #[arg(short = 'F', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub freq: u64,
     /// Without callchains (shared helpers then count as `other`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "call_graph")]
     pub no_callchain: bool,
+    /// Callchains: `fp` (frame pointers, the default) or `dwarf[,SIZE]` (user stack copies
+    /// of SIZE bytes, default 8192, unwound from DWARF CFI as they arrive: for programs
+    /// built without frame pointers, such as DPDK's l3fwd).
+    #[arg(long, value_name = "MODE", value_parser = collector::perf_abi::CallGraph::parse)]
+    pub call_graph: Option<collector::perf_abi::CallGraph>,
     /// Keep the live recording in this directory [default: a temporary one, removed at exit].
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
@@ -35,4 +40,17 @@ pub struct TopArgs {
     pub speed: f64,
     #[command(flatten)]
     pub target: collector::cli::TargetArgs,
+}
+
+impl TopArgs {
+    /// The callchains asked for: none with --no-callchain, else --call-graph, else frame
+    /// pointers.
+    pub fn call_graph(&self) -> collector::perf_abi::CallGraph {
+        use collector::perf_abi::CallGraph;
+        match (self.no_callchain, self.call_graph) {
+            (true, _) => CallGraph::None,
+            (false, Some(c)) => c,
+            (false, None) => CallGraph::FramePointer,
+        }
+    }
 }

@@ -338,7 +338,12 @@ impl Model {
                     ));
                 }
                 if s.callchain {
-                    line.push_str(", callchains");
+                    let dwarf = s.call_graph.as_deref().is_some_and(|c| c.starts_with("dwarf"));
+                    line.push_str(&if dwarf {
+                        words(", callchains unwound from DWARF".into(), ", dwarf".into())
+                    } else {
+                        ", callchains".into()
+                    });
                 }
                 line
             }
@@ -900,6 +905,8 @@ mod tests {
                 freq: Some(1000),
                 period: None,
                 callchain: true,
+                call_graph: None,
+                unwinding: None,
                 kernel: true,
                 ring_pages: 128,
             },
@@ -911,6 +918,12 @@ mod tests {
             "sampling cpu-clock 1000 Hz (cycles not supported here: no hardware PMU), callchains"
         );
         assert_eq!(m.unit(), "ns");
+        // Callchains unwound from DWARF say so, in full and short.
+        if let Some(s) = m.sampling.as_mut() {
+            s.call_graph = Some("dwarf,8192".into());
+        }
+        assert!(m.events_line().ends_with("no hardware PMU), callchains unwound from DWARF"), "{}", m.events_line());
+        assert!(m.events_line_short().ends_with(", dwarf"), "{}", m.events_line_short());
         m.sampling_error = Some("perf_event_open: permission denied".into());
         assert!(m
             .events_line()

@@ -87,6 +87,13 @@ pub struct SamplingInfo {
     pub freq: Option<u64>,
     pub period: Option<u64>,
     pub callchain: bool,
+    /// How callchains were taken: `fp`, `dwarf,SIZE` (absent in recordings made before
+    /// DWARF unwinding, which took frame pointers when `callchain` says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_graph: Option<String>,
+    /// With `dwarf`: how the user stacks were unwound as they arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unwinding: Option<crate::unwind::UnwindStats>,
     pub kernel: bool,
     pub ring_pages: usize,
 }

@@ -59,8 +59,9 @@ pub struct RecordOptions {
     /// Samples per second (default 4000, perf's default) unless `period` is set.
     pub freq: Option<u64>,
     pub period: Option<u64>,
-    /// Frame-pointer callchains (default false).
-    pub callchain: bool,
+    /// Callchains (default none): frame pointers, or DWARF unwinding of user stack copies
+    /// as they arrive ([`perf_abi::CallGraph`]).
+    pub call_graph: perf_abi::CallGraph,
     /// Ring buffer pages per CPU (default 128).
     pub ring_pages: usize,
     /// Counting events read every `counter_interval` (default: the stat set).
@@ -99,7 +100,7 @@ impl RecordOptions {
             event: None,
             freq: Some(4000),
             period: None,
-            callchain: false,
+            call_graph: perf_abi::CallGraph::None,
             ring_pages: 128,
             counting: EventId::DEFAULT_COUNTING.to_vec(),
             counter_interval: Duration::from_millis(100),
@@ -167,13 +168,21 @@ fn open_sampling(
     log: &mut dyn FnMut(&str),
 ) -> Result<(Vec<SamplingEvent>, SamplingInfo)> {
     let requested = opts.event.unwrap_or(EventId::Cycles);
+    if matches!(opts.call_graph, perf_abi::CallGraph::Dwarf { .. }) && !cfg!(target_arch = "x86_64") {
+        return Err(Error::Config(format!(
+            "--call-graph {}: DWARF unwinding is built for x86-64 registers only; use --call-graph fp here",
+            opts.call_graph.name()
+        )));
+    }
     let mut info = SamplingInfo {
         requested: requested.name().into(),
         used: requested.name().into(),
         fallback: None,
         freq: if opts.period.is_some() { None } else { opts.freq },
         period: opts.period,
-        callchain: opts.callchain,
+        callchain: opts.call_graph.any(),
+        call_graph: opts.call_graph.any().then(|| opts.call_graph.name()),
+        unwinding: None,
         kernel: scopes.iter().any(|s| s.kernel),
         ring_pages: opts.ring_pages,
     };
@@ -185,7 +194,7 @@ fn open_sampling(
                     event,
                     freq: opts.freq,
                     period: opts.period,
-                    callchain: opts.callchain,
+                    call_graph: opts.call_graph,
                     ring_pages: opts.ring_pages,
                     tracking: true,
                 };
@@ -364,6 +373,13 @@ fn start_recording(
     };
     writer.write_meta(&meta).map_err(Ended::NotBegun)?;
     let mut sink = Sink::new(writer, meta, stream);
+    if matches!(opts.call_graph, perf_abi::CallGraph::Dwarf { .. }) {
+        // Only x86-64 registers are asked for (REGS_MASK_X86_64): `open_sampling` refused
+        // dwarf elsewhere.
+        if let Some(u) = crate::unwind::UserUnwinder::live() {
+            sink.unwind_with(u);
+        }
+    }
     match drive(opts, stop, log, &mut sink, &mut target, &mut samplers, &mut counting) {
         Ok(()) => Ok(sink.meta),
         // The program never ran (its exec failed): there is nothing to keep.
@@ -411,6 +427,7 @@ fn drive(
         for s in samplers.iter_mut() {
             drained += s.drain(&mut records, 1 << 14, &mut sink.meta.unparsed);
         }
+        in_time_order(&mut records);
         for r in records.drain(..) {
             sink.record(r);
         }
@@ -505,6 +522,15 @@ impl CounterWatch {
     }
 }
 
+/// A pass's records in time order when they carry user stacks: each CPU's ring is in
+/// order, but a process's new mapping may sit in another CPU's ring than its first samples,
+/// and the unwinder must see the mapping first. (Without stacks the rings' order is kept.)
+fn in_time_order(records: &mut [crate::records::Record]) {
+    if records.iter().any(|r| matches!(r, crate::records::Record::StackSample(_))) {
+        records.sort_by_key(crate::records::Record::time);
+    }
+}
+
 /// After the loop: stop a child we started, drain what the events still hold, and take the
 /// last counter row.
 fn wind_down(
@@ -523,6 +549,7 @@ fn wind_down(
         let _ = s.disable();
         while s.drain(records, 1 << 14, &mut sink.meta.unparsed) > 0 {}
     }
+    in_time_order(records);
     for r in records.drain(..) {
         sink.record(r);
     }
@@ -586,6 +613,9 @@ fn finish(sink: &mut Sink, ended_by: String, log: &mut dyn FnMut(&str)) -> Resul
         log(&format!("sampling was throttled {} times (kernel.perf_event_max_sample_rate)", meta.throttled));
     }
     sink.checkpoint()?;
+    if let Some(u) = &sink.meta.sampling.unwinding {
+        log(&u.summary());
+    }
     sink.send_reliably(Batch::Ended(ended_by));
     Ok(())
 }

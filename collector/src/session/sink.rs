@@ -1,11 +1,16 @@
 //! Where a recording session's records go: one handler per record type (as samply's
 //! converter has), each feeding both the recording writer and, when there is one, the live
 //! stream. The session's drain loop and its final drain after the target stopped go
-//! through the same handlers, so the two cannot differ.
+//! through the same handlers, so the two cannot differ. With `--call-graph dwarf` the sink
+//! also keeps the user unwinder's view of every process (mappings, forks, execs) and
+//! unwinds each sample's stack copy here, before the sample is written or streamed: the
+//! recording and `top` get whole callchains, and no stack copy is kept.
 
 use crate::recording::{CounterRow, Meta, RecordingWriter};
-use crate::records::{Mapping, Record, Sample, TaskEvent};
+use crate::records::{Mapping, Record, Sample, StackSample, TaskEvent};
+use crate::sample_decode::UserStack;
 use crate::stream::{Batch, StreamSender};
+use crate::unwind::UserUnwinder;
 use crate::Result;
 use std::collections::HashSet;
 
@@ -20,6 +25,8 @@ pub struct Sink<'a> {
     samples: Vec<Sample>,
     new_maps: Vec<Mapping>,
     new_tasks: Vec<TaskEvent>,
+    /// The user-stack unwinder, when samples carry stacks (`--call-graph dwarf`).
+    unwinder: Option<UserUnwinder>,
 }
 
 impl<'a> Sink<'a> {
@@ -32,13 +39,21 @@ impl<'a> Sink<'a> {
             samples: Vec::new(),
             new_maps: Vec::new(),
             new_tasks: Vec::new(),
+            unwinder: None,
         }
+    }
+
+    /// Unwind the user stacks samples carry with `u` (from here on, every mapping, fork
+    /// and exec also goes to it).
+    pub fn unwind_with(&mut self, u: UserUnwinder) {
+        self.unwinder = Some(u);
     }
 
     /// One record from a ring buffer.
     pub fn record(&mut self, r: Record) {
         match r {
             Record::Sample(s) => self.sample(s),
+            Record::StackSample(s) => self.stack_sample(*s),
             Record::Mmap(m) => self.mapping(m),
             Record::Task(t) => self.task(t),
             Record::Lost(n) => self.lost(n),
@@ -54,9 +69,22 @@ impl<'a> Sink<'a> {
         self.writer.push_sample(s);
     }
 
+    /// A sample with its user stack: its user frames unwound onto its callchain, the stack
+    /// dropped.
+    fn stack_sample(&mut self, st: StackSample) {
+        let StackSample { mut sample, regs, stack } = st;
+        if let Some(u) = self.unwinder.as_mut() {
+            u.extend(&mut sample, &UserStack { regs, stack: &stack });
+        }
+        self.sample(sample);
+    }
+
     /// A mapping, kept once per (pid, start, path); new ones also go to the stream.
     pub fn mapping(&mut self, m: Mapping) {
         if self.seen_maps.insert((m.pid, m.start, m.path.clone())) {
+            if let Some(u) = self.unwinder.as_mut() {
+                u.map(&m);
+            }
             if self.stream.is_some() {
                 self.new_maps.push(m.clone());
             }
@@ -65,6 +93,13 @@ impl<'a> Sink<'a> {
     }
 
     pub fn task(&mut self, t: TaskEvent) {
+        if let Some(u) = self.unwinder.as_mut() {
+            match &t {
+                TaskEvent::Fork { pid, ppid, .. } => u.fork(*ppid, *pid),
+                TaskEvent::Comm { pid, exec: true, .. } => u.exec(*pid),
+                _ => {}
+            }
+        }
         if self.stream.is_some() {
             self.new_tasks.push(t.clone());
         }
@@ -122,6 +157,7 @@ impl<'a> Sink<'a> {
     pub fn checkpoint(&mut self) -> Result<()> {
         self.writer.flush()?;
         self.meta.stream_dropped = self.stream.map_or(0, |s| s.dropped());
+        self.meta.sampling.unwinding = self.unwinder.as_ref().map(|u| u.stats.clone());
         self.writer.write_meta(&self.meta)
     }
 }
