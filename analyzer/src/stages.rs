@@ -664,14 +664,27 @@ impl Attributor {
     ) -> (Attributed, String) {
         let mut a = self.attribute(g.pid, g.ip, g.kernel, &g.callchain);
         let thread = names.get(&g.tid).cloned().unwrap_or_else(|| format!("tid {}", g.tid));
+        self.by_thread_name(&mut a, names.get(&g.tid).map(String::as_str));
+        (a, thread)
+    }
+
+    /// The last resort, for report, top and replay alike: a sample neither its symbol, an
+    /// inlined function nor its callchain gave a stage, in a function no rule names, goes by
+    /// the process rule of its thread's name (`thread`: DPDK's `dpdk-l3fwd`, a stripped
+    /// program's own loop). Returns whether it did.
+    pub fn by_thread_name(&mut self, a: &mut Attributed, thread: Option<&str>) -> bool {
         let unstaged = a.stage == OTHER || a.stage == SHARED || a.stage == BINARY_UNKNOWN;
-        if a.by == By::None && unstaged && self.name_info(&a.symbol.name).0 {
-            if let Some(st) = names.get(&g.tid).and_then(|n| self.rules().process_stage(n)) {
+        if a.by != By::None || !unstaged || !self.name_info(&a.symbol.name).0 {
+            return false;
+        }
+        match thread.and_then(|n| self.rules().process_stage(n)) {
+            Some(st) => {
                 a.stage = st.to_string();
                 a.by = By::Process;
+                true
             }
+            None => false,
         }
-        (a, thread)
     }
 }
 

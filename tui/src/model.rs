@@ -219,6 +219,8 @@ pub struct Model {
     tasks: Vec<collector::records::TaskEvent>,
     starts: HashMap<u32, u64>,
     launched: std::collections::HashSet<u32>,
+    /// Each thread's name (COMM records), for the process rules of report's last resort.
+    thread_names: HashMap<u32, String>,
     named_workers: std::collections::HashSet<u32>,
     by_ip: HashMap<(u32, u64, bool), (u32, u16, bool)>,
     /// Samples and period per stage id since the last tick.
@@ -271,6 +273,7 @@ impl Model {
             tasks: Vec::new(),
             starts: HashMap::new(),
             launched: Default::default(),
+            thread_names: HashMap::new(),
             named_workers: Default::default(),
             pending: Vec::new(),
             weights: HashMap::new(),
@@ -372,7 +375,8 @@ impl Model {
             }
             Batch::Tasks(t) => {
                 for e in &t {
-                    if let collector::records::TaskEvent::Comm { pid, comm, exec, .. } = e {
+                    if let collector::records::TaskEvent::Comm { pid, tid, comm, exec, .. } = e {
+                        self.thread_names.insert(*tid, comm.clone());
                         if *exec {
                             self.launched.insert(*pid);
                         }
@@ -434,8 +438,12 @@ impl Model {
                 v
             }
         };
-        if other && !s.callchain.is_empty() {
-            let a = self.attributor.attribute(s.pid, s.ip, s.kernel, &s.callchain);
+        let thread = self.thread_names.get(&s.tid).map(String::as_str);
+        if other && (!s.callchain.is_empty() || thread.is_some()) {
+            // The callchain's staged caller, else the process rule of the thread's name, as
+            // report does (l3fwd's own stripped loop).
+            let mut a = self.attributor.attribute(s.pid, s.ip, s.kernel, &s.callchain);
+            self.attributor.by_thread_name(&mut a, thread);
             stage = self.stage_id(&a.stage);
         }
         if self.is_startup(s) {
@@ -830,6 +838,29 @@ mod tests {
         // The symbol table: fib_table_lookup first with 3 of 5.
         assert_eq!(m.symbols[0].symbol, "fib_table_lookup");
         assert!((m.symbols[0].percent - 60.0).abs() < 1e-9);
+    }
+
+    /// A sample that neither its symbol nor a callchain stages goes by its thread's name,
+    /// as report charges it (DPDK's l3fwd loop, a stripped program's own file): here a
+    /// user address in no mapping, of a thread named `dpdk-l3fwd`, is driver work, and the
+    /// same address of another thread stays unattributed.
+    #[test]
+    fn an_unstaged_sample_goes_by_its_threads_name_as_in_report() {
+        let mut m = model();
+        let comm = |tid: u32, name: &str| collector::records::TaskEvent::Comm {
+            time: 0,
+            pid: 1,
+            tid,
+            comm: name.into(),
+            exec: false,
+        };
+        m.apply(Batch::Tasks(vec![comm(1, "dpdk-l3fwd"), comm(2, "bash")]));
+        let user = |tid: u32| Sample { tid, kernel: false, ..sample(0x5555_0000_1000, 1000, &[]) };
+        m.apply(Batch::Samples(vec![user(1), user(1), user(2)]));
+        m.tick();
+        assert_eq!(line(&m, "driver").samples, 2, "by the thread name's process rule");
+        assert_eq!(line(&m, "driver").samples + line(&m, "lookup").samples, 2);
+        assert_eq!(m.interval_samples, 3);
     }
 
     #[test]
