@@ -36,6 +36,9 @@ pub enum Kind {
     SymbolMap,
     /// A log or a table kept beside results (target.log, table.txt): 256 MiB.
     Text,
+    /// A program or library a process maps, read for its unwind tables (a DPDK library
+    /// with debug information is tens of MB): 1 GiB.
+    Binary,
 }
 
 impl Kind {
@@ -44,7 +47,7 @@ impl Kind {
         match self {
             Kind::Meta => 16 * MIB,
             Kind::Maps | Kind::Tasks | Kind::Kallsyms | Kind::Text => 256 * MIB,
-            Kind::Part => 1024 * MIB,
+            Kind::Part | Kind::Binary => 1024 * MIB,
             Kind::Description => 64 * MIB,
             Kind::SymbolMap => 512 * MIB,
         }
@@ -61,6 +64,7 @@ impl Kind {
             Kind::Description => "a description file",
             Kind::SymbolMap => "a symbol map",
             Kind::Text => "a text file",
+            Kind::Binary => "a mapped binary",
         }
     }
 }

@@ -370,7 +370,7 @@ impl SamplingEvent {
                 decode_sample(&layout, &rec.to_contiguous(), misc)
             } else {
                 match rec.parse_record() {
-                    Ok(r) => convert(r, misc),
+                    Ok(r) => convert(r, misc, layout.trailer_time(&rec.to_contiguous()).unwrap_or(0)),
                     Err(_) => {
                         *unparsed += 1;
                         None
@@ -455,12 +455,13 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// A side-band record (mappings, tasks, losses, throttling) as a [`Record`]; samples are
+/// A side-band record (mappings, tasks, losses, throttling) as a [`Record`], `time` the
+/// one its sample_id trailer gives (MMAP and COMM carry none of their own); samples are
 /// decoded by [`SampleLayout::decode`] instead.
-fn convert(r: PerfRecord<'_>, misc: u16) -> Option<Record> {
+fn convert(r: PerfRecord<'_>, misc: u16, time: u64) -> Option<Record> {
     Some(match r {
         PerfRecord::Mmap2(m) => Record::Mmap(Mapping {
-            time: 0,
+            time,
             pid: m.pid,
             tid: m.tid,
             start: m.addr,
@@ -470,7 +471,7 @@ fn convert(r: PerfRecord<'_>, misc: u16) -> Option<Record> {
             build_id: m.build_id().map(hex),
         }),
         PerfRecord::Mmap(m) => Record::Mmap(Mapping {
-            time: 0,
+            time,
             pid: m.pid,
             tid: m.tid,
             start: m.addr,
@@ -480,7 +481,7 @@ fn convert(r: PerfRecord<'_>, misc: u16) -> Option<Record> {
             build_id: None,
         }),
         PerfRecord::Comm(c) => Record::Task(TaskEvent::Comm {
-            time: 0,
+            time,
             pid: c.pid,
             tid: c.tid,
             comm: c.comm_os().to_string_lossy().into_owned(),

@@ -167,6 +167,22 @@ impl SampleLayout {
         Some((s, Some(UserStack { regs, stack })))
     }
 
+    /// The time of a side-band record (MMAP, MMAP2, COMM...) from the `sample_id` trailer
+    /// the kernel appends with `sample_id_all`: its fields (TID, TIME, ID, STREAM_ID, CPU,
+    /// IDENTIFIER, as the layout has them) end the record, so the time sits at a fixed
+    /// distance from its end. None without TIME in the layout, or a body too short.
+    pub fn trailer_time(&self, body: &[u8]) -> Option<u64> {
+        use sample_bits::*;
+        if self.sample_type & TIME == 0 {
+            return None;
+        }
+        let has = |b: u64| usize::from(self.sample_type & b != 0);
+        let trailer = 8 * (has(TID) + 1 + has(ID) + has(STREAM_ID) + has(CPU) + has(IDENTIFIER));
+        let at = body.len().checked_sub(trailer)? + 8 * has(TID);
+        let mut r = Reader { body, pos: at, big: self.big_endian };
+        r.u64()
+    }
+
     /// The fields every sample has, up to its callchain.
     fn fields(&self, r: &mut Reader, misc: u16) -> Option<Sample> {
         use sample_bits::*;
@@ -379,5 +395,23 @@ mod tests {
         body.extend(9u32.to_be_bytes());
         let s = l.decode(&body, 2).expect("whole body");
         assert_eq!((s.ip, s.pid, s.tid, s.period), (0x1234, 7, 9, 4000));
+    }
+
+    /// A side-band record's time from its sample_id trailer (TID, TIME, CPU here: the
+    /// time 16 bytes before the end), and none without TIME.
+    #[test]
+    fn the_time_of_a_side_band_record_is_in_its_trailer() {
+        let l = SampleLayout { sample_type: LIVE, read_format: 0, default_period: 1, big_endian: false };
+        // An MMAP2-like body of 40 bytes, then pid/tid, time, cpu/res.
+        let mut body = vec![0xeeu8; 40];
+        body.extend(words(&[7 | (8 << 32), 123_456_789, 1]));
+        assert_eq!(l.trailer_time(&body), Some(123_456_789));
+        let with_id = SampleLayout { sample_type: LIVE | sample_bits::ID, ..l };
+        let mut b2 = vec![0u8; 16];
+        b2.extend(words(&[7, 55, 9, 1])); // pid/tid, time, id, cpu
+        assert_eq!(with_id.trailer_time(&b2), Some(55));
+        let untimed = SampleLayout { sample_type: LIVE & !sample_bits::TIME, ..l };
+        assert_eq!(untimed.trailer_time(&body), None);
+        assert_eq!(l.trailer_time(&body[..8]), None, "shorter than its trailer");
     }
 }

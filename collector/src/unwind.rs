@@ -94,7 +94,8 @@ impl UnwindStats {
 
     /// The report's line with when the unwinding happened (` while recording`) said.
     pub fn summary_when(&self, when: &str) -> String {
-        let cut: u64 = self.cut.values().sum();
+        // Saturating: the counts may come from a recording's meta.json.
+        let cut: u64 = self.cut.values().fold(0u64, |a, &n| a.saturating_add(n));
         let mut s = format!(
             "user callchains unwound{when} from DWARF CFI (.eh_frame/.debug_frame, framehop) for {} samples: {} to \
              the outermost frame, {cut} cut short",
@@ -177,7 +178,13 @@ impl UserUnwinder {
     /// modules. Mappings of no file on disk (`[vdso]`, `//anon`, `socket:[N]`, a memfd, a
     /// deleted file, a device) only mark their range.
     pub fn map(&mut self, m: &Mapping) {
-        self.ranges.entry(m.pid).or_default().push(m.start..m.start.saturating_add(m.len));
+        let range = m.start..m.start.saturating_add(m.len);
+        let ranges = self.ranges.entry(m.pid).or_default();
+        if ranges.contains(&range) {
+            // Known already (a fork's copy, the /proc read, then the kernel's record).
+            return;
+        }
+        ranges.push(range);
         let p = m.path.as_str();
         let no_file = !p.starts_with('/')
             || p.starts_with("//")
@@ -215,6 +222,13 @@ impl UserUnwinder {
     pub fn exec(&mut self, pid: u32) {
         self.processes.remove(&pid);
         self.ranges.remove(&pid);
+    }
+
+    /// Process `pid` exited: forget it (its number may come back as another process, and
+    /// a long system-wide recording must not keep every process that ever ran).
+    pub fn exit(&mut self, pid: u32) {
+        self.exec(pid);
+        self.tried_proc.remove(&pid);
     }
 
     /// The user frames of one sample of process `pid`: the interrupted instruction, then
@@ -259,12 +273,17 @@ impl UserUnwinder {
                 Err(e) => break Some(format!("by the unwinder ({e})")),
             }
         };
-        let last = frames.last().copied().unwrap_or(ip);
-        let in_binary = self.ranges.get(&pid).is_some_and(|r| r.iter().any(|r| r.contains(&last)));
         match end {
             None => self.stats.whole += 1,
-            Some(_) if !in_binary => self.cut("at an address in no mapped binary (JIT or anonymous code)"),
-            Some(why) => self.cut(&why),
+            Some(why) => {
+                let last = frames.last().copied().unwrap_or(ip);
+                let in_binary = self.ranges.get(&pid).is_some_and(|r| r.iter().any(|r| r.contains(&last)));
+                if in_binary {
+                    self.cut(&why)
+                } else {
+                    self.cut("at an address in no mapped binary (JIT or anonymous code)")
+                }
+            }
         }
         self.stats.frames += frames.len() as u64;
         frames
@@ -287,10 +306,22 @@ impl UserUnwinder {
 
     /// The binary at `path`, read once; None (and why, in the stats) when it cannot be.
     fn binary(&mut self, path: &str, recorded: Option<&str>, pid: u32) -> Option<Arc<Binary>> {
-        if let Some(b) = self.binaries.get(path) {
+        // Live, one path may be different files in different mount namespaces (a
+        // container's libc): the file found is the key. After the fact, the path and the
+        // recorded build-id (finding the file checks its build-id: done once).
+        let file = if self.live { (self.file_of)(path, recorded, pid) } else { None };
+        let key = match file.as_deref().and_then(|f| std::fs::metadata(f).ok()) {
+            Some(md) => {
+                use std::os::unix::fs::MetadataExt;
+                format!("{}:{} {path}", md.dev(), md.ino())
+            }
+            None => format!("{} {path}", recorded.unwrap_or("-")),
+        };
+        if let Some(b) = self.binaries.get(&key) {
             return b.clone();
         }
-        let read = match (self.file_of)(path, recorded, pid) {
+        let file = if self.live { file } else { (self.file_of)(path, recorded, pid) };
+        let read = match file {
             Some(file) => read_binary(&file, recorded),
             None => Err(Some(format!(
                 "no file of the recorded build-id {} at the path or in perf's build-id cache",
@@ -306,7 +337,7 @@ impl UserUnwinder {
                 None
             }
         };
-        self.binaries.insert(path.to_string(), b.clone());
+        self.binaries.insert(key, b.clone());
         b
     }
 }
@@ -315,16 +346,16 @@ impl UserUnwinder {
 /// [`FileOf`]). `Err(None)`: a file that is no object
 /// file, which nothing is unwound through; `Err(Some(why))`: a binary that cannot be.
 fn read_binary(path: &std::path::Path, recorded: Option<&str>) -> Result<Binary, Option<String>> {
-    let f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        // A mapped file that is gone and was given no build-id (a DPDK runtime file under
-        // /run/dpdk after its lab went down) need not have been a binary: nothing to say.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && recorded.is_none() => return Err(None),
-        Err(e) => return Err(Some(format!("{}: {e}", path.display()))),
-    };
-    // SAFETY: mapped read-only; the sections needed are copied out before it is unmapped.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Some(format!("{}: {e}", path.display())))?;
-    let file = object::File::parse(&*map).map_err(|_| None)?;
+    // A mapped file that is gone and was given no build-id (a DPDK runtime file under
+    // /run/dpdk after its lab went down) need not have been a binary: nothing to say.
+    if recorded.is_none() && std::fs::symlink_metadata(path).is_err() {
+        return Err(None);
+    }
+    // Through the checked opener (another user's process may map a FIFO or a device, or
+    // swap one in), read rather than mapped: a file truncated while it is read cannot
+    // fault this process. The sections needed are copied out before the bytes are dropped.
+    let bytes = crate::files::read(path, crate::files::Kind::Binary).map_err(|e| Some(e.to_string()))?;
+    let file = object::File::parse(&*bytes).map_err(|_| None)?;
     let section = |name: &str| -> Option<(std::ops::Range<u64>, Data)> {
         let s = file.section_by_name(name)?;
         let data = s.data().ok()?;
@@ -384,5 +415,37 @@ mod tests {
         assert!(UserUnwinder::new(0xff0fff, none()).is_some(), "perf's --call-graph dwarf mask");
         assert!(UserUnwinder::new(REGS_MASK_X86_64, none()).is_some(), "fwdscope's own");
         assert!(UserUnwinder::new((1 << 7) | (1 << 8), none()).is_none());
+    }
+
+    /// A fork inherits the parent's modules; an exec or an exit forgets the process (a
+    /// number that comes back is another process); mappings repeated are kept once.
+    #[test]
+    fn processes_follow_fork_exec_and_exit() {
+        let none = || -> FileOf { Box::new(|_: &str, _: Option<&str>, _: u32| None) };
+        let mut u = UserUnwinder::new(REGS_MASK_X86_64, none()).expect("mask");
+        let m = Mapping {
+            time: 1,
+            pid: 10,
+            tid: 10,
+            start: 0x1000,
+            len: 0x1000,
+            pgoff: 0,
+            path: "//anon".into(),
+            build_id: None,
+        };
+        u.map(&m);
+        u.map(&m);
+        assert_eq!(u.ranges[&10].len(), 1, "a repeated mapping is kept once");
+        u.fork(10, 11);
+        assert_eq!(u.ranges[&11], vec![0x1000..0x2000]);
+        u.exec(11);
+        assert!(!u.ranges.contains_key(&11));
+        u.tried_proc.insert(10);
+        u.exit(10);
+        assert!(!u.ranges.contains_key(&10) && !u.tried_proc.contains(&10));
+        // A sample of a process with nothing mapped is cut, and says why.
+        let stack = UserStack { regs: vec![1, 2, 3], stack: &[] };
+        assert_eq!(u.unwind(12, &stack), vec![3]);
+        assert_eq!(u.stats.cut.get("in a process with no mapped binary"), Some(&1));
     }
 }

@@ -80,7 +80,7 @@ fn a_tiny_ring_at_a_high_rate_loses_records_and_says_so() {
     opts.event = Some(EventId::CpuClock);
     opts.period = Some(20_000); // one sample per 20 us of CPU
     opts.ring_pages = 1;
-    opts.callchain = true;
+    opts.call_graph = collector::perf_abi::CallGraph::FramePointer;
     opts.poll_interval = Duration::from_millis(300);
     let mut notes = Vec::new();
     let meta = record(&opts, &AtomicBool::new(false), None, &mut |n| notes.push(n.to_string())).unwrap();
@@ -153,7 +153,7 @@ fn callchains_walk_through_frame_pointers() {
     let prog = example("split_70_30");
     let mut opts = RecordOptions::new(out.clone(), Target::Command { program: prog.clone(), args: vec!["1".into()] });
     opts.freq = Some(1000);
-    opts.callchain = true;
+    opts.call_graph = collector::perf_abi::CallGraph::FramePointer;
     let meta = record(&opts, &AtomicBool::new(false), None, &mut |_| {}).unwrap();
     assert!(meta.sampling.callchain);
     let rec = Recording::open(&out).unwrap();

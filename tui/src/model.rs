@@ -432,7 +432,8 @@ impl Model {
                     }
                 };
                 // Unstaged (other, or shared machinery): its callchain may name a staged caller.
-                let unstaged = a.stage == analyzer::rules::OTHER || a.stage == analyzer::rules::SHARED;
+                let unstaged = [analyzer::rules::OTHER, analyzer::rules::SHARED, analyzer::rules::BINARY_UNKNOWN]
+                    .contains(&a.stage.as_str());
                 let v = (id, self.stage_id(&a.stage), unstaged);
                 self.by_ip.insert(key, v);
                 v

@@ -96,7 +96,13 @@ impl<'a> Sink<'a> {
         if let Some(u) = self.unwinder.as_mut() {
             match &t {
                 TaskEvent::Fork { pid, ppid, .. } => u.fork(*ppid, *pid),
-                TaskEvent::Comm { pid, exec: true, .. } => u.exec(*pid),
+                TaskEvent::Comm { pid, exec: true, .. } => {
+                    u.exec(*pid);
+                    // The new program's mappings reach the unwinder even where they repeat
+                    // the old one's (same address and path: no ASLR).
+                    self.seen_maps.retain(|(p, _, _)| p != pid);
+                }
+                TaskEvent::Exit { pid, tid, .. } if pid == tid => u.exit(*pid),
                 _ => {}
             }
         }

@@ -108,7 +108,9 @@ impl Fib {
         }
     }
 
-    /// Look up a batch, prefetching `depth` addresses ahead (prime, steady, drain).
+    /// Look up a batch, prefetching `depth` addresses ahead (prime, steady, drain); dir24
+    /// looks a batch that `depth` covers up in groups of 4 without prefetching (its loads
+    /// are independent, so the core overlaps their misses).
     pub fn lookup_batch(&self, addrs: &[u32], out: &mut [u32], depth: usize) {
         match self {
             Fib::Dir24(f) => dir24::fwd_lookup_fib_dir24_batch(f, addrs, out, depth),
