@@ -686,6 +686,15 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
 ) -> Result<PerfData> {
     let io = |e| Error::Io { path: path.into(), source: e };
     if is_pipe_mode(&mut reader).map_err(io)? {
+        // A pipe-mode file is records from byte 16 to its end: checked as a data section
+        // is (the library resizes a buffer to whatever an AUXTRACE record claims).
+        let len = reader.seek(std::io::SeekFrom::End(0)).map_err(io)?;
+        let mut data = vec![0u8; usize::try_from(len.saturating_sub(16)).map_err(|_| bad(path, "file too large"))?];
+        reader.seek(std::io::SeekFrom::Start(16)).map_err(io)?;
+        reader.read_exact(&mut data).map_err(io)?;
+        check_records(&data, 16).map_err(|m| bad(path, m))?;
+        drop(data);
+        reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
         return parse_pipe(reader, path, samples);
     }
     let (data_off, data_size) = check_header(&mut reader, path)?;

@@ -74,15 +74,18 @@ fn a_truncated_perf_data_file_is_an_error_naming_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Files whose old `event types` section sizes its id lists wrongly (fuzz findings: the
-/// parser allocated by those sizes until the process aborted) are refused, naming the
-/// entry, before the parser sees them.
+/// Files whose old `event types` section sizes its id lists wrongly, or whose AUXTRACE
+/// record claims more than the file holds (fuzz findings: the parser allocated by those
+/// sizes until the process aborted) are refused, naming the entry, before the parser sees
+/// them.
 #[test]
 fn bad_event_type_entries_are_refused_before_parsing() {
     let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/perf_data");
     for (seed, says) in [
         ("regression-crash-61ed0b459adb62", "of event type 0 runs past the end"),
         ("regression-crash-c35281b2d3a220", "event type 1 attr size field 87"),
+        // A pipe-mode file whose AUXTRACE record claims 2^40 bytes of trace.
+        ("regression-crash-62df18e58f1c93", "AUXTRACE record announces 1099511627777 bytes"),
     ] {
         let e = read_perf_data(&seeds.join(seed)).err().unwrap_or_else(|| panic!("{seed} accepted")).to_string();
         assert!(e.contains(seed) && e.contains(says), "{seed}: {e}");
