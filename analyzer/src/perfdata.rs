@@ -686,15 +686,6 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
 ) -> Result<PerfData> {
     let io = |e| Error::Io { path: path.into(), source: e };
     if is_pipe_mode(&mut reader).map_err(io)? {
-        // A pipe-mode file is records from byte 16 to its end: checked as a data section
-        // is (the library resizes a buffer to whatever an AUXTRACE record claims).
-        let len = reader.seek(std::io::SeekFrom::End(0)).map_err(io)?;
-        let mut data = vec![0u8; usize::try_from(len.saturating_sub(16)).map_err(|_| bad(path, "file too large"))?];
-        reader.seek(std::io::SeekFrom::Start(16)).map_err(io)?;
-        reader.read_exact(&mut data).map_err(io)?;
-        check_records(&data, 16).map_err(|m| bad(path, m))?;
-        drop(data);
-        reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
         return parse_pipe(reader, path, samples);
     }
     let (data_off, data_size) = check_header(&mut reader, path)?;
@@ -837,9 +828,27 @@ fn is_pipe_mode<R: std::io::Read + std::io::Seek>(r: &mut R) -> std::io::Result<
     Ok(got == 16 && &h[0..8] == b"PERFILE2" && u64::from_le_bytes(h[8..16].try_into().unwrap_or([0; 8])) == 16)
 }
 
+/// A pipe-mode file is records from byte 16 to its end: checked as a data section is
+/// (the library resizes a buffer to whatever an AUXTRACE record claims), then rewound.
+fn check_pipe_records<R: std::io::Read + std::io::Seek>(reader: &mut R, path: &std::path::Path) -> Result<()> {
+    let io = |e| Error::Io { path: path.into(), source: e };
+    let len = reader.seek(std::io::SeekFrom::End(0)).map_err(io)?;
+    let mut data = vec![0u8; usize::try_from(len.saturating_sub(16)).map_err(|_| bad(path, "file too large"))?];
+    reader.seek(std::io::SeekFrom::Start(16)).map_err(io)?;
+    reader.read_exact(&mut data).map_err(io)?;
+    check_records(&data, 16).map_err(|m| bad(path, m))?;
+    reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+    Ok(())
+}
+
 /// A pipe-mode stream (`perf record -o - > FILE`): the library reads the attributes and
 /// features from the stream's first records; the rest as in a file.
-fn parse_pipe<R: std::io::Read>(reader: R, path: &std::path::Path, samples: Samples) -> Result<PerfData> {
+fn parse_pipe<R: std::io::Read + std::io::Seek>(
+    mut reader: R,
+    path: &std::path::Path,
+    samples: Samples,
+) -> Result<PerfData> {
+    check_pipe_records(&mut reader, path)?;
     let PerfFileReader { mut perf_file, mut record_iter } =
         guard(path, "pipe-mode header", || PerfFileReader::parse_pipe(reader))?
             .map_err(|e| bad(path, format!("pipe-mode stream: {e}")))?;
