@@ -46,7 +46,8 @@ pub struct RecordArgs {
     /// pointers (the stack copies are not kept).
     #[arg(long, value_name = "MODE", value_parser = crate::perf_abi::CallGraph::parse)]
     pub call_graph: Option<crate::perf_abi::CallGraph>,
-    /// Ring buffer pages per CPU (a power of two, 1 to 65536).
+    /// Ring buffer pages per CPU (a power of two, 1 to 65536; with --call-graph dwarf 8 times
+    /// as many are opened, at most 65536).
     #[arg(short = 'm', long, default_value_t = 128, value_parser = pages)]
     pub mmap_pages: usize,
     /// Stop after this many seconds, at least 0.01 [default: when the target exits, or Ctrl-C].

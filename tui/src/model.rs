@@ -439,7 +439,8 @@ impl Model {
                 v
             }
         };
-        let thread = self.thread_names.get(&s.tid).map(String::as_str);
+        // (The thread's name is looked up only for a sample still unstaged.)
+        let thread = if other { self.thread_names.get(&s.tid).map(String::as_str) } else { None };
         if other && (!s.callchain.is_empty() || thread.is_some()) {
             // The callchain's staged caller, else the process rule of the thread's name, as
             // report does (l3fwd's own stripped loop).

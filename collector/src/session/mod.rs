@@ -62,7 +62,8 @@ pub struct RecordOptions {
     /// Callchains (default none): frame pointers, or DWARF unwinding of user stack copies
     /// as they arrive ([`perf_abi::CallGraph`]).
     pub call_graph: perf_abi::CallGraph,
-    /// Ring buffer pages per CPU (default 128).
+    /// Ring buffer pages per CPU (default 128); with DWARF callchains 8 times as many (see
+    /// [`ring_pages`]).
     pub ring_pages: usize,
     /// Counting events read every `counter_interval` (default: the stat set).
     pub counting: Vec<EventId>,
@@ -184,7 +185,7 @@ fn open_sampling(
         call_graph: opts.call_graph.any().then(|| opts.call_graph.name()),
         unwinding: None,
         kernel: scopes.iter().any(|s| s.kernel),
-        ring_pages: opts.ring_pages,
+        ring_pages: ring_pages(opts),
     };
     let open_all = |event: EventId| -> Result<Vec<SamplingEvent>> {
         scopes
@@ -195,7 +196,7 @@ fn open_sampling(
                     freq: opts.freq,
                     period: opts.period,
                     call_graph: opts.call_graph,
-                    ring_pages: opts.ring_pages,
+                    ring_pages: ring_pages(opts),
                     tracking: true,
                 };
                 SamplingEvent::open(&spec, s)
@@ -220,6 +221,17 @@ fn open_sampling(
             Ok((open_all(EventId::CpuClock)?, info))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// The ring pages per CPU opened: as asked, or with DWARF callchains 8 times as many (at
+/// most 65536), since each sample then carries its stack copy (8 KiB by default, against a
+/// few hundred bytes for a frame-pointer chain): `top --call-graph dwarf` lost 0.3% of its
+/// records at 128 pages while the unwinder read its first binaries.
+fn ring_pages(opts: &RecordOptions) -> usize {
+    match opts.call_graph {
+        perf_abi::CallGraph::Dwarf { .. } => opts.ring_pages.saturating_mul(8).min(65536),
+        _ => opts.ring_pages,
     }
 }
 

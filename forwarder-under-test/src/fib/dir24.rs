@@ -30,10 +30,9 @@ type Tbl24 = [u32; TBL24_LEN];
 
 /// An anonymous mapping holding one [`Tbl24`], advised for huge pages.
 struct HugeTbl24 {
-    ptr: std::ptr::NonNull<Tbl24>,
-    /// The same pointer, raw: dereferenced in [`fwd_lookup_fib_dir24`] with no function
-    /// call to inline (see there).
-    raw: *const Tbl24,
+    /// Never null (checked in `zeroed`). Raw, so that [`fwd_lookup_fib_dir24`] dereferences
+    /// it with no function call to inline (see there).
+    raw: *mut Tbl24,
 }
 
 // SAFETY: HugeTbl24 owns its mapping exclusively; after build it is only read.
@@ -55,35 +54,32 @@ impl HugeTbl24 {
                 0,
             )
         };
-        let ptr = match std::ptr::NonNull::new(p as *mut Tbl24) {
-            Some(ptr) if p != libc::MAP_FAILED => ptr,
-            _ => {
-                return Err(Error::Io {
-                    path: "dir24 tbl24 (anonymous mmap)".into(),
-                    source: std::io::Error::last_os_error(),
-                })
-            }
-        };
+        if p == libc::MAP_FAILED || p.is_null() {
+            return Err(Error::Io {
+                path: "dir24 tbl24 (anonymous mmap)".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
         // SAFETY: advice on our own mapping; failure only means no huge pages.
         unsafe { libc::madvise(p, Self::BYTES, libc::MADV_HUGEPAGE) };
-        Ok(HugeTbl24 { ptr, raw: ptr.as_ptr() })
+        Ok(HugeTbl24 { raw: p as *mut Tbl24 })
     }
     #[inline(always)]
     fn get(&self) -> &Tbl24 {
-        // SAFETY: ptr is a live, page-aligned mapping of BYTES zero-initialized bytes, which
+        // SAFETY: raw is a live, page-aligned mapping of BYTES zero-initialized bytes, which
         // is a valid Tbl24; shared access through &self.
-        unsafe { self.ptr.as_ref() }
+        unsafe { &*self.raw }
     }
     fn get_mut(&mut self) -> &mut Tbl24 {
         // SAFETY: as above, and &mut self gives exclusive access.
-        unsafe { self.ptr.as_mut() }
+        unsafe { &mut *self.raw }
     }
 }
 
 impl Drop for HugeTbl24 {
     fn drop(&mut self) {
         // SAFETY: unmapping the mapping made in `zeroed`.
-        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, Self::BYTES) };
+        unsafe { libc::munmap(self.raw as *mut libc::c_void, Self::BYTES) };
     }
 }
 
