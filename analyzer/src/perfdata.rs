@@ -549,9 +549,6 @@ pub fn read_perf_data_grouped(path: &std::path::Path) -> Result<PerfData> {
     parse_perf_data_into(std::io::BufReader::with_capacity(1 << 20, f), path, Samples::Group(Default::default()))
 }
 
-/// What [`Samples::Group`] sums by: pid, tid, kernel, ip and callchain.
-pub type SampleKey = (u32, u32, bool, u64, Box<[u64]>);
-
 /// Where decoded samples go.
 #[derive(Debug, Clone, Default)]
 pub enum Samples {
@@ -559,13 +556,80 @@ pub enum Samples {
     #[default]
     Keep,
     /// Summed per (pid, tid, kernel, ip, callchain): samples and period.
-    Group(std::collections::HashMap<SampleKey, (u64, u64), foldhash::fast::RandomState>),
+    Group(Grouper),
+}
+
+/// Samples summed per distinct stack while reading. Each distinct callchain is stored
+/// once, with the (pid, tid, kernel, ip) groups that ended in it (nearly always one: the
+/// chain starts at the sampled ip), so a sample whose stack was seen before costs one hash
+/// of its chain, one comparison and no allocation.
+#[derive(Debug, Clone, Default)]
+pub struct Grouper {
+    by_chain: HashMap<Box<[u64]>, Vec<GroupSum>, foldhash::fast::RandomState>,
+}
+
+/// One group's sums under its callchain.
+#[derive(Debug, Clone, Copy)]
+struct GroupSum {
+    pid: u32,
+    tid: u32,
+    kernel: bool,
+    ip: u64,
+    samples: u64,
+    period: u64,
+}
+
+impl Grouper {
+    /// Count one sample of `period` with this stack.
+    pub fn add(&mut self, pid: u32, tid: u32, kernel: bool, ip: u64, chain: &[u64], period: u64) {
+        let fresh = GroupSum { pid, tid, kernel, ip, samples: 1, period };
+        let Some(sums) = self.by_chain.get_mut(chain) else {
+            self.by_chain.insert(chain.into(), vec![fresh]);
+            return;
+        };
+        match sums.iter_mut().find(|g| g.ip == ip && g.tid == tid && g.pid == pid && g.kernel == kernel) {
+            Some(g) => {
+                g.samples += 1;
+                g.period = g.period.saturating_add(period);
+            }
+            None => sums.push(fresh),
+        }
+    }
+
+    /// The groups summed so far (in no particular order).
+    pub fn groups(&self) -> Vec<crate::aggregate::Group> {
+        self.by_chain
+            .iter()
+            .flat_map(|(chain, sums)| {
+                sums.iter().map(move |g| crate::aggregate::Group {
+                    pid: g.pid,
+                    tid: g.tid,
+                    kernel: g.kernel,
+                    ip: g.ip,
+                    callchain: chain.to_vec(),
+                    samples: g.samples,
+                    period: g.period,
+                })
+            })
+            .collect()
+    }
+
+    /// Distinct callchains seen.
+    pub fn distinct_chains(&self) -> usize {
+        self.by_chain.len()
+    }
 }
 
 impl PerfData {
     /// Take one decoded sample; the period's limit is checked here (periods are summed per
     /// stack: one near 2^64 would overflow the sum).
     fn take(&mut self, s: Sample, path: &std::path::Path) -> Result<()> {
+        self.take_with_chain(s, None, path)
+    }
+
+    /// Take one decoded sample whose callchain is `chain` when given (then `s.callchain`
+    /// is ignored: the decoder reuses one buffer for every sample's chain).
+    fn take_with_chain(&mut self, mut s: Sample, chain: Option<&[u64]>, path: &std::path::Path) -> Result<()> {
         if s.period > collector::recording::MAX_PERIOD {
             return Err(bad(
                 path,
@@ -579,12 +643,13 @@ impl PerfData {
         }
         self.sample_count += 1;
         match &mut self.grouped {
-            Samples::Keep => self.samples.push(s),
-            Samples::Group(g) => {
-                let e = g.entry((s.pid, s.tid, s.kernel, s.ip, s.callchain.into_boxed_slice())).or_insert((0, 0));
-                e.0 += 1;
-                e.1 = e.1.saturating_add(s.period);
+            Samples::Keep => {
+                if let Some(c) = chain {
+                    s.callchain = c.to_vec();
+                }
+                self.samples.push(s)
             }
+            Samples::Group(g) => g.add(s.pid, s.tid, s.kernel, s.ip, chain.unwrap_or(&s.callchain), s.period),
         }
         Ok(())
     }
@@ -593,18 +658,7 @@ impl PerfData {
     /// now from the kept samples.
     pub fn groups(&self) -> Result<Vec<crate::aggregate::Group>> {
         match &self.grouped {
-            Samples::Group(g) => Ok(g
-                .iter()
-                .map(|((pid, tid, kernel, ip, chain), (n, period))| crate::aggregate::Group {
-                    pid: *pid,
-                    tid: *tid,
-                    kernel: *kernel,
-                    ip: *ip,
-                    callchain: chain.to_vec(),
-                    samples: *n,
-                    period: *period,
-                })
-                .collect()),
+            Samples::Group(g) => Ok(g.groups()),
             Samples::Keep => {
                 let df = collector::recording::samples_frame(&self.samples)
                     .map_err(|e| Error::Aggregate(format!("samples frame: {e}")))?;
@@ -703,45 +757,10 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
         ids.take_table(&mut out, table);
     }
     if let Some((sample_layout, info)) = fast {
-        // Record by record from the data section, each checked against the section's end
-        // before its body is read: memory does not grow with the file.
         let unwinder = unwinder_for(&perf_file, &mut out);
         let mut dec = Decoder::new(&mut out, path, sample_layout, info, unwinder);
         reader.seek(std::io::SeekFrom::Start(data_off)).map_err(io)?;
-        let mut body = Vec::with_capacity(1 << 16);
-        let mut pos = 0u64;
-        while pos < data_size {
-            let at = data_off + pos;
-            let left = data_size - pos;
-            if left < 8 {
-                return Err(bad(path, format!("offset {at}: {left} stray bytes at the end of the data section")));
-            }
-            let mut h = [0u8; 8];
-            reader.read_exact(&mut h).map_err(io)?;
-            let (ty, misc, len) = record_header(&h);
-            if len < 8 || len > left {
-                return Err(bad(
-                    path,
-                    format!("offset {at}: record of type {ty} with size {len}: expected 8 up to the section's end"),
-                ));
-            }
-            body.resize(len as usize - 8, 0);
-            reader.read_exact(&mut body).map_err(io)?;
-            let mut step = len;
-            if ty == PERF_RECORD_AUXTRACE && len >= 16 {
-                let extra = u64::from_le_bytes(body[0..8].try_into().unwrap_or([0; 8]));
-                if extra > left - len {
-                    return Err(bad(
-                        path,
-                        format!("offset {at}: AUXTRACE record announces {extra} bytes past the section's end"),
-                    ));
-                }
-                reader.seek(std::io::SeekFrom::Current(extra as i64)).map_err(io)?;
-                step += extra;
-            }
-            dec.record(ty, misc, &body, &format!("offset {at}"), &mut ids)?;
-            pos += step;
-        }
+        read_direct(&mut reader, path, data_off, data_size, &mut dec, &mut ids)?;
         dec.finish()?;
         return ids.finish(out, path);
     }
@@ -757,6 +776,123 @@ fn parse_with<R: std::io::Read + std::io::Seek>(
         guard(path, "header", || PerfFileReader::parse_file(reader))?.map_err(|e| bad(path, e))?;
     read_sorted(&mut out, &mut perf_file, &mut record_iter, path, &mut ids)?;
     ids.finish(out, path)
+}
+
+/// The data section (the reader stands at its start), record by record through `dec`:
+/// read in chunks of 4 MiB, each record checked against the section's end before it is
+/// decoded in place. Memory does not grow with the file.
+fn read_direct<R: std::io::Read + std::io::Seek>(
+    reader: &mut R,
+    path: &std::path::Path,
+    data_off: u64,
+    data_size: u64,
+    dec: &mut Decoder,
+    ids: &mut BuildIds,
+) -> Result<()> {
+    let io = |e| Error::Io { path: path.into(), source: e };
+    let mut chunks = Chunks { reader, buf: vec![0u8; chunk_size()], lo: 0, hi: 0, unread: data_size };
+    let mut pos = 0u64;
+    while pos < data_size {
+        let at = data_off + pos;
+        let left = data_size - pos;
+        if left < 8 {
+            return Err(bad(path, format!("offset {at}: {left} stray bytes at the end of the data section")));
+        }
+        if !chunks.need(8).map_err(io)? {
+            return Err(bad(path, format!("offset {at}: the data section ends inside a record header")));
+        }
+        let (ty, misc, len) = record_header(chunks.peek_header());
+        if len < 8 || len > left {
+            return Err(bad(
+                path,
+                format!("offset {at}: record of type {ty} with size {len}: expected 8 up to the section's end"),
+            ));
+        }
+        if !chunks.need(len as usize).map_err(io)? {
+            return Err(bad(path, format!("offset {at}: the data section ends inside a record")));
+        }
+        let body = &chunks.take(len as usize)[8..];
+        let mut step = len;
+        let mut extra = 0;
+        if ty == PERF_RECORD_AUXTRACE && len >= 16 {
+            extra = u64::from_le_bytes(body[0..8].try_into().unwrap_or([0; 8]));
+            if extra > left - len {
+                return Err(bad(
+                    path,
+                    format!("offset {at}: AUXTRACE record announces {extra} bytes past the section's end"),
+                ));
+            }
+            step += extra;
+        }
+        dec.record(ty, misc, body, At { offset: at, decompressed: false }, ids)?;
+        chunks.skip(extra).map_err(io)?;
+        pos += step;
+    }
+    Ok(())
+}
+
+/// How much of the data section is read at a time: 4 MiB (a test reads in smaller chunks
+/// so that records straddle them).
+fn chunk_size() -> usize {
+    #[cfg(test)]
+    return tests::CHUNK.with(|c| c.get());
+    #[cfg(not(test))]
+    return 4 << 20;
+}
+
+/// A window on the data section: `buf[lo..hi]` read but not yet decoded, `unread` bytes of
+/// the section still in the file.
+struct Chunks<'r, R> {
+    reader: &'r mut R,
+    buf: Vec<u8>,
+    lo: usize,
+    hi: usize,
+    unread: u64,
+}
+
+impl<R: std::io::Read + std::io::Seek> Chunks<'_, R> {
+    /// Make at least `n` bytes available (the buffer grows to hold them); false when the
+    /// section has fewer left.
+    fn need(&mut self, n: usize) -> std::io::Result<bool> {
+        if self.hi - self.lo >= n {
+            return Ok(true);
+        }
+        if n > self.buf.len() {
+            self.buf.resize(n, 0);
+        }
+        self.buf.copy_within(self.lo..self.hi, 0);
+        self.hi -= self.lo;
+        self.lo = 0;
+        let want = usize::try_from(((self.buf.len() - self.hi) as u64).min(self.unread)).unwrap_or(0);
+        self.reader.read_exact(&mut self.buf[self.hi..self.hi + want])?;
+        self.hi += want;
+        self.unread -= want as u64;
+        Ok(self.hi - self.lo >= n)
+    }
+
+    /// The next 8 bytes (after `need(8)`).
+    fn peek_header(&self) -> &[u8; 8] {
+        self.buf[self.lo..self.lo + 8].try_into().unwrap_or(&[0; 8])
+    }
+
+    /// The next `n` bytes (after `need(n)`), consumed.
+    fn take(&mut self, n: usize) -> &[u8] {
+        let s = &self.buf[self.lo..self.lo + n];
+        self.lo += n;
+        s
+    }
+
+    /// Step over `n` bytes: what the buffer holds, then the rest in the file.
+    fn skip(&mut self, n: u64) -> std::io::Result<()> {
+        let here = n.min((self.hi - self.lo) as u64);
+        self.lo += here as usize;
+        let rest = n - here;
+        if rest > 0 {
+            self.reader.seek(std::io::SeekFrom::Current(rest as i64))?;
+            self.unread -= rest;
+        }
+        Ok(())
+    }
 }
 
 /// Read every record through linux-perf-data's sorted iterator (which decompresses
@@ -989,6 +1125,24 @@ fn unwound(layout: &SampleLayout, body: &[u8], misc: u16, u: &mut UserUnwinder) 
     Some(s)
 }
 
+/// Where a record sits, for messages: its offset in the file, or inside the compressed
+/// record at that offset. Formatted only when a message needs it.
+#[derive(Debug, Clone, Copy)]
+struct At {
+    offset: u64,
+    decompressed: bool,
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "offset {}", self.offset)?;
+        if self.decompressed {
+            f.write_str(" (decompressed)")?;
+        }
+        Ok(())
+    }
+}
+
 /// The direct decoder: one record at a time, from the file or from a decompressed
 /// `perf record -z` chunk (records may straddle chunks: the tail waits for the next).
 struct Decoder<'a> {
@@ -1003,6 +1157,8 @@ struct Decoder<'a> {
     pending: Vec<u8>,
     /// Unwinds user stacks, when the samples carry them.
     unwinder: Option<UserUnwinder>,
+    /// The callchain of the sample being decoded (one buffer for all of them).
+    chain: Vec<u64>,
 }
 
 impl<'a> Decoder<'a> {
@@ -1013,22 +1169,27 @@ impl<'a> Decoder<'a> {
         info: RecordParseInfo,
         unwinder: Option<UserUnwinder>,
     ) -> Decoder<'a> {
-        Decoder { out, path, samples, info, n: 0, zstd: None, pending: Vec::new(), unwinder }
+        Decoder { out, path, samples, info, n: 0, zstd: None, pending: Vec::new(), unwinder, chain: Vec::new() }
     }
 
     /// One record: `at` says where it is for messages.
-    fn record(&mut self, ty: u32, misc: u16, body: &[u8], at: &str, ids: &mut BuildIds) -> Result<()> {
+    fn record(&mut self, ty: u32, misc: u16, body: &[u8], at: At, ids: &mut BuildIds) -> Result<()> {
         let path = self.path;
         let n = self.n;
         self.n += 1;
         match ty {
             PERF_RECORD_SAMPLE => {
                 let short = || bad(path, format!("record {n} at {at}: sample shorter than its layout"));
-                let s = match &mut self.unwinder {
-                    Some(u) => unwound(&self.samples, body, misc, u).ok_or_else(short)?,
-                    None => self.samples.decode(body, misc).ok_or_else(short)?,
-                };
-                self.out.take(s, path)
+                match &mut self.unwinder {
+                    Some(u) => {
+                        let s = unwound(&self.samples, body, misc, u).ok_or_else(short)?;
+                        self.out.take(s, path)
+                    }
+                    None => {
+                        let s = self.samples.decode_reusing(body, misc, &mut self.chain).ok_or_else(short)?;
+                        self.out.take_with_chain(s, Some(&self.chain), path)
+                    }
+                }
             }
             // Kernel record types.
             t if t < 64 => {
@@ -1062,7 +1223,7 @@ impl<'a> Decoder<'a> {
 
     /// Decompress one zstd chunk and decode the whole records it completes, 1 MiB of
     /// output at a time (a chunk that inflates without end is read in bounded memory).
-    fn decompress(&mut self, compressed: &[u8], at: &str, ids: &mut BuildIds) -> Result<()> {
+    fn decompress(&mut self, compressed: &[u8], at: At, ids: &mut BuildIds) -> Result<()> {
         let path = self.path;
         let mut dctx = self.zstd.take().unwrap_or_else(zstd_safe::DCtx::create);
         let mut out = vec![0u8; 1 << 20];
@@ -1084,7 +1245,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Decode the whole records at the front of the decompressed bytes.
-    fn drain_pending(&mut self, at: &str, ids: &mut BuildIds) -> Result<()> {
+    fn drain_pending(&mut self, at: At, ids: &mut BuildIds) -> Result<()> {
         let mut pos = 0usize;
         let pending = std::mem::take(&mut self.pending);
         while let Some(h) = pending.get(pos..pos + 8) {
@@ -1096,7 +1257,7 @@ impl<'a> Decoder<'a> {
             if matches!(ty, PERF_RECORD_COMPRESSED | PERF_RECORD_COMPRESSED2) {
                 return Err(bad(self.path, format!("compressed record at {at}: a compressed record inside one")));
             }
-            self.record(ty, misc, body, &format!("{at} (decompressed)"), ids)?;
+            self.record(ty, misc, body, At { decompressed: true, ..at }, ids)?;
             pos += len as usize;
         }
         self.pending = pending[pos..].to_vec();
@@ -1120,6 +1281,63 @@ impl<'a> Decoder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// The data section's chunk size in this test thread.
+        pub(super) static CHUNK: std::cell::Cell<usize> = const { std::cell::Cell::new(4 << 20) };
+    }
+
+    /// Records straddle the chunks the data section is read in: read in chunks of 40 bytes
+    /// (smaller than most records: the buffer grows), 1,000 bytes and 4 MiB, the golden
+    /// file gives the same samples, mappings and thread names.
+    #[test]
+    fn chunk_boundaries_do_not_change_what_is_read() {
+        let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/kernel-forwarding.perf.data");
+        let read = |chunk: usize| {
+            CHUNK.with(|c| c.set(chunk));
+            let pd = read_perf_data(&p).unwrap();
+            CHUNK.with(|c| c.set(4 << 20));
+            pd
+        };
+        let whole = read(4 << 20);
+        assert!(whole.samples.len() > 1000, "{} samples", whole.samples.len());
+        assert!(whole.samples.iter().any(|s| !s.callchain.is_empty()));
+        for chunk in [40, 1000] {
+            let pd = read(chunk);
+            assert_eq!(pd.samples, whole.samples, "chunk {chunk}");
+            assert_eq!(pd.maps, whole.maps, "chunk {chunk}");
+            assert_eq!(pd.tasks, whole.tasks, "chunk {chunk}");
+        }
+    }
+
+    /// The grouper sums by (pid, tid, kernel, ip) under each distinct chain, and the same
+    /// chain under two ips stays two groups.
+    #[test]
+    fn the_grouper_keeps_each_stack_apart() {
+        let mut g = Grouper::default();
+        g.add(1, 1, false, 0x10, &[0x10, 0x20], 5);
+        g.add(1, 1, false, 0x10, &[0x10, 0x20], 7);
+        g.add(1, 2, false, 0x10, &[0x10, 0x20], 1);
+        g.add(1, 1, true, 0x10, &[0x10, 0x20], 1);
+        g.add(1, 1, false, 0x11, &[0x10, 0x20], 1);
+        g.add(1, 1, false, 0x10, &[0x10], 1);
+        g.add(1, 1, false, 0x10, &[], u64::MAX);
+        g.add(1, 1, false, 0x10, &[], 3);
+        let mut got: Vec<_> =
+            g.groups().into_iter().map(|x| (x.tid, x.kernel, x.ip, x.callchain, x.samples, x.period)).collect();
+        got.sort();
+        let mut want = vec![
+            (1, false, 0x10, vec![0x10, 0x20], 2, 12),
+            (2, false, 0x10, vec![0x10, 0x20], 1, 1),
+            (1, true, 0x10, vec![0x10, 0x20], 1, 1),
+            (1, false, 0x11, vec![0x10, 0x20], 1, 1),
+            (1, false, 0x10, vec![0x10], 1, 1),
+            (1, false, 0x10, vec![], 2, u64::MAX),
+        ];
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(g.distinct_chains(), 3);
+    }
 
     /// The one sample decoder (collector's, used live and here) reads every sample of the
     /// golden kernel-forwarding file as linux-perf-data's own parser does: the same ip,

@@ -122,7 +122,18 @@ impl SampleLayout {
     /// than its layout says.
     pub fn decode(&self, body: &[u8], misc: u16) -> Option<Sample> {
         let mut r = Reader { body, pos: 0, big: self.big_endian };
-        self.fields(&mut r, misc)
+        let mut chain = Vec::new();
+        let mut s = self.fields(&mut r, misc, &mut chain)?;
+        s.callchain = chain;
+        Some(s)
+    }
+
+    /// [`decode`](Self::decode) without allocating: the callchain goes into `chain`
+    /// (cleared first), and the returned sample's own `callchain` stays empty. For readers
+    /// that look the chain up (grouping millions of samples per distinct stack).
+    pub fn decode_reusing(&self, body: &[u8], misc: u16, chain: &mut Vec<u64>) -> Option<Sample> {
+        let mut r = Reader { body, pos: 0, big: self.big_endian };
+        self.fields(&mut r, misc, chain)
     }
 
     /// Decode a SAMPLE record's body with its user registers and stack copy, when the
@@ -137,7 +148,9 @@ impl SampleLayout {
     ) -> Option<(Sample, Option<UserStack<'a>>)> {
         use sample_bits::*;
         let mut r = Reader { body, pos: 0, big: self.big_endian };
-        let s = self.fields(&mut r, misc)?;
+        let mut chain = Vec::new();
+        let mut s = self.fields(&mut r, misc, &mut chain)?;
+        s.callchain = chain;
         let st = self.sample_type;
         if st & (REGS_USER | STACK_USER) == 0 || st & BRANCH_STACK != 0 {
             return Some((s, None));
@@ -183,8 +196,9 @@ impl SampleLayout {
         r.u64()
     }
 
-    /// The fields every sample has, up to its callchain.
-    fn fields(&self, r: &mut Reader, misc: u16) -> Option<Sample> {
+    /// The fields every sample has, up to its callchain (into `chain`, cleared first; the
+    /// returned sample's `callchain` is empty).
+    fn fields(&self, r: &mut Reader, misc: u16, chain: &mut Vec<u64>) -> Option<Sample> {
         use sample_bits::*;
         let body = r.body;
         let st = self.sample_type;
@@ -208,22 +222,31 @@ impl SampleLayout {
         if st & READ != 0 {
             r.skip_read(self.read_format)?;
         }
-        let mut callchain = Vec::new();
+        chain.clear();
         if st & CALLCHAIN != 0 {
             let nr = r.u64()?;
             if nr > (body.len() / 8) as u64 {
                 return None;
             }
-            callchain.reserve(nr as usize);
-            for _ in 0..nr {
-                let a = r.u64()?;
-                if a < PERF_CONTEXT_MAX {
-                    callchain.push(a);
-                }
-            }
+            let words = r.slice(nr as usize * 8)?;
+            chain.reserve(nr as usize);
+            let big = self.big_endian;
+            chain.extend(
+                words
+                    .chunks_exact(8)
+                    .map(|w| {
+                        let w: [u8; 8] = w.try_into().unwrap_or([0xff; 8]);
+                        if big {
+                            u64::from_be_bytes(w)
+                        } else {
+                            u64::from_le_bytes(w)
+                        }
+                    })
+                    .filter(|&a| a < PERF_CONTEXT_MAX),
+            );
         }
         let kernel = CpuMode::from_misc(misc).is_kernel();
-        Some(Sample { time, pid, tid, cpu, ip, period, kernel, callchain })
+        Some(Sample { time, pid, tid, cpu, ip, period, kernel, callchain: Vec::new() })
     }
 }
 
