@@ -83,8 +83,10 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 stat_after=$(grep '^cpu ' /proc/stat)
 cp "$work/runs.tsv" "$TARGET/last-runs.tsv"
 
-python3 - "$work/runs.tsv" "$head_rev" "$base_rev" "$dirty" "$load_before" "$load_after" "$SECS" "$stat_before" "$stat_after" <<'EOF'
-import math, platform, statistics, sys
+SCRIPTS=$PWD/scripts python3 - "$work/runs.tsv" "$head_rev" "$base_rev" "$dirty" "$load_before" "$load_after" "$SECS" "$stat_before" "$stat_after" <<'EOF'
+import math, os, platform, statistics, sys
+sys.path.insert(0, os.environ["SCRIPTS"])
+from ratio_ci import log_ratio_ci
 path, head, base, dirty, lb, la, secs, sb, sa = sys.argv[1:]
 # /proc/stat's cpu line: user nice system idle iowait irq softirq steal ...
 tb, ta = [list(map(int, x.split()[1:9])) for x in (sb, sa)]
@@ -94,11 +96,7 @@ runs = {}
 for line in open(path):
     r, cfg, b, mpps = line.rstrip("\n").split("\t")
     runs.setdefault(cfg, {}).setdefault(int(r), {})[b] = float(mpps)
-# Two-sided 95% t quantiles, df 1..30.
-T = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-     2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-import os
 print(f"host: {platform.node()}, {os.cpu_count()} CPUs ({cpu}), kernel {platform.release()}")
 print(f"load average before {lb}, after {la} (the guard's own forwarder adds about 1-2); "
       f"the hypervisor stole {steal:.1f}% of the host's CPU time during the rounds")
@@ -106,13 +104,10 @@ print(f"this checkout {head[:12]}{' + uncommitted changes' if dirty else ''} aga
 print(f"{'configuration':<28} {'rounds':>6} {'head Mpps':>10} {'base Mpps':>10} {'ratio':>7}  {'95% interval':>16}")
 for cfg, rounds in runs.items():
     pairs = [(v["head"], v["base"]) for v in rounds.values() if "head" in v and "base" in v and v["head"] > 0 and v["base"] > 0]
-    d = [math.log(h / b) for h, b in pairs]
-    n = len(d)
-    mean = statistics.fmean(d)
-    half = T[min(n - 1, 30) - 1] * statistics.stdev(d) / math.sqrt(n) if n >= 2 else float("inf")
+    ratio, lo, hi, n = log_ratio_ci(pairs)
     c, f, dev, w = cfg.split()
     name = f"{c}+{f} device {dev} x{w}"
     print(f"{name:<28} {n:>6} {statistics.median(p[0] for p in pairs):>10.2f} {statistics.median(p[1] for p in pairs):>10.2f} "
-          f"{math.exp(mean):>7.3f}  [{math.exp(mean - half):.3f}, {math.exp(mean + half):.3f}]")
+          f"{ratio:>7.3f}  [{lo:.3f}, {hi:.3f}]")
 print("ratio: this checkout's rate over the baseline's, geometric mean of the rounds' ratios; above 1 is faster")
 EOF

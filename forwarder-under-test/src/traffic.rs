@@ -99,29 +99,81 @@ const RSS_KEY: [u8; 40] = [
     0x01, 0xfa,
 ];
 
-/// Toeplitz hash of the IPv4 4-tuple, as RSS computes it.
-pub fn rss_hash(f: &FlowKey) -> u32 {
-    let mut input = [0u8; 12];
-    input[0..4].copy_from_slice(&f.saddr.to_be_bytes());
-    input[4..8].copy_from_slice(&f.daddr.to_be_bytes());
-    input[8..10].copy_from_slice(&f.sport.to_be_bytes());
-    input[10..12].copy_from_slice(&f.dport.to_be_bytes());
-    let mut result = 0u32;
-    let mut window = u32::from_be_bytes([RSS_KEY[0], RSS_KEY[1], RSS_KEY[2], RSS_KEY[3]]);
-    for (next, byte) in (4..).zip(input) {
-        for bit in (0..8).rev() {
-            if byte >> bit & 1 == 1 {
-                result ^= window;
+/// The Toeplitz hash is linear over GF(2): the hash of the 12-byte input is the XOR of what
+/// each byte contributes at its position. `RSS_TABLE[i][v]` is what byte `i` with value `v`
+/// contributes (input bit `p`, counted from the first byte's top bit, contributes the 32
+/// key bits starting at bit `p`). Built at compile time from [`RSS_KEY`].
+const RSS_TABLE: [[u32; 256]; 12] = rss_table();
+
+const fn rss_table() -> [[u32; 256]; 12] {
+    let mut t = [[0u32; 256]; 12];
+    let mut i = 0;
+    while i < 12 {
+        let mut v = 0;
+        while v < 256 {
+            let mut h = 0u32;
+            let mut bit = 0;
+            while bit < 8 {
+                if v >> (7 - bit) & 1 == 1 {
+                    h ^= key_window(8 * i + bit);
+                }
+                bit += 1;
             }
-            window = (window << 1) | u32::from(RSS_KEY[next] >> bit & 1);
+            t[i][v] = h;
+            v += 1;
         }
+        i += 1;
     }
-    result
+    t
+}
+
+/// The 32 bits of [`RSS_KEY`] starting at bit `p` (bit 0: the first byte's top bit).
+const fn key_window(p: usize) -> u32 {
+    let b = p / 8;
+    let five = (RSS_KEY[b] as u64) << 32
+        | (RSS_KEY[b + 1] as u64) << 24
+        | (RSS_KEY[b + 2] as u64) << 16
+        | (RSS_KEY[b + 3] as u64) << 8
+        | RSS_KEY[b + 4] as u64;
+    (five >> (8 - p % 8)) as u32
+}
+
+/// Toeplitz hash of the IPv4 4-tuple, as RSS computes it (12 table lookups).
+pub fn rss_hash(f: &FlowKey) -> u32 {
+    rss_hash_parts(rss_hash_daddr(f.daddr), f.saddr, f.sport, f.dport)
+}
+
+/// What the destination address contributes to the hash.
+fn rss_hash_daddr(daddr: u32) -> u32 {
+    let d = daddr.to_be_bytes();
+    RSS_TABLE[4][d[0] as usize]
+        ^ RSS_TABLE[5][d[1] as usize]
+        ^ RSS_TABLE[6][d[2] as usize]
+        ^ RSS_TABLE[7][d[3] as usize]
+}
+
+/// The hash from the destination's contribution and the other three fields.
+fn rss_hash_parts(of_daddr: u32, saddr: u32, sport: u16, dport: u16) -> u32 {
+    let s = saddr.to_be_bytes();
+    let (sp, dp) = (sport.to_be_bytes(), dport.to_be_bytes());
+    of_daddr
+        ^ RSS_TABLE[0][s[0] as usize]
+        ^ RSS_TABLE[1][s[1] as usize]
+        ^ RSS_TABLE[2][s[2] as usize]
+        ^ RSS_TABLE[3][s[3] as usize]
+        ^ RSS_TABLE[8][sp[0] as usize]
+        ^ RSS_TABLE[9][sp[1] as usize]
+        ^ RSS_TABLE[10][dp[0] as usize]
+        ^ RSS_TABLE[11][dp[1] as usize]
 }
 
 /// Queue for a flow: RSS hash through a 128-entry round-robin indirection table.
 pub fn rss_queue(f: &FlowKey, queues: usize) -> usize {
-    ((rss_hash(f) & 127) as usize) % queues.max(1)
+    queue_of_hash(rss_hash(f), queues)
+}
+
+fn queue_of_hash(h: u32, queues: usize) -> usize {
+    ((h & 127) as usize) % queues.max(1)
 }
 
 /// Destination sampler over a table's prefixes (shared, read-only).
@@ -233,20 +285,23 @@ impl FlowGen {
         }
     }
 
+    /// A new flow for this queue: its destination drawn once, then source address and
+    /// ports drawn until the RSS hash sends the flow here (about `queues` draws; the
+    /// destination's part of the hash is computed once). A NIC steers in hardware at no
+    /// cost to the cores, so the generator keeps its own steering cheap: drawing the whole
+    /// flow again cost the inline device as much as forwarding did with two queues.
     fn new_flow(&mut self) -> FlowKey {
+        let daddr = self.chooser.pick(&mut self.rng, self.flows_started);
+        self.flows_started += 1;
+        let of_daddr = rss_hash_daddr(daddr);
         loop {
-            let daddr = self.chooser.pick(&mut self.rng, self.flows_started);
             let r: u64 = self.rng.gen();
-            let f = FlowKey {
-                saddr: 0xC612_0000 | (r as u32 & 0xffff) | 1, // 198.18.x.y, never .0
-                daddr,
-                sport: (r >> 16) as u16 | 1024,
-                dport: (r >> 32) as u16 | 1024,
-                tos: 0,
-            };
-            self.flows_started += 1;
-            if self.queues <= 1 || rss_queue(&f, self.queues) == self.queue {
-                return f;
+            let saddr = 0xC612_0000 | (r as u32 & 0xffff) | 1; // 198.18.x.y, never .0
+            let (sport, dport) = ((r >> 16) as u16 | 1024, (r >> 32) as u16 | 1024);
+            if self.queues <= 1
+                || queue_of_hash(rss_hash_parts(of_daddr, saddr, sport, dport), self.queues) == self.queue
+            {
+                return FlowKey { saddr, daddr, sport, dport, tos: 0 };
             }
         }
     }
@@ -374,7 +429,65 @@ mod tests {
             };
             assert_eq!(rss_queue(&f, 2), 1);
         }
-        // About half the candidate flows were rejected for the other queue.
-        assert!(g.flows_started > 300 && g.flows_started < 500, "{}", g.flows_started);
+        // One flow per packet, each started once (no candidate flow thrown away).
+        assert_eq!(g.flows_started, 200);
+    }
+
+    /// The bit-by-bit Toeplitz hash, as the RSS specification states it: the reference the
+    /// table-driven hash is checked against.
+    fn toeplitz_bitwise(f: &FlowKey) -> u32 {
+        let mut input = [0u8; 12];
+        input[0..4].copy_from_slice(&f.saddr.to_be_bytes());
+        input[4..8].copy_from_slice(&f.daddr.to_be_bytes());
+        input[8..10].copy_from_slice(&f.sport.to_be_bytes());
+        input[10..12].copy_from_slice(&f.dport.to_be_bytes());
+        let mut result = 0u32;
+        let mut window = u32::from_be_bytes([RSS_KEY[0], RSS_KEY[1], RSS_KEY[2], RSS_KEY[3]]);
+        for (next, byte) in (4..).zip(input) {
+            for bit in (0..8).rev() {
+                if byte >> bit & 1 == 1 {
+                    result ^= window;
+                }
+                window = (window << 1) | u32::from(RSS_KEY[next] >> bit & 1);
+            }
+        }
+        result
+    }
+
+    #[test]
+    fn the_table_hash_is_the_bitwise_toeplitz_hash() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        for i in 0..100_000u32 {
+            let r: u128 = rng.gen();
+            let f = FlowKey {
+                saddr: r as u32,
+                daddr: (r >> 32) as u32,
+                sport: (r >> 64) as u16,
+                dport: (r >> 80) as u16,
+                tos: 0,
+            };
+            assert_eq!(rss_hash(&f), toeplitz_bitwise(&f), "flow {i}: {f:?}");
+        }
+        let one_bits = FlowKey { saddr: 1 << 31, daddr: 1, sport: 0x8000, dport: 1, tos: 0 };
+        assert_eq!(rss_hash(&one_bits), toeplitz_bitwise(&one_bits));
+    }
+
+    /// The destination is drawn once per flow whatever the queue: with `seq`, queue 1 of 2
+    /// walks every prefix in order (a generator that drew whole flows again skipped the
+    /// prefixes of flows the hash sent elsewhere).
+    #[test]
+    fn steering_keeps_the_destination_pattern() {
+        let routes: Vec<Route> = (0..50u32).map(|i| Route::new(0x0a00_0000 | (i << 8), 24, 0)).collect();
+        let ch = Arc::new(DstChooser::new(&routes, DstPattern::Seq, 1).unwrap());
+        let p = TrafficProfile { flows: 2, pkts_per_flow: 1, ..Default::default() };
+        let mut g = FlowGen::new(&p, ch, 1, 2);
+        let mut buf = [0u8; 128];
+        let mut dsts = Vec::new();
+        for _ in 0..100 {
+            g.next_frame(&mut buf);
+            dsts.push(crate::packet::get_u32(&buf, 30) >> 8 & 0xff);
+        }
+        let want: Vec<u32> = (0..100).map(|n| n % 50).collect();
+        assert_eq!(dsts, want);
     }
 }
