@@ -6,8 +6,8 @@
 #
 #   scripts/aa-floor.sh [ROUNDS] [SECONDS] [BLOCK_MS:DISCARD_MS ...]
 #
-# ROUNDS (default 4), SECONDS per comparison (default 30), variants (default 50:10 25:5
-# 100:10 200:20). Prints each run's interval, then per variant the median half-width of the
+# ROUNDS (default 4), SECONDS per comparison (default 30), variants (default 50:10 40:5
+# 50:20 100:10; a block must leave 30 ms after its discard). Prints each run's interval, then per variant the median half-width of the
 # 95% interval (in % of the rate), the median number of units and the A/A false alarms
 # (p < 0.01). nocache + dir24 on the real table with aggregates, the device inline. Needs a
 # release build; nothing else should load the machine (the load average is printed).
@@ -17,7 +17,7 @@ ROUNDS=${1:-4}
 SECS=${2:-30}
 shift $(($# < 2 ? $# : 2))
 variants=("$@")
-((${#variants[@]})) || variants=(50:10 25:5 100:10 200:20)
+((${#variants[@]})) || variants=(50:10 40:5 50:20 100:10)
 bin=${FWDSCOPE:-${CARGO_TARGET_DIR:-target}/release/fwdscope}
 [[ -x $bin ]] || { echo "aa-floor: no fwdscope at $bin: cargo build --release, or set FWDSCOPE" >&2; exit 2; }
 for v in "${variants[@]}"; do

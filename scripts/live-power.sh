@@ -1,6 +1,7 @@
 #!/bin/sh
 # Power and false alarms of the live comparison: RUNS live comparisons of 30 s with a
-# planted cost of 2% of the measured ns per packet (the calibration stage), interleaved with
+# planted cost of PLANT% (default 2) of the measured ns per packet (the calibration stage,
+# in whole ns: the planted share is printed as it came out), interleaved with
 # RUNS A/A comparisons; prints each run's ratio, interval and p, then how many planted runs
 # were found at p < 0.01 and how many A/A runs raised a false alarm at p < 0.01.
 #
@@ -8,6 +9,7 @@
 # Needs a release build (cargo build --release). Nothing else should load the machine.
 set -eu
 runs=${1:-20}
+plant=${PLANT:-2}
 [ $# -gt 0 ] && shift
 bin=${FWDSCOPE:-${CARGO_TARGET_DIR:-target}/release/fwdscope}
 flags="--cache nocache --fib dir24 --table fixtures/tables/asn-ipv4-prefixes.txt.gz --aggregates $*"
@@ -17,8 +19,8 @@ echo "# load before: $(cat /proc/loadavg)"
 # ns per packet of a worker, device inline as live mode runs it.
 mpps=$("$bin" forward --duration 3 --device inline $flags --json 2>&1 | tail -1 |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["total_mpps"])')
-spin=$(python3 -c "print(max(1, round(0.02 * 1e3 / $mpps)))")
-echo "# $mpps Mpps on one worker: 2% of $(python3 -c "print(round(1e3/$mpps,1))") ns/packet = --spin-ns $spin"
+spin=$(python3 -c "print(max(1, round($plant / 100 * 1e3 / $mpps)))")
+echo "# $mpps Mpps on one worker: $plant% of $(python3 -c "print(round(1e3/$mpps,1))") ns/packet = --spin-ns $spin ($(python3 -c "print(round(100 * $spin * $mpps / 1e3, 2))")%)"
 found=0; alarms=0
 i=1
 while [ "$i" -le "$runs" ]; do
@@ -40,6 +42,6 @@ PY
   done
   i=$((i + 1))
 done
-echo "# planted 2% found at p < 0.01 in $found of $runs runs; A/A false alarms at p < 0.01: $alarms of $runs"
+echo "# planted $plant% found at p < 0.01 in $found of $runs runs; A/A false alarms at p < 0.01: $alarms of $runs"
 echo "# load after: $(cat /proc/loadavg)"
 rm -rf "$out"

@@ -6,7 +6,9 @@
 //!    samples/s.
 //! 2. perf.data import + symbolize + attribute (`perfdata_table`) against
 //!    `perf report --stdio --sort sym -g none` on the same file of 500k+ samples recorded
-//!    here system-wide (skipped, saying why, without perf or root). Goal: 2x faster.
+//!    here system-wide with callchains (skipped, saying why, without perf or root). Goal:
+//!    10x faster. (`scripts/report-vs-perf.sh` also measures both sides' peak memory, on
+//!    files of any size.)
 
 use analyzer::rules::Rules;
 use collector::recording::RecordingWriter;
@@ -20,9 +22,10 @@ fn perf_vs_ours() -> BenchResult {
     let dir = std::env::temp_dir().join(format!("fwdscope-bench-perf-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let file = dir.join("perf.data");
-    // Every CPU sampled every 20 us of cpu-clock while kept busy in user and kernel mode.
+    // Every CPU sampled every 20 us of cpu-clock, with callchains, while kept busy in user
+    // and kernel mode.
     let rec = Command::new("perf")
-        .args(["record", "-q", "-a", "-e", "cpu-clock", "-c", "20000", "-o"])
+        .args(["record", "-q", "-a", "-g", "-e", "cpu-clock", "-c", "20000", "-o"])
         .arg(&file)
         .args([
             "--",
@@ -62,7 +65,7 @@ fn perf_vs_ours() -> BenchResult {
         return Err(format!("perf report failed: {}", String::from_utf8_lossy(&out.stderr).trim()).into());
     }
     println!(
-        "perf.data of {} samples: fwdscope import+symbolize+attribute {:.3} s, perf report {:.3} s: {:.2}x faster (goal 2x)",
+        "perf.data of {} samples: fwdscope import+symbolize+attribute {:.3} s, perf report {:.3} s: {:.2}x faster (goal 10x)",
         t.samples,
         ours,
         theirs,
