@@ -13,6 +13,7 @@
 # release build; nothing else should load the machine (the load average is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/quiet.sh
 ROUNDS=${1:-4}
 SECS=${2:-30}
 shift $(($# < 2 ? $# : 2))
@@ -25,6 +26,7 @@ for v in "${variants[@]}"; do
 done
 work=$(mktemp -d /tmp/fwdscope-aa.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+wait_for_quiet
 echo "# load before: $(cat /proc/loadavg)"
 n=${#variants[@]}
 for ((r = 0; r < ROUNDS; r++)); do

@@ -24,6 +24,7 @@
 # side, so a second run reuses them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/quiet.sh
 BASE=${1:-d23a6c0}
 ROUNDS=${2:-6}
 SECS=${3:-3}
@@ -54,10 +55,7 @@ configs=(
   "rtcache lctrie inline 2"
 )
 # Let the builds' load settle first.
-for ((i = 0; i < 24; i++)); do
-  awk '{exit !($1 < 0.5)}' /proc/loadavg && break
-  sleep 5
-done
+wait_for_quiet
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 stat_before=$(grep '^cpu ' /proc/stat)
 : > "$work/runs.tsv"

@@ -15,6 +15,7 @@
 # and a release build; nothing else should load the machine: the load average is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/quiet.sh
 SECS=${1:-25}
 ROUNDS=${2:-3}
 bin=${FWDSCOPE:-${CARGO_TARGET_DIR:-target}/release/fwdscope}
@@ -39,10 +40,7 @@ fi
 samples=$("$bin" report -i "$file" 2>/dev/null | sed -n 's/^# event: .*(\([0-9]*\) samples)$/\1/p')
 echo "# $file: $(du -h "$file" | cut -f1), $samples samples"
 # Let the recording's load settle.
-for ((i = 0; i < 24; i++)); do
-  awk '{exit !($1 < 0.5)}' /proc/loadavg && break
-  sleep 5
-done
+wait_for_quiet
 echo "# load before: $(cat /proc/loadavg)"
 ours() { /usr/bin/time -f "%e %M" -o "$work/t" "$bin" report -i "$file" >/dev/null 2>&1; echo "ours $(cat "$work/t")"; }
 theirs() {

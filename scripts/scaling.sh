@@ -18,6 +18,7 @@
 # ratios with 95% t intervals; the load average and the hypervisor's steal are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/quiet.sh
 ROUNDS=${1:-8}
 SECS=${2:-3}
 CACHE=${CACHE:-nocache}
@@ -43,10 +44,7 @@ run() { # kind -> Mpps
       ;;
   esac
 }
-for ((i = 0; i < 24; i++)); do
-  awk '{exit !($1 < 0.5)}' /proc/loadavg && break
-  sleep 5
-done
+wait_for_quiet
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 stat_before=$(grep '^cpu ' /proc/stat)
 kinds=(one two pair)
