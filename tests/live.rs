@@ -129,6 +129,97 @@ fn a_planted_cost_is_found_and_every_block_has_one_setting() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// The worker threads' states of process `pid` (`R`, `S`, `T`, ...), from /proc.
+fn worker_states(pid: u32) -> Vec<char> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    dir.flatten()
+        .filter(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with("fwd-worker")))
+        .filter_map(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            stat.rsplit_once(')')?.1.split_whitespace().next()?.chars().next()
+        })
+        .collect()
+}
+
+/// Two programs compared (`--program`, twice): one process each, only one running at a
+/// time. The second is a wrapper that starts the same forwarder with 60 ns planted per
+/// packet: it is found slower, every block is measured in its own program, and polling the
+/// two processes' worker threads while it runs sees each stopped a good share of the time
+/// and both running (almost) never.
+#[test]
+fn two_programs_alternate_alone_and_the_slower_is_found() {
+    let _g = serial();
+    let out = std::env::temp_dir().join(format!("fwdscope-live-programs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let slow = out.join("slow.sh");
+    std::fs::write(&slow, format!("#!/bin/sh\nexec {} forward --spin-ns 60 \"$@\"\n", common::BIN)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = out.join("live");
+    let mut child = fwdscope()
+        .args(["sweep", "--live", "-o"])
+        .arg(&dir)
+        .arg("--program")
+        .arg(format!("fast={}", common::BIN))
+        .arg("--program")
+        .arg(format!("slow={}", slow.display()))
+        .args(["--duration", "4", "--block-ms", "100", "--discard-ms", "20", "--seed", "7"])
+        .args(SMALL)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sweep --live --program");
+    let me = child.id();
+    // Poll the forwarders' worker threads until the sweep ends.
+    let (mut polls, mut both, mut stopped) = (0u32, 0u32, [0u32; 2]);
+    while matches!(child.try_wait(), Ok(None)) {
+        let mut kids = children(me);
+        kids.sort();
+        if kids.len() == 2 {
+            let states: Vec<Vec<char>> = kids.iter().map(|&p| worker_states(p)).collect();
+            if states.iter().all(|s| !s.is_empty()) {
+                polls += 1;
+                let running: Vec<bool> = states.iter().map(|s| s.contains(&'R')).collect();
+                both += u32::from(running[0] && running[1]);
+                for (i, s) in states.iter().enumerate() {
+                    stopped[i] += u32::from(s.iter().all(|&c| c == 'T'));
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(3));
+    }
+    let o = child.wait_with_output().expect("sweep output");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}\n{text}", String::from_utf8_lossy(&o.stderr));
+    println!("{text}\npolls {polls}, both running {both}, stopped {stopped:?}");
+    assert!(polls > 200, "the two forwarders were seen running {polls} times");
+    // Each forwarder stopped in the other's blocks (about half the time each).
+    assert!(stopped.iter().all(|&n| n > polls / 5), "stopped {stopped:?} of {polls}");
+    // Both running: only when a poll reads one before a switch and the other after it.
+    assert!(both * 50 < polls, "both ran at once in {both} of {polls} polls");
+    assert!(text.contains("2 forwarder programs, one running at a time"), "{text}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("live.json")).expect("live.json")).expect("json");
+    let e = &j["results"][1]["effect"];
+    assert!(e["ratio"].as_f64().expect("ratio") < 0.9 && e["ci"][1].as_f64().expect("ci") < 1.0, "{e}");
+    let pids: Vec<u64> = j["pids"].as_array().expect("pids").iter().filter_map(|p| p.as_u64()).collect();
+    assert_eq!(pids.len(), 2);
+    for b in j["blocks"].as_array().expect("blocks") {
+        for w in b["workers"].as_array().expect("workers") {
+            assert_eq!(w["assigned"], true, "{b}");
+        }
+        let changed = b["index"].as_u64() != Some(0) && b["switch"] != "same setting";
+        assert!(!changed || b["switch"] == "program", "{b}");
+    }
+    for pid in pids {
+        assert!(!common::running(pid as u32), "forwarder {pid} still running");
+        assert!(fwd_abi::segment::named_for(pid as u32).is_empty(), "segment of {pid} left behind");
+    }
+    assert!(dir.join("forwarder-1.log").exists() && dir.join("forwarder-2.log").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// Samples recorded alongside (`--record`) are split into the blocks by the workers' own
 /// publish stamps: the planted cost appears in the calibration stage of its setting only,
 /// the sampled time over all stages moves by what the counters measured, and every counted

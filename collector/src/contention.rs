@@ -91,6 +91,13 @@ pub fn parse_task_cpu(stat: &str) -> Option<usize> {
 }
 
 impl WorkerThread {
+    /// Its scheduler state now (`/proc/PID/task/TID/stat`, field 3: `R`, `S`, `T` for
+    /// stopped, ...); `None` when the thread is gone.
+    pub fn state(&self) -> Option<char> {
+        let stat = std::fs::read_to_string(&self.stat).ok()?;
+        stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
+    }
+
     /// Its figures now (`None` when the thread is gone).
     pub fn read(&self) -> Option<ThreadReading> {
         let s = std::fs::read_to_string(&self.schedstat).ok()?;

@@ -50,6 +50,14 @@ pub struct SweepArgs {
     /// Live mode: compare the first setting with itself (A/A): the noise floor.
     #[arg(long, requires = "live")]
     pub aa: bool,
+    /// Live mode: compare forwarder programs instead of settings (two builds of the
+    /// forwarder, to decide a code change), given twice or more as `[LABEL=]PATH`, the first
+    /// the baseline. Each runs as its own process with the flags after `--`; in each block
+    /// only the one measured runs, the others stopped (SIGSTOP). A `fwdscope` binary is
+    /// started as `fwdscope forward`, any other program with the forwarder flags alone.
+    #[arg(long = "program", value_name = "[LABEL=]PATH", requires = "live",
+          conflicts_with_all = ["prefetch", "cache", "spin_ns", "experiment", "aa", "record"])]
+    pub programs: Vec<String>,
     /// Live mode: snapshot every 10 ms inside each block and print how long the rate took
     /// to settle after each kind of switch (to choose --discard-ms; adds wake-ups).
     #[arg(long, requires = "live")]
@@ -262,6 +270,30 @@ fn live_settings(sets: &[Setting], aa: bool) -> Result<Vec<LiveSetting>> {
     Ok(live)
 }
 
+/// `--program`'s settings (one per program, labelled by LABEL or the path) and programs.
+fn programs(a: &SweepArgs) -> Result<(Vec<LiveSetting>, Vec<crate::live_procs::Program>)> {
+    if a.programs.len() < 2 {
+        return Err(Error::Config(format!(
+            "--program given {} time: compare at least two programs (the first is the baseline)",
+            a.programs.len()
+        )));
+    }
+    let mut settings: Vec<LiveSetting> = Vec::new();
+    let mut programs = Vec::new();
+    for spec in &a.programs {
+        let (label, path) = match spec.split_once('=') {
+            Some((l, p)) if !l.is_empty() && !l.contains('/') => (l.to_string(), p),
+            _ => (spec.clone(), spec.as_str()),
+        };
+        if settings.iter().any(|s| s.label == label) {
+            return Err(Error::Config(format!("--program {spec}: the label `{label}` is given twice")));
+        }
+        programs.push(crate::live_procs::Program::from_path(PathBuf::from(path))?);
+        settings.push(LiveSetting::new(&label, LiveChange::default()));
+    }
+    Ok((settings, programs))
+}
+
 /// The live comparison `a` describes (`--live`): one forwarder the shared flags start,
 /// the settings switched through its control block. The stop flag is the caller's to set.
 pub fn live_options(a: &SweepArgs, fwd: Forwarder) -> Result<Planned<LiveOptions>> {
@@ -272,6 +304,7 @@ pub fn live_options(a: &SweepArgs, fwd: Forwarder) -> Result<Planned<LiveOptions
         )));
     }
     let (exp, sets) = experiment_and_settings(a)?;
+    let (live, programs) = if a.programs.is_empty() { (live_settings(&sets, a.aa)?, Vec::new()) } else { programs(a)? };
     if let Some(e) = exp.as_ref().filter(|e| e.phased) {
         return Err(Error::Config(format!(
             "experiment `{}` is phased: its steps build on one another on one forwarder, in order, so they cannot \
@@ -279,11 +312,11 @@ pub fn live_options(a: &SweepArgs, fwd: Forwarder) -> Result<Planned<LiveOptions
             e.title
         )));
     }
-    let live = live_settings(&sets, a.aa)?;
     let mut shared = exp.as_ref().map(|e| e.flags.clone()).unwrap_or_default();
     shared.extend(a.rest.iter().cloned());
     check(&fwd, &shared, "forwarder flags after `--`")?;
     let mut o = LiveOptions::new(a.output.clone(), live, fwd.program.clone(), fwd.args.clone());
+    o.programs = programs;
     o.force = a.force;
     o.share = a.share;
     let timing = exp.as_ref().and_then(|e| e.live);
@@ -298,7 +331,11 @@ pub fn live_options(a: &SweepArgs, fwd: Forwarder) -> Result<Planned<LiveOptions
     // Each setting's flags switch the one forwarder the shared flags start.
     check_settings(&fwd, &shared, &sets)?;
     let estimate = confirm(
-        &format!("{} settings switched live for {} s", o.settings.len(), seconds_text(o.duration)),
+        &if o.programs.is_empty() {
+            format!("{} settings switched live for {} s", o.settings.len(), seconds_text(o.duration))
+        } else {
+            format!("{} programs alternated live for {} s", o.programs.len(), seconds_text(o.duration))
+        },
         o.duration,
         a.yes,
     )?;

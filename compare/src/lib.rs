@@ -9,6 +9,8 @@
 //!   the table;
 //! - [`live`]: a live comparison: one forwarder, settings switched through its control
 //!   block in short balanced blocks, each block measured by the workers' own stamps;
+//! - [`live_procs`]: the live comparison's forwarder processes: one, or one per program
+//!   compared, only one running at a time;
 //! - [`live_setting`]: what can switch live and the control-block request for it;
 //! - [`stage_split`]: samples recorded alongside a live comparison split into its blocks:
 //!   stages per setting;
@@ -29,6 +31,7 @@ mod error;
 pub mod experiments;
 pub mod html;
 pub mod live;
+pub mod live_procs;
 pub mod live_setting;
 pub mod paired;
 pub mod plan;

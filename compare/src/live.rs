@@ -14,6 +14,10 @@
 //! stole time. Snapshots every 10 ms within each block give how long the rate took to
 //! settle after each kind of switch.
 //!
+//! With [`LiveOptions::programs`], the settings are forwarder programs instead (two builds
+//! of the forwarder, to decide a code change): one process each, only the one measured
+//! running ([`crate::live_procs`]); its blocks are measured the same way.
+//!
 //! With [`LiveOptions::record`], the collector samples the forwarder all along, and the
 //! samples are split into the blocks by the same publish stamps ([`crate::stage_split`]):
 //! the stages of each setting, from the same run.
@@ -75,6 +79,11 @@ pub struct LiveOptions {
     /// The forwarder to start: program and the arguments before its flags.
     pub program: PathBuf,
     pub program_args: Vec<String>,
+    /// Forwarder programs compared, the first the baseline (default none: one forwarder,
+    /// `program`, whose settings switch). When given, setting `i` is program `i`: each runs
+    /// as its own process with the shared flags, and only the one measured runs (see
+    /// [`crate::live_procs`]); the settings then change nothing in the control block.
+    pub programs: Vec<crate::live_procs::Program>,
     /// Forwarder flags for the whole run (default none).
     pub shared_flags: Vec<String>,
     /// The historic experiment the settings come from (its then-and-now lines).
@@ -112,6 +121,7 @@ impl LiveOptions {
             seed,
             program,
             program_args,
+            programs: Vec::new(),
             shared_flags: Vec::new(),
             experiment: None,
             record: None,
@@ -195,6 +205,8 @@ pub struct Settle {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LiveResult {
     pub pid: u32,
+    /// Every forwarder process (one per program compared; else only `pid`).
+    pub pids: Vec<u32>,
     pub seed: u64,
     pub block_ms: f64,
     pub discard_ms: f64,
@@ -244,73 +256,26 @@ impl Recorder {
     }
 }
 
-/// The forwarder child: started and waited for by the collector's one launcher, bound to
-/// this thread (it gets SIGTERM if this process dies), stopped when dropped.
-struct Forwarder {
-    child: collector::child::GatedChild,
-    log: PathBuf,
-}
-
-impl Forwarder {
-    fn start(o: &LiveOptions) -> Result<Forwarder> {
-        let log = o.output.join("forwarder.log");
-        let out = collector::outdir::create_new(&log, 0o644)?;
-        let mut args: Vec<String> = o.program_args.iter().chain(&o.shared_flags).cloned().collect();
-        args.extend(["--duration".to_string(), "0".to_string()]);
-        if !device_given(&o.shared_flags) {
-            args.extend(["--device".to_string(), "inline".to_string()]);
-        }
-        let base = &o.settings[0].change;
-        if let Some(p) = base.prefetch {
-            args.extend(["--prefetch".to_string(), p.to_string()]);
-        }
-        if let Some(c) = base.cache {
-            args.extend(["--cache".to_string(), c.name().to_string()]);
-        }
-        if let Some(ns) = base.spin_ns {
-            args.extend(["--spin-ns".to_string(), ns.to_string()]);
-        }
-        let opts = collector::child::SpawnOptions { output: Some(&out), ..Default::default() };
-        let mut child = collector::child::GatedChild::spawn_with(&o.program, &args, &opts)?;
-        child.release()?;
-        Ok(Forwarder { child, log })
+/// The baseline setting's live values as start flags: the forwarder starts in it.
+fn first_flags(o: &LiveOptions) -> Vec<String> {
+    let base = &o.settings[0].change;
+    let mut args = Vec::new();
+    if let Some(p) = base.prefetch {
+        args.extend(["--prefetch".to_string(), p.to_string()]);
     }
-
-    /// Why it is no longer running, if it is not: its exit status and last log lines.
-    fn ended(&mut self) -> Option<String> {
-        collector::launch::ended(&mut self.child, Some(&self.log))
+    if let Some(c) = base.cache {
+        args.extend(["--cache".to_string(), c.name().to_string()]);
     }
-
-    /// Its stats segment once every worker runs (a large table takes a while to build).
-    fn segment(&mut self) -> Result<Segment> {
-        let how =
-            collector::launch::Wait { log: Some(&self.log), timeout: Duration::from_secs(180), ..Default::default() };
-        Ok(collector::launch::running(&mut self.child, &how)?)
+    if let Some(ns) = base.spin_ns {
+        args.extend(["--spin-ns".to_string(), ns.to_string()]);
     }
-
-    fn stop(&mut self, seg: Option<&Segment>) {
-        self.child.stop(seg, Duration::from_secs(5));
-    }
-}
-
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        let pid = self.child.pid as u32;
-        self.child.stop(None, Duration::from_secs(5));
-        // A forwarder that was killed leaves its segment behind: it is gone now, and the
-        // segment names it as its owner.
-        for path in fwd_abi::segment::named_for(pid) {
-            if Segment::open(&path).is_ok_and(|s| s.pid() == pid) {
-                let _ = std::fs::remove_file(&path);
-            }
-        }
-    }
+    args
 }
 
 /// Whether the forwarder flags choose where the synthetic device runs; if not, live mode
 /// runs it inline in each worker (no pacing feedback between two threads to settle after
 /// every switch; the other cores stay free for the controller).
-fn device_given(flags: &[String]) -> bool {
+pub(crate) fn device_given(flags: &[String]) -> bool {
     let named = |f: &str, flag: &str| f == flag || f.strip_prefix(flag).is_some_and(|r| r.starts_with('='));
     flags.iter().any(|f| named(f, "--device") || named(f, "--driver") || named(f, "--in"))
 }
@@ -376,6 +341,16 @@ fn validate(o: &LiveOptions) -> Result<()> {
             (TRACE * 3).as_millis()
         )));
     }
+    if !o.programs.is_empty() && o.programs.len() != o.settings.len() {
+        return Err(Error::Config(format!(
+            "{} programs for {} settings: when programs are compared, each setting is one of them",
+            o.programs.len(),
+            o.settings.len()
+        )));
+    }
+    if !o.programs.is_empty() && o.record.is_some() {
+        return Err(Error::Config("--record samples one forwarder: not with --program".into()));
+    }
     if !o.duration.is_finite() || o.duration <= 0.0 {
         return Err(Error::Config(format!("--duration {}: expected a positive number of seconds", o.duration)));
     }
@@ -391,22 +366,33 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     let k = o.settings.len();
     let units = ((o.duration / (2.0 * k as f64 * o.block.as_secs_f64())).round() as usize).max(1);
     let order = paired::schedule(k, units, o.seed);
-    let (mut fwd, seg) = start_forwarder(o)?;
-    let pid = fwd.child.pid as u32;
-    let threads = wait_threads(pid, seg.n_workers())?;
-    let recorder = o.record.map(|r| Recorder::start(o, r, pid));
+    let mut procs = crate::live_procs::Procs::start(o, &first_flags(o))?;
+    let pids = procs.pids();
+    let recorder = o.record.map(|r| Recorder::start(o, r, pids[0]));
     // A setting that leaves a field unset runs with the forwarder's starting value of it
     // (switching back to it must undo what another setting changed).
+    // A compared program keeps what it started with.
     let mut settings = o.settings.clone();
-    fill_unset(&mut settings, &seg);
+    if o.programs.is_empty() {
+        fill_unset(&mut settings, &procs.segs[0]);
+    } else {
+        for (i, seg) in procs.segs.iter().enumerate() {
+            fill_unset(&mut settings[i..=i], seg);
+        }
+    }
     let plan = BlockPlan { settings: &settings, block: o.block, discard: o.discard, trace: o.trace };
-    std::thread::sleep(o.warmup);
-    let (blocks, incomplete) = run_blocks(o, &plan, &mut fwd, &seg, &threads, &order);
+    // Every program warms up (its table, its flows) before the first block.
+    for i in (0..pids.len()).rev() {
+        procs.run_only(i)?;
+        std::thread::sleep(o.warmup);
+    }
+    let (blocks, incomplete) = run_blocks(o, &plan, &mut procs, &order);
     let recorded = recorder.map(Recorder::stop);
-    fwd.stop(Some(&seg));
-    let mut result = summarize(o, pid, blocks, incomplete);
+    procs.stop();
+    let mut result = summarize(o, pids[0], blocks, incomplete);
+    result.pids = pids;
     if let Some(rec) = recorded {
-        match rec.and_then(|dir| stages_per_setting(o, &dir, &seg, &threads, &result.blocks)) {
+        match rec.and_then(|dir| stages_per_setting(o, &dir, &procs.segs[0], &procs.threads[0], &result.blocks)) {
             Ok(s) => result.stages = Some(s),
             Err(e) => result.stages_error = Some(e.to_string()),
         }
@@ -415,26 +401,12 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     Ok(result)
 }
 
-/// Start the forwarder and wait for its stats segment (stopping it if that fails).
-fn start_forwarder(o: &LiveOptions) -> Result<(Forwarder, Segment)> {
-    let mut fwd = Forwarder::start(o)?;
-    match fwd.segment() {
-        Ok(s) => Ok((fwd, s)),
-        Err(e) => {
-            fwd.stop(None);
-            Err(e)
-        }
-    }
-}
-
 /// Measure the blocks of `order` one after the other, with a progress bar; the blocks
 /// measured, and why the comparison ended early if it did (a signal, the forwarder ended).
 fn run_blocks(
     o: &LiveOptions,
     plan: &BlockPlan<'_>,
-    fwd: &mut Forwarder,
-    seg: &Segment,
-    threads: &[WorkerThread],
+    procs: &mut crate::live_procs::Procs,
     order: &[(usize, usize)],
 ) -> (Vec<Block>, Option<String>) {
     let bar = indicatif::ProgressBar::new(order.len() as u64);
@@ -450,12 +422,21 @@ fn run_blocks(
             incomplete = Some(format!("stopped by a signal after {i} of {} blocks", order.len()));
             break;
         }
-        if let Some(why) = fwd.ended() {
+        if let Some(why) = procs.ended() {
             incomplete = Some(format!("ended after {i} of {} blocks: {why}", order.len()));
             break;
         }
+        // Compared programs: setting s is program s, alone on the CPUs for its block.
+        let p = if o.programs.is_empty() { 0 } else { s };
+        if let Err(e) = procs.run_only(p) {
+            incomplete = Some(format!("ended after {i} of {} blocks: {e}", order.len()));
+            break;
+        }
         bar.set_message(o.settings[s].label.clone());
-        let b = measure_block(plan, seg, threads, i, unit, s, prev);
+        let mut b = measure_block(plan, &procs.segs[p], &procs.threads[p], i, unit, s, prev);
+        if !o.programs.is_empty() && i > 0 && s != prev {
+            b.switch = "program";
+        }
         blocks.push(b);
         prev = s;
         bar.inc(1);
@@ -846,6 +827,7 @@ fn summarize(o: &LiveOptions, pid: u32, blocks: Vec<Block>, incomplete: Option<S
         .collect();
     LiveResult {
         pid,
+        pids: vec![pid],
         seed: o.seed,
         block_ms: o.block.as_secs_f64() * 1e3,
         discard_ms: o.discard.as_secs_f64() * 1e3,
@@ -927,11 +909,25 @@ fn how_measured(o: &LiveOptions, r: &LiveResult) -> String {
             by_cause("worker ")
         )
     };
+    let who = if o.programs.is_empty() {
+        format!("one forwarder (pid {}), {k} settings", r.pid)
+    } else {
+        let each: Vec<String> = o
+            .settings
+            .iter()
+            .zip(&o.programs)
+            .zip(&r.pids)
+            .map(|((s, p), pid)| format!("{} = {} (pid {pid})", s.label, p.path.display()))
+            .collect();
+        format!(
+            "{k} forwarder programs, one running at a time (the others stopped with SIGSTOP, continued for their \
+             own blocks): {}",
+            each.join(", ")
+        )
+    };
     let _ = writeln!(
         s,
-        "live comparison: one forwarder (pid {}), {} settings, {} blocks of {:.0} ms in {order} (seed {}), the first {:.0} ms after each switch discarded{}",
-        r.pid,
-        k,
+        "live comparison: {who}, {} blocks of {:.0} ms in {order} (seed {}), the first {:.0} ms after each switch discarded{}",
         r.blocks.len(),
         r.block_ms,
         r.seed,
@@ -1170,6 +1166,7 @@ mod tests {
             Verdict::Undecided { reason: "the machine was busy (10 of 10 units had a block with contention)".into() };
         let r = LiveResult {
             pid: 1,
+            pids: vec![1],
             seed: 7,
             block_ms: 150.0,
             discard_ms: 30.0,
