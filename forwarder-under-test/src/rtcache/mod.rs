@@ -360,13 +360,33 @@ pub fn route_input_checks(saddr: u32, daddr: u32, stat: &mut RtStat) -> Result<(
 /// the FIB lookup; counts rtstat's in_slow_mc, in_slow_tot and in_no_route.
 #[inline]
 pub fn route_input_fib(stat: &mut RtStat, fib: &Fib, k: &RtKey) -> Result<u32, Ctr> {
+    route_input_checked(stat, k)?;
+    route_input_answer(stat, fib.lookup(k.daddr))
+}
+
+/// [`route_input_fib`] with the FIB's answer `nh` for `k.daddr` looked up already (a
+/// burst's lookups batched ahead of route input): the same checks, counts and result.
+#[inline]
+pub fn route_input_looked_up(stat: &mut RtStat, k: &RtKey, nh: u32) -> Result<u32, Ctr> {
+    route_input_checked(stat, k)?;
+    route_input_answer(stat, nh)
+}
+
+/// Route input's checks before the FIB: multicast, then martians and broadcast.
+#[inline(always)]
+fn route_input_checked(stat: &mut RtStat, k: &RtKey) -> Result<(), Ctr> {
     if k.daddr >> 28 == 0xe {
         stat.in_slow_mc += 1;
         return Err(Ctr::DropMulticast);
     }
     route_input_checks(k.saddr, k.daddr, stat)?;
     stat.in_slow_tot += 1;
-    let nh = fib.lookup(k.daddr);
+    Ok(())
+}
+
+/// The FIB's answer: a next hop, or no route (counted).
+#[inline(always)]
+fn route_input_answer(stat: &mut RtStat, nh: u32) -> Result<u32, Ctr> {
     if nh == NO_ROUTE {
         stat.in_no_route += 1;
         return Err(Ctr::DropNoRoute);
