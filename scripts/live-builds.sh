@@ -62,4 +62,4 @@ read -r s0 t0 < <(steal)
   --cache nocache --fib dir24 --prefetch 2 --table "$TABLE" --aggregates "$@"
 read -r s1 t1 < <(steal)
 echo "baseline ${base_rev:0:12}, candidate $cand_name"
-echo "load average before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg) (the comparison's own forwarder adds about 1); the hypervisor stole $(awk -v s="$((s1 - s0))" -v t="$((t1 - t0))" 'BEGIN{printf "%.1f", t > 0 ? 100 * s / t : 0}')% of the host's CPU time"
+echo "load average before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg) (the comparison's own forwarder adds about 1); the hypervisor stole $(awk -v s="$((s1 - s0))" -v t="$((t1 - t0))" 'BEGIN{printf("%.1f", (t > 0 ? 100 * s / t : 0))}')% of the host's CPU time"
