@@ -56,7 +56,7 @@ pub fn fwd_lookup_burst(
 }
 
 /// The FIB modes: every destination of the burst looked up in one batch (into `burst.nh`),
-/// then route input per packet with its answer; survivors compacted, drops counted.
+/// then route input per packet with its answer ([`fwd_lookup_fib_route`]).
 #[inline(always)]
 fn fib_burst(
     cx: &mut LookupCtx<'_>,
@@ -68,26 +68,7 @@ fn fib_burst(
 ) {
     let n = burst.n;
     cx.fib.lookup_batch(&burst.daddr[..n], &mut burst.nh[..n], prefetch);
-    let mut out = 0;
-    for i in 0..n {
-        // `out <= i`: the answer of packet i is read before its slot can be overwritten.
-        let (nh, iif) = (burst.nh[i], cx.iif);
-        match fwd_lookup_fib_route(cx, &key(burst, i, iif), nh, per_packet_dst) {
-            Ok((nh, dst)) => {
-                burst.buf[out] = burst.buf[i];
-                burst.len[out] = burst.len[i];
-                burst.daddr[out] = burst.daddr[i];
-                burst.nh[out] = nh;
-                burst.dst[out] = dst;
-                out += 1;
-            }
-            Err(reason) => {
-                ctr[reason as usize] += 1;
-                dropped.push(burst.buf[i]);
-            }
-        }
-    }
-    burst.n = out;
+    fwd_lookup_fib_route(cx, burst, per_packet_dst, ctr, dropped);
 }
 
 #[inline(always)]
@@ -135,17 +116,45 @@ fn lookup_loop(
     burst.n = out;
 }
 
-/// Route input without the cache, given the FIB's answer `fib_nh` for `k.daddr`: checks,
-/// then a per-packet dst (`nocache`) or the next hop's cached dst (`nhcache`). Returns (next
-/// hop, per-packet dst or NIL).
+/// Route input without the cache for every packet of the burst, given the FIB's answers in
+/// `burst.nh`: checks, then a per-packet dst (`nocache`) or the next hop's cached dst
+/// (`nhcache`). Survivors are compacted; drops counted and their buffers pushed onto
+/// `dropped`. One call per burst, under its own name for profiles.
 #[no_mangle]
 #[inline(never)]
 pub fn fwd_lookup_fib_route(
     cx: &mut LookupCtx<'_>,
-    k: &RtKey,
-    fib_nh: u32,
+    burst: &mut Burst,
     per_packet_dst: bool,
-) -> Result<(u32, u32), Ctr> {
+    ctr: &mut [u64],
+    dropped: &mut Vec<u32>,
+) {
+    let mut out = 0;
+    for i in 0..burst.n {
+        // `out <= i`: the answer of packet i is read before its slot can be overwritten.
+        let (fib_nh, iif) = (burst.nh[i], cx.iif);
+        match route_one(cx, &key(burst, i, iif), fib_nh, per_packet_dst) {
+            Ok((nh, dst)) => {
+                burst.buf[out] = burst.buf[i];
+                burst.len[out] = burst.len[i];
+                burst.daddr[out] = burst.daddr[i];
+                burst.nh[out] = nh;
+                burst.dst[out] = dst;
+                out += 1;
+            }
+            Err(reason) => {
+                ctr[reason as usize] += 1;
+                dropped.push(burst.buf[i]);
+            }
+        }
+    }
+    burst.n = out;
+}
+
+/// One packet's route input given the FIB's answer `fib_nh`. Returns (next hop, per-packet
+/// dst or NIL).
+#[inline(always)]
+fn route_one(cx: &mut LookupCtx<'_>, k: &RtKey, fib_nh: u32, per_packet_dst: bool) -> Result<(u32, u32), Ctr> {
     let nh = route_input_looked_up(&mut cx.rt.stat, k, fib_nh)?;
     let entry = DstEntry::for_flow(k, nh, 1, 0);
     if per_packet_dst {
