@@ -38,17 +38,17 @@ pub fn fwd_driver_tx_burst(
     port: Port<'_>,
 ) {
     fwd_driver_tx_reclaim(tx, to_free);
-    for i in 0..burst.n {
+    let n = burst.n;
+    // nocache: each packet's dst is released once the packet is handed on.
+    for &d in &burst.dst[..n] {
+        if d != NIL {
+            rt.dst_obj_free(d);
+        }
+    }
+    // What the ring takes, from the front, decided once: placing only ever shrinks the room.
+    let fit = n.min(tx.space());
+    for i in 0..fit {
         let b = burst.buf[i];
-        if burst.dst[i] != NIL {
-            // nocache: the per-packet dst is released once the packet is handed on.
-            rt.dst_obj_free(burst.dst[i]);
-        }
-        if tx.space() == 0 {
-            ctr[Ctr::DropTxRingFull as usize] += 1;
-            to_free.push(b);
-            continue;
-        }
         let o = nh_out.get(burst.nh[i] as usize).copied().unwrap_or(NhOut { dst_mac: None, src_mac: [0; 6], port: 0 });
         // SAFETY: the worker owns every buffer in its burst.
         let frame = unsafe { arena.buf_mut(b) };
@@ -56,6 +56,8 @@ pub fn fwd_driver_tx_burst(
         frame[6..12].copy_from_slice(&o.src_mac);
         tx.place(b, burst.len[i]);
     }
+    ctr[Ctr::DropTxRingFull as usize] += (n - fit) as u64;
+    to_free.extend_from_slice(&burst.buf[fit..n]);
     match port {
         Port::Afp(p) => fwd_driver_afp_tx_doorbell(p, tx, arena, ctr),
         Port::Xdp(q) => fwd_driver_xdp_tx_doorbell(q, tx, ctr, to_free),
@@ -145,4 +147,53 @@ pub fn fwd_driver_tx_doorbell(tx: &mut TxRing, ctr: &mut [u64]) {
     ctr[Ctr::TxPackets as usize] += tx.tail - tx.head;
     ctr[Ctr::TxBytes as usize] += bytes;
     tx.head = tx.tail;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RtParams;
+
+    /// A burst larger than the ring's room: the front of the burst is placed with its MACs
+    /// rewritten, the rest is dropped as `drop_tx_ring_full` and its buffers go to `to_free`
+    /// in order; every packet's dst is released, placed or not.
+    #[test]
+    fn a_full_ring_takes_the_front_and_drops_the_rest_counted() {
+        let arena = BufferArena::new(64).unwrap();
+        let mut tx = TxRing::new(8);
+        // 5 of the 8 slots hold frames the device has not completed: room for 3.
+        for b in 40..45 {
+            tx.place(b, 60);
+        }
+        let mut rt = RtCache::new(&RtParams::default(), 64, 1);
+        let mut burst = Burst { n: 6, ..Default::default() };
+        for i in 0..6 {
+            burst.buf[i] = i as u32;
+            burst.len[i] = 60;
+            burst.nh[i] = (i % 2) as u32;
+            burst.daddr[i] = 0xC612_0000 + i as u32;
+            burst.dst[i] = 10 + i as u32;
+        }
+        let nh_out = [
+            NhOut { dst_mac: Some([1, 1, 1, 1, 1, 1]), src_mac: [2, 2, 2, 2, 2, 2], port: 0 },
+            NhOut { dst_mac: None, src_mac: [3, 3, 3, 3, 3, 3], port: 0 },
+        ];
+        let mut ctr = vec![0u64; fwd_abi::N_COUNTERS];
+        let mut to_free = Vec::new();
+        fwd_driver_tx_burst(&mut tx, &arena, &burst, &nh_out, &mut rt, &mut ctr, &mut to_free, Port::Synthetic);
+        // The doorbell completed everything placed: the 5 earlier frames and 3 of the burst.
+        assert_eq!(ctr[Ctr::TxPackets as usize], 8);
+        assert_eq!(ctr[Ctr::DropTxRingFull as usize], 3);
+        assert_eq!(to_free, vec![3, 4, 5]);
+        let placed: Vec<u32> = (tx.clean..tx.head).map(|s| tx.slot(s).0).collect();
+        assert_eq!(placed, vec![40, 41, 42, 43, 44, 0, 1, 2]);
+        for i in 0..3u32 {
+            // SAFETY: the test owns the arena.
+            let f = unsafe { &arena.buf_mut(i)[..12] };
+            let want_dst = if i % 2 == 0 { [1; 6] } else { mac_for(0xC612_0000 + i) };
+            let want_src = if i % 2 == 0 { [2; 6] } else { [3; 6] };
+            assert_eq!((&f[..6], &f[6..12]), (&want_dst[..], &want_src[..]), "frame {i}");
+        }
+        assert_eq!(rt.dst_released, 6, "every packet's dst released");
+    }
 }
