@@ -5,6 +5,9 @@
 # RUNS A/A comparisons; prints each run's ratio, interval and p, then how many planted runs
 # were found at p < 0.01 and how many A/A runs raised a false alarm at p < 0.01.
 #
+# With KEEP=DIR the runs' outputs are kept in DIR (planted-N/, aa-N/), for
+# scripts/live-estimators.py to re-estimate offline.
+#
 # Usage: scripts/live-power.sh [RUNS, default 20] [EXTRA FORWARDER FLAGS...]
 # Needs a release build (cargo build --release). Nothing else should load the machine.
 set -eu
@@ -14,7 +17,7 @@ plant=${PLANT:-2}
 bin=${FWDSCOPE:-${CARGO_TARGET_DIR:-target}/release/fwdscope}
 flags="--cache nocache --fib dir24 --table fixtures/tables/asn-ipv4-prefixes.txt.gz --aggregates $*"
 [ -x "$bin" ] || { echo "no fwdscope at $bin: cargo build --release, or set FWDSCOPE" >&2; exit 2; }
-out=$(mktemp -d /tmp/fwdscope-power.XXXXXX)
+if [ -n "${KEEP:-}" ]; then out=$KEEP; mkdir -p "$out"; else out=$(mktemp -d /tmp/fwdscope-power.XXXXXX); fi
 echo "# load before: $(cat /proc/loadavg)"
 # ns per packet of a worker, device inline as live mode runs it.
 mpps=$("$bin" forward --duration 3 --device inline $flags --json 2>&1 | tail -1 |
@@ -44,4 +47,4 @@ PY
 done
 echo "# planted $plant% found at p < 0.01 in $found of $runs runs; A/A false alarms at p < 0.01: $alarms of $runs"
 echo "# load after: $(cat /proc/loadavg)"
-rm -rf "$out"
+if [ -n "${KEEP:-}" ]; then echo "# kept in $out"; else rm -rf "$out"; fi

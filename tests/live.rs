@@ -107,6 +107,20 @@ fn a_planted_cost_is_found_and_every_block_has_one_setting() {
             assert!(sw > 0 && sw <= start && start < end, "{w}");
         }
     }
+    // The switch stamps by the worker's two clocks (TSC and CLOCK_MONOTONIC) tell the same
+    // block lengths: ticks per ns agree from one block to the next to 0.1%.
+    let stamps: Vec<(u64, u64)> = blocks
+        .iter()
+        .map(|b| &b["workers"][0])
+        .map(|w| (w["switch_mono_ns"].as_u64().unwrap(), w["switch_tsc"].as_u64().unwrap()))
+        .collect();
+    let ghz: Vec<f64> = stamps.windows(2).map(|w| (w[1].1 - w[0].1) as f64 / (w[1].0 - w[0].0) as f64).collect();
+    let mid = {
+        let mut v = ghz.clone();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    assert!(mid > 0.1 && ghz.iter().all(|g| (g / mid - 1.0).abs() < 1e-3), "TSC ticks per ns by block: {ghz:?}");
     // ABBA quads: each unit holds two blocks of each setting.
     for u in 0..10 {
         for s in 0..2 {

@@ -146,6 +146,9 @@ pub struct WorkerBlock {
     pub worker: usize,
     /// When it applied the block's settings (CLOCK_MONOTONIC ns; 0: not seen).
     pub switch_mono_ns: u64,
+    /// The same moment by its TSC (0: not seen): with `switch_mono_ns`, what the worker's
+    /// two clocks say of the same intervals.
+    pub switch_tsc: u64,
     /// The measured interval: its two publishes.
     pub start_mono_ns: u64,
     pub end_mono_ns: u64,
@@ -730,6 +733,7 @@ fn worker_blocks(
         let wb = WorkerBlock {
             worker: w,
             switch_mono_ns: if g2 == generation { last.get(w, Ctr::SwitchMonoNs) } else { 0 },
+            switch_tsc: if g2 == generation { last.get(w, Ctr::SwitchTsc) } else { 0 },
             start_mono_ns: s1.get(w, Ctr::PublishMonoNs),
             end_mono_ns: last.get(w, Ctr::PublishMonoNs),
             packets: last.get(w, Ctr::TxPackets).saturating_sub(s1.get(w, Ctr::TxPackets)),
@@ -1097,11 +1101,13 @@ pub fn write_blocks(path: &Path, o: &LiveOptions, r: &LiveResult) -> Result<()> 
         col_u64("worker", &|_, w| w.worker as u64),
         col_u64("generation", &|b, _| b.generation),
         col_u64("switch_mono_ns", &|_, w| w.switch_mono_ns),
+        col_u64("switch_tsc", &|_, w| w.switch_tsc),
         col_u64("start_mono_ns", &|_, w| w.start_mono_ns),
         col_u64("end_mono_ns", &|_, w| w.end_mono_ns),
         col_u64("packets", &|_, w| w.packets),
         Column::new("mpps".into(), rows.iter().map(|(_, w)| worker_mpps(w)).collect::<Vec<_>>()),
         Column::new("block_mpps".into(), rows.iter().map(|(b, _)| b.mpps).collect::<Vec<_>>()),
+        Column::new("block_cpu_mpps".into(), rows.iter().map(|(b, _)| b.cpu_mpps).collect::<Vec<_>>()),
         Column::new("runq_share".into(), rows.iter().map(|(b, _)| b.contention.runq_share).collect::<Vec<_>>()),
         col_u64("nonvoluntary_switches", &|b, _| b.contention.nonvoluntary),
         Column::new("steal_share".into(), rows.iter().map(|(b, _)| b.contention.steal_share).collect::<Vec<_>>()),
