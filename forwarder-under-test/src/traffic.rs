@@ -212,7 +212,15 @@ impl DstChooser {
     /// The destination of the `n`-th new flow.
     #[inline]
     pub fn pick(&self, rng: &mut Xoshiro256PlusPlus, n: u64) -> u32 {
-        let (i, host) = match self.pattern {
+        self.addr(self.draw(rng, n))
+    }
+
+    /// The `n`-th new flow's destination as drawn: (prefix index, host bits), so that a
+    /// generator can prefetch the prefix's entry ([`DstChooser::prefetch`]) a flow ahead
+    /// of reading it ([`DstChooser::addr`]): a random entry of a large table is a cache miss.
+    #[inline]
+    pub fn draw(&self, rng: &mut Xoshiro256PlusPlus, n: u64) -> (usize, u32) {
+        match self.pattern {
             DstPattern::Random => (rng.gen_range(0..self.prefixes.len()), rng.gen::<u32>()),
             DstPattern::Zipf => {
                 let z = self.zipf.as_ref().map_or(1.0, |z| z.sample(rng));
@@ -223,7 +231,18 @@ impl DstChooser {
                 let len = self.prefixes.len() as u64;
                 ((n % len) as usize, (n / len) as u32 + 1)
             }
-        };
+        }
+    }
+
+    /// Prefetch the entry of prefix `i`.
+    #[inline]
+    pub fn prefetch(&self, i: usize) {
+        crate::cpu::prefetch_ptr(self.prefixes.as_ptr().wrapping_add(i));
+    }
+
+    /// The address a draw names: its prefix with the host bits under the prefix's mask.
+    #[inline]
+    pub fn addr(&self, (i, host): (usize, u32)) -> u32 {
         let (p, hm) = self.prefixes[i];
         p | (host & hm)
     }
@@ -255,6 +274,9 @@ pub struct FlowGen {
     ttl: u8,
     /// Flows started so far.
     pub flows_started: u64,
+    /// The next new flow's destination, drawn (and its prefix entry prefetched) when the
+    /// flow before it started.
+    next_dst: (usize, u32),
 }
 
 impl FlowGen {
@@ -269,6 +291,7 @@ impl FlowGen {
         for a in ahead.iter_mut() {
             *a = ((u128::from(rng.next_u64()) * n as u128) >> 64) as u32;
         }
+        let next_dst = chooser.draw(&mut rng, 0);
         FlowGen {
             queue,
             queues,
@@ -282,6 +305,7 @@ impl FlowGen {
             pkts_per_flow: profile.pkts_per_flow,
             ttl: profile.ttl,
             flows_started: 0,
+            next_dst,
         }
     }
 
@@ -291,8 +315,13 @@ impl FlowGen {
     /// cost to the cores, so the generator keeps its own steering cheap: drawing the whole
     /// flow again cost the inline device as much as forwarding did with two queues.
     fn new_flow(&mut self) -> FlowKey {
-        let daddr = self.chooser.pick(&mut self.rng, self.flows_started);
+        // The n-th flow's destination was drawn when flow n-1 started; draw flow n+1's now
+        // and prefetch its prefix entry, whose load (a random entry of the whole table) was
+        // most of this function's time.
+        let daddr = self.chooser.addr(self.next_dst);
         self.flows_started += 1;
+        self.next_dst = self.chooser.draw(&mut self.rng, self.flows_started);
+        self.chooser.prefetch(self.next_dst.0);
         let of_daddr = rss_hash_daddr(daddr);
         loop {
             let r: u64 = self.rng.gen();
