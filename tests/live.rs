@@ -231,6 +231,12 @@ fn two_programs_alternate_alone_and_the_slower_is_found() {
         assert!(fwd_abi::segment::named_for(pid as u32).is_empty(), "segment of {pid} left behind");
     }
     assert!(dir.join("forwarder-1.log").exists() && dir.join("forwarder-2.log").exists());
+    // The page says what was compared.
+    let page = out.join("programs.html");
+    let o = fwdscope().args(["report", "--html"]).arg(&page).arg("-i").arg(&dir).output().expect("report --html");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(&page).expect("page");
+    assert!(html.contains("2 forwarder programs, one running at a time"), "the page's summary line");
     let _ = std::fs::remove_dir_all(&out);
 }
 

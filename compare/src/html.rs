@@ -805,9 +805,14 @@ pub fn live_page(dir: &Path) -> Result<String> {
     );
     let measured = blocks.iter().filter(|b| b.mpps.is_some()).count();
     let left_out = blocks.iter().filter(|b| b.flagged).count();
+    // Programs compared (`--program`): one process each, so more than one pid.
+    let what = if j["pids"].as_array().is_some_and(|p| p.len() > 1) {
+        format!("{} forwarder programs, one running at a time", labels.len())
+    } else {
+        format!("{} settings in one forwarder", labels.len())
+    };
     html.push_str(&format!(
-        "<h1>fwdscope live comparison</h1>\n<p>{} settings in one forwarder, {} blocks of {} ms ({} ms discarded after each switch), {measured} measured, {left_out} left out; from <code>{}</code>{}.</p>\n",
-        labels.len(),
+        "<h1>fwdscope live comparison</h1>\n<p>{what}, {} blocks of {} ms ({} ms discarded after each switch), {measured} measured, {left_out} left out; from <code>{}</code>{}.</p>\n",
         blocks.len(),
         j["block_ms"].as_f64().unwrap_or(0.0),
         j["discard_ms"].as_f64().unwrap_or(0.0),

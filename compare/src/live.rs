@@ -28,6 +28,8 @@
 //! samples, when recorded).
 
 use crate::experiments::Experiment;
+pub use crate::live_procs::wait_threads;
+use crate::live_procs::{device_given, Launch, Procs, Program};
 pub use crate::live_setting::{GcSetting, LiveChange, LiveSetting};
 use crate::paired::{self, BlockRate, Effect, Verdict};
 use crate::{Error, Result};
@@ -83,7 +85,7 @@ pub struct LiveOptions {
     /// `program`, whose settings switch). When given, setting `i` is program `i`: each runs
     /// as its own process with the shared flags, and only the one measured runs (see
     /// [`crate::live_procs`]); the settings then change nothing in the control block.
-    pub programs: Vec<crate::live_procs::Program>,
+    pub programs: Vec<Program>,
     /// Forwarder flags for the whole run (default none).
     pub shared_flags: Vec<String>,
     /// The historic experiment the settings come from (its then-and-now lines).
@@ -275,14 +277,6 @@ fn first_flags(o: &LiveOptions) -> Vec<String> {
     args
 }
 
-/// Whether the forwarder flags choose where the synthetic device runs; if not, live mode
-/// runs it inline in each worker (no pacing feedback between two threads to settle after
-/// every switch; the other cores stay free for the controller).
-pub(crate) fn device_given(flags: &[String]) -> bool {
-    let named = |f: &str, flag: &str| f == flag || f.strip_prefix(flag).is_some_and(|r| r.starts_with('='));
-    flags.iter().any(|f| named(f, "--device") || named(f, "--driver") || named(f, "--in"))
-}
-
 /// (worker publish stamp, every worker's tx_packets): one trace point.
 fn trace_point(s: &Snapshot) -> (u64, u64) {
     (s.get(0, Ctr::PublishMonoNs), s.total(Ctr::TxPackets))
@@ -369,7 +363,15 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     let k = o.settings.len();
     let units = ((o.duration / (2.0 * k as f64 * o.block.as_secs_f64())).round() as usize).max(1);
     let order = paired::schedule(k, units, o.seed);
-    let mut procs = crate::live_procs::Procs::start(o, &first_flags(o))?;
+    let one = [Program { path: o.program.clone(), args: o.program_args.clone() }];
+    let first = first_flags(o);
+    let launch = Launch {
+        output: &o.output,
+        programs: if o.programs.is_empty() { &one } else { &o.programs },
+        shared_flags: &o.shared_flags,
+        first: &first,
+    };
+    let mut procs = Procs::start(&launch)?;
     let pids = procs.pids();
     let recorder = o.record.map(|r| Recorder::start(o, r, pids[0]));
     // A setting that leaves a field unset runs with the forwarder's starting value of it
@@ -409,7 +411,7 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
 fn run_blocks(
     o: &LiveOptions,
     plan: &BlockPlan<'_>,
-    procs: &mut crate::live_procs::Procs,
+    procs: &mut Procs,
     order: &[(usize, usize)],
 ) -> (Vec<Block>, Option<String>) {
     let bar = indicatif::ProgressBar::new(order.len() as u64);
@@ -607,18 +609,6 @@ pub fn ab_loop(
     }
     seg.apply(&settings[1].request(0));
     blocks
-}
-
-/// The worker threads, once all `n` have their names.
-pub fn wait_threads(pid: u32, n: usize) -> Result<Vec<WorkerThread>> {
-    let t0 = Instant::now();
-    loop {
-        let t = contention::worker_threads(pid)?;
-        if t.len() >= n || t0.elapsed() > Duration::from_secs(5) {
-            return Ok(t);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// What every block of a comparison shares.

@@ -10,11 +10,10 @@
 //! thread (it gets SIGTERM if this process dies), and stopped when dropped, continued first
 //! so that it can handle the stop.
 
-use crate::live::LiveOptions;
 use crate::{Error, Result};
-use collector::contention::WorkerThread;
+use collector::contention::{self, WorkerThread};
 use fwd_abi::Segment;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// A program compared in a live comparison: what to start, with the shared flags after
@@ -41,6 +40,18 @@ impl Program {
     }
 }
 
+/// What to start: the programs (one, or one per program compared), with which flags, and
+/// where their logs go.
+pub struct Launch<'a> {
+    /// The comparison's output directory (`forwarder.log`, or `forwarder-N.log` per program).
+    pub output: &'a Path,
+    pub programs: &'a [Program],
+    /// Flags every program takes (after its own arguments).
+    pub shared_flags: &'a [String],
+    /// The baseline setting's start flags (one forwarder whose settings switch).
+    pub first: &'a [String],
+}
+
 /// One forwarder child and its log.
 struct Forwarder {
     child: collector::child::GatedChild,
@@ -48,16 +59,16 @@ struct Forwarder {
 }
 
 impl Forwarder {
-    /// Start `program args` with the comparison's shared flags, running until stopped, its
-    /// output to `log`; `first` is the baseline setting's start flags (one-forwarder mode).
-    fn start(o: &LiveOptions, program: &Program, log: PathBuf, first: &[String]) -> Result<Forwarder> {
+    /// Start `program args` with the launch's shared flags, running until stopped, its
+    /// output to `log`.
+    fn start(l: &Launch<'_>, program: &Program, log: PathBuf) -> Result<Forwarder> {
         let out = collector::outdir::create_new(&log, 0o644)?;
-        let mut args: Vec<String> = program.args.iter().chain(&o.shared_flags).cloned().collect();
+        let mut args: Vec<String> = program.args.iter().chain(l.shared_flags).cloned().collect();
         args.extend(["--duration".to_string(), "0".to_string()]);
-        if !crate::live::device_given(&o.shared_flags) {
+        if !device_given(l.shared_flags) {
             args.extend(["--device".to_string(), "inline".to_string()]);
         }
-        args.extend(first.iter().cloned());
+        args.extend(l.first.iter().cloned());
         let opts = collector::child::SpawnOptions { output: Some(&out), ..Default::default() };
         let mut child = collector::child::GatedChild::spawn_with(&program.path, &args, &opts)?;
         child.release()?;
@@ -102,25 +113,18 @@ pub(crate) struct Procs {
 }
 
 impl Procs {
-    /// Start the comparison's forwarder, or each of its programs one after the other (each
-    /// stopped once it runs, so the next builds its table alone); the first is left
-    /// running. `first` is the baseline setting's start flags.
-    pub fn start(o: &LiveOptions, first: &[String]) -> Result<Procs> {
-        let one;
-        let programs: &[Program] = if o.programs.is_empty() {
-            one = [Program { path: o.program.clone(), args: o.program_args.clone() }];
-            &one
-        } else {
-            &o.programs
-        };
+    /// Start the launch's programs one after the other (each stopped once it runs, when
+    /// there are several, so the next builds its table alone); the first is left running.
+    pub fn start(l: &Launch<'_>) -> Result<Procs> {
+        let several = l.programs.len() > 1;
         let mut p = Procs { fwds: Vec::new(), segs: Vec::new(), threads: Vec::new(), running: 0 };
-        for (i, prog) in programs.iter().enumerate() {
-            let log = if o.programs.is_empty() {
-                o.output.join("forwarder.log")
+        for (i, prog) in l.programs.iter().enumerate() {
+            let log = if several {
+                l.output.join(format!("forwarder-{}.log", i + 1))
             } else {
-                o.output.join(format!("forwarder-{}.log", i + 1))
+                l.output.join("forwarder.log")
             };
-            let mut fwd = Forwarder::start(o, prog, log, first)?;
+            let mut fwd = Forwarder::start(l, prog, log)?;
             let seg = match fwd.segment() {
                 Ok(s) => s,
                 Err(e) => {
@@ -128,15 +132,15 @@ impl Procs {
                     return Err(e);
                 }
             };
-            let threads = crate::live::wait_threads(fwd.child.pid as u32, seg.n_workers())?;
+            let threads = wait_threads(fwd.child.pid as u32, seg.n_workers())?;
             p.fwds.push(fwd);
             p.segs.push(seg);
             p.threads.push(threads);
-            if programs.len() > 1 {
+            if several {
                 p.pause(i)?;
             }
         }
-        if programs.len() > 1 {
+        if several {
             p.resume(0);
         }
         Ok(p)
@@ -194,6 +198,26 @@ impl Procs {
         for (f, s) in self.fwds.iter_mut().zip(&self.segs) {
             f.stop(Some(s));
         }
+    }
+}
+
+/// Whether the forwarder flags choose where the synthetic device runs; if not, live mode
+/// runs it inline in each worker (no pacing feedback between two threads to settle after
+/// every switch; the other cores stay free for the controller).
+pub(crate) fn device_given(flags: &[String]) -> bool {
+    let named = |f: &str, flag: &str| f == flag || f.strip_prefix(flag).is_some_and(|r| r.starts_with('='));
+    flags.iter().any(|f| named(f, "--device") || named(f, "--driver") || named(f, "--in"))
+}
+
+/// The worker threads, once all `n` have their names.
+pub fn wait_threads(pid: u32, n: usize) -> Result<Vec<WorkerThread>> {
+    let t0 = Instant::now();
+    loop {
+        let t = contention::worker_threads(pid)?;
+        if t.len() >= n || t0.elapsed() > Duration::from_secs(5) {
+            return Ok(t);
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

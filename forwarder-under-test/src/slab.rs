@@ -252,7 +252,7 @@ mod tests {
             rng ^= rng >> 7;
             rng ^= rng << 17;
             let n = (rng % 40) as usize;
-            if rng % 3 != 0 {
+            if !rng.is_multiple_of(3) {
                 let mut out = vec![0u32; n];
                 let got = fwd_slab_alloc_bulk(&mut bulk, &mut out);
                 let want: Vec<u32> = (0..n).map_while(|_| single.alloc()).collect();
