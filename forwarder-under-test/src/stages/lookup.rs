@@ -98,38 +98,22 @@ fn lookup_loop(
             pf(cx, burst, i + k);
         }
         let iif = cx.iif;
-        let routed = route(cx, &key(burst, i, iif));
-        keep_or_drop(burst, i, &mut out, routed, ctr, dropped);
+        match route(cx, &key(burst, i, iif)) {
+            Ok((nh, dst)) => {
+                burst.buf[out] = burst.buf[i];
+                burst.len[out] = burst.len[i];
+                burst.daddr[out] = burst.daddr[i];
+                burst.nh[out] = nh;
+                burst.dst[out] = dst;
+                out += 1;
+            }
+            Err(reason) => {
+                ctr[reason as usize] += 1;
+                dropped.push(burst.buf[i]);
+            }
+        }
     }
     burst.n = out;
-}
-
-/// Packet `i`'s lookup result: routed, it moves to slot `out` (`out <= i`) with its next hop
-/// and dst; dropped, its reason is counted and its buffer pushed onto `dropped`.
-#[inline(always)]
-fn keep_or_drop(
-    burst: &mut Burst,
-    i: usize,
-    out: &mut usize,
-    routed: Result<(u32, u32), Ctr>,
-    ctr: &mut [u64],
-    dropped: &mut Vec<u32>,
-) {
-    match routed {
-        Ok((nh, dst)) => {
-            let o = *out;
-            burst.buf[o] = burst.buf[i];
-            burst.len[o] = burst.len[i];
-            burst.daddr[o] = burst.daddr[i];
-            burst.nh[o] = nh;
-            burst.dst[o] = dst;
-            *out += 1;
-        }
-        Err(reason) => {
-            ctr[reason as usize] += 1;
-            dropped.push(burst.buf[i]);
-        }
-    }
 }
 
 /// Route input without the cache for every packet of the burst, given the FIB's answers in
@@ -149,8 +133,20 @@ pub fn fwd_lookup_fib_route(
     for i in 0..burst.n {
         // `out <= i`: the answer of packet i is read before its slot can be overwritten.
         let (fib_nh, iif) = (burst.nh[i], cx.iif);
-        let routed = route_one(cx, &key(burst, i, iif), fib_nh, per_packet_dst);
-        keep_or_drop(burst, i, &mut out, routed, ctr, dropped);
+        match route_one(cx, &key(burst, i, iif), fib_nh, per_packet_dst) {
+            Ok((nh, dst)) => {
+                burst.buf[out] = burst.buf[i];
+                burst.len[out] = burst.len[i];
+                burst.daddr[out] = burst.daddr[i];
+                burst.nh[out] = nh;
+                burst.dst[out] = dst;
+                out += 1;
+            }
+            Err(reason) => {
+                ctr[reason as usize] += 1;
+                dropped.push(burst.buf[i]);
+            }
+        }
     }
     burst.n = out;
 }
