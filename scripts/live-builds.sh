@@ -14,7 +14,8 @@
 # $GUARD_TARGET (default $HOME/.cache/fwdscope-target-guard), one directory per side; the
 # `fwdscope` that runs the comparison is this checkout's, built in $CARGO_TARGET_DIR
 # (default $HOME/.cache/fwdscope-target). The script waits for a quiet machine first (see
-# quiet.sh) and prints the load average and the host's steal before and after.
+# quiet.sh) and prints the load average before and after, and the share of the host's CPU
+# time the hypervisor stole during the comparison.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/quiet.sh

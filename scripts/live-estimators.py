@@ -39,25 +39,22 @@ from ratio_ci import log_ratio_ci  # noqa: E402
 
 
 def betacf(a, b, x):
-    """Continued fraction of the incomplete beta function (Numerical Recipes' betacf)."""
+    """Continued fraction of the incomplete beta function (modified Lentz, as Numerical
+    Recipes' betacf): every denominator and ratio kept off zero by FPMIN."""
+    fpmin = 1e-300
     qab, qap, qam = a + b, a + 1.0, a - 1.0
     c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > 1e-300 else 1e-300)
+    d = 1.0 / (d if abs(d) >= fpmin else fpmin)
     h = d
     for m in range(1, 300):
         m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > 1e-300 else 1e-300)
-        c = 1.0 + aa / c if abs(c) > 1e-300 else 1e-300
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > 1e-300 else 1e-300)
-        c = 1.0 + aa / c if abs(c) > 1e-300 else 1e-300
-        de = d * c
-        h *= de
-        if abs(de - 1.0) < 1e-12:
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) >= fpmin else fpmin)
+            c = 1.0 + aa / c
+            c = c if abs(c) >= fpmin else fpmin
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-12:
             break
     return h
 

@@ -5,8 +5,8 @@
 # RUNS A/A comparisons; prints each run's ratio, interval and p, then how many planted runs
 # were found at p < 0.01 and how many A/A runs raised a false alarm at p < 0.01.
 #
-# With KEEP=DIR the runs' outputs are kept in DIR (planted-N/, aa-N/), for
-# scripts/live-estimators.py to re-estimate offline.
+# With KEEP=DIR (a new or empty directory) the runs' outputs are kept in DIR (planted-N/,
+# aa-N/), for scripts/live-estimators.py to re-estimate offline.
 #
 # Usage: scripts/live-power.sh [RUNS, default 20] [EXTRA FORWARDER FLAGS...]
 # Needs a release build (cargo build --release). Nothing else should load the machine.
@@ -17,7 +17,11 @@ plant=${PLANT:-2}
 bin=${FWDSCOPE:-${CARGO_TARGET_DIR:-target}/release/fwdscope}
 flags="--cache nocache --fib dir24 --table fixtures/tables/asn-ipv4-prefixes.txt.gz --aggregates $*"
 [ -x "$bin" ] || { echo "no fwdscope at $bin: cargo build --release, or set FWDSCOPE" >&2; exit 2; }
-if [ -n "${KEEP:-}" ]; then out=$KEEP; mkdir -p "$out"; else out=$(mktemp -d /tmp/fwdscope-power.XXXXXX); fi
+if [ -n "${KEEP:-}" ]; then
+  # Runs are named planted-N and aa-N: a second set in the same directory would replace them.
+  if [ -d "$KEEP" ] && [ -n "$(ls -A "$KEEP")" ]; then echo "KEEP=$KEEP is not empty: give each set a directory of its own" >&2; exit 2; fi
+  out=$KEEP; mkdir -p "$out"
+else out=$(mktemp -d /tmp/fwdscope-power.XXXXXX); fi
 echo "# load before: $(cat /proc/loadavg)"
 # ns per packet of a worker, device inline as live mode runs it.
 mpps=$("$bin" forward --duration 3 --device inline $flags --json 2>&1 | tail -1 |

@@ -219,6 +219,8 @@ fn two_programs_alternate_alone_and_the_slower_is_found() {
     assert!(e["ratio"].as_f64().expect("ratio") < 0.9 && e["ci"][1].as_f64().expect("ci") < 1.0, "{e}");
     let pids: Vec<u64> = j["pids"].as_array().expect("pids").iter().filter_map(|p| p.as_u64()).collect();
     assert_eq!(pids.len(), 2);
+    let programs: Vec<&str> = j["programs"].as_array().expect("programs").iter().filter_map(|p| p.as_str()).collect();
+    assert_eq!(programs, vec![common::BIN, &*slow.display().to_string()], "which build each label was");
     for b in j["blocks"].as_array().expect("blocks") {
         for w in b["workers"].as_array().expect("workers") {
             assert_eq!(w["assigned"], true, "{b}");
@@ -238,6 +240,53 @@ fn two_programs_alternate_alone_and_the_slower_is_found() {
     let html = std::fs::read_to_string(&page).expect("page");
     assert!(html.contains("2 forwarder programs, one running at a time"), "the page's summary line");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A comparison of programs killed outright (SIGKILL: nothing of it runs after) leaves no
+/// forwarder behind, not even the one it had stopped: the kernel sends them SIGKILL, which
+/// a stopped process cannot hold pending as it would SIGTERM.
+#[test]
+fn a_killed_comparison_of_programs_leaves_no_forwarder_stopped() {
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("fwdscope-live-killed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut child = fwdscope()
+        .args(["sweep", "--live", "-o"])
+        .arg(&dir)
+        .arg("--program")
+        .arg(format!("a={}", common::BIN))
+        .arg("--program")
+        .arg(format!("b={}", common::BIN))
+        .args(["--duration", "60"])
+        .args(SMALL)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("sweep --live --program");
+    let me = child.id();
+    // Until both forwarders run and one of them is stopped.
+    let mut kids = Vec::new();
+    let seen = common::wait_until(30, || {
+        kids = children(me);
+        kids.len() == 2
+            && kids.iter().any(|&p| {
+                let s = worker_states(p);
+                !s.is_empty() && s.iter().all(|&c| c == 'T')
+            })
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen, "two forwarders, one stopped, within 30 s: {kids:?}");
+    let gone = common::wait_until(10, || kids.iter().all(|&p| !common::running(p)));
+    for &p in &kids {
+        if common::running(p) {
+            // Never leave one behind, whatever the test found.
+            // SAFETY: signalling a process this test saw start.
+            unsafe { libc::kill(p as i32, libc::SIGKILL) };
+        }
+    }
+    assert!(gone, "forwarders left after their comparison was killed: {kids:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Samples recorded alongside (`--record`) are split into the blocks by the workers' own

@@ -34,6 +34,10 @@ pub struct SpawnOptions<'a> {
     /// SIGTERM to the child when the thread that started it exits, even by SIGKILL
     /// (default true). False for a child that outlives its starter (the lab's forwarder).
     pub die_with_parent: bool,
+    /// The signal it gets then (default SIGTERM, which a forwarder handles as Ctrl-C: it
+    /// stops and removes its stats segment). SIGKILL for a child that may be stopped
+    /// (SIGSTOP) when its starter dies: a stopped process only holds a SIGTERM pending.
+    pub death_signal: libc::c_int,
     /// Pinned to this CPU before it runs an instruction of its program, its threads
     /// inheriting the mask (default none: unpinned).
     pub cpu: Option<usize>,
@@ -41,7 +45,7 @@ pub struct SpawnOptions<'a> {
 
 impl Default for SpawnOptions<'_> {
     fn default() -> Self {
-        SpawnOptions { output: None, die_with_parent: true, cpu: None }
+        SpawnOptions { output: None, die_with_parent: true, death_signal: libc::SIGTERM, cpu: None }
     }
 }
 
@@ -106,6 +110,7 @@ fn gate_pipes() -> Result<([libc::c_int; 2], [libc::c_int; 2])> {
 struct ChildPlan<'a> {
     parent: libc::pid_t,
     die_with_parent: bool,
+    death_signal: libc::c_int,
     mask: Option<libc::cpu_set_t>,
     gate: [libc::c_int; 2],
     exec_error: [libc::c_int; 2],
@@ -124,11 +129,11 @@ impl ChildPlan<'_> {
         let (fds, errp) = (self.gate, self.exec_error);
         // SAFETY: see above.
         unsafe {
-            // The target dies with us, however we end (SIGKILL included): SIGTERM, which
-            // a forwarder handles as Ctrl-C (it stops and removes its stats segment).
-            // If we died before this line, exit now rather than run orphaned.
+            // The target dies with us, however we end (SIGKILL included): SIGTERM by
+            // default, which a forwarder handles as Ctrl-C (it stops and removes its stats
+            // segment). If we died before this line, exit now rather than run orphaned.
             if self.die_with_parent {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                libc::prctl(libc::PR_SET_PDEATHSIG, self.death_signal);
                 if libc::getppid() != self.parent {
                     libc::_exit(127);
                 }
@@ -191,6 +196,7 @@ impl GatedChild {
             // SAFETY: getpid cannot fail.
             parent: unsafe { libc::getpid() },
             die_with_parent: opts.die_with_parent,
+            death_signal: opts.death_signal,
             mask,
             gate: fds,
             exec_error: errp,

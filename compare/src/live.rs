@@ -212,6 +212,9 @@ pub struct LiveResult {
     pub pid: u32,
     /// Every forwarder process (one per program compared; else only `pid`).
     pub pids: Vec<u32>,
+    /// The programs compared, in the settings' order (none: one forwarder's settings).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<String>,
     pub seed: u64,
     pub block_ms: f64,
     pub discard_ms: f64,
@@ -396,6 +399,7 @@ pub fn run(o: &LiveOptions) -> Result<LiveResult> {
     procs.stop();
     let mut result = summarize(o, pids[0], blocks, incomplete);
     result.pids = pids;
+    result.programs = o.programs.iter().map(|p| p.path.display().to_string()).collect();
     if let Some(rec) = recorded {
         match rec.and_then(|dir| stages_per_setting(o, &dir, &procs.segs[0], &procs.threads[0], &result.blocks)) {
             Ok(s) => result.stages = Some(s),
@@ -822,6 +826,7 @@ fn summarize(o: &LiveOptions, pid: u32, blocks: Vec<Block>, incomplete: Option<S
     LiveResult {
         pid,
         pids: vec![pid],
+        programs: Vec::new(),
         seed: o.seed,
         block_ms: o.block.as_secs_f64() * 1e3,
         discard_ms: o.discard.as_secs_f64() * 1e3,
@@ -1163,6 +1168,7 @@ mod tests {
         let r = LiveResult {
             pid: 1,
             pids: vec![1],
+            programs: Vec::new(),
             seed: 7,
             block_ms: 150.0,
             discard_ms: 30.0,

@@ -7,8 +7,9 @@
 //! discard takes that out.
 //!
 //! Each process is started and waited for by the collector's one launcher, bound to this
-//! thread (it gets SIGTERM if this process dies), and stopped when dropped, continued first
-//! so that it can handle the stop.
+//! thread (it gets SIGTERM if this process dies; SIGKILL when several programs are compared,
+//! since a stopped process acts on no SIGTERM), and stopped when dropped, continued first so
+//! that it can handle the stop.
 
 use crate::{Error, Result};
 use collector::contention::{self, WorkerThread};
@@ -36,6 +37,9 @@ impl Program {
             return Err(Error::Config(format!("--program {}: expected an executable file", path.display())));
         }
         let args = if path.file_name().is_some_and(|n| n == "fwdscope") { vec!["forward".to_string()] } else { vec![] };
+        // The file checked is the file run: a bare name would otherwise be looked up in PATH.
+        let path =
+            std::path::absolute(&path).map_err(|e| Error::Config(format!("--program {}: {e}", path.display())))?;
         Ok(Program { path, args })
     }
 }
@@ -69,7 +73,10 @@ impl Forwarder {
             args.extend(["--device".to_string(), "inline".to_string()]);
         }
         args.extend(l.first.iter().cloned());
-        let opts = collector::child::SpawnOptions { output: Some(&out), ..Default::default() };
+        // With several programs all but one are stopped at any time, and a stopped process
+        // acts on no SIGTERM: if this process dies without stopping them, SIGKILL does.
+        let death_signal = if l.programs.len() > 1 { libc::SIGKILL } else { libc::SIGTERM };
+        let opts = collector::child::SpawnOptions { output: Some(&out), death_signal, ..Default::default() };
         let mut child = collector::child::GatedChild::spawn_with(&program.path, &args, &opts)?;
         child.release()?;
         Ok(Forwarder { child, log })
@@ -133,6 +140,17 @@ impl Procs {
                 }
             };
             let threads = wait_threads(fwd.child.pid as u32, seg.n_workers())?;
+            if several && threads.len() < seg.n_workers() {
+                // Stopping it is checked on its worker threads: all of them must be known.
+                let n = seg.n_workers();
+                fwd.stop(Some(&seg));
+                return Err(Error::Config(format!(
+                    "forwarder {} ({}): {} of its {n} worker threads (fwd-worker-N) found after 5 s",
+                    i + 1,
+                    prog.path.display(),
+                    threads.len()
+                )));
+            }
             p.fwds.push(fwd);
             p.segs.push(seg);
             p.threads.push(threads);

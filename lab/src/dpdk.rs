@@ -497,7 +497,8 @@ pub fn start(
     let log_path = site.state_dir.join("l3fwd.log");
     let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
     // Unbound: l3fwd outlives `lab up`; `lab down` finds it by PID and start time.
-    let opts = collector::child::SpawnOptions { output: Some(&log), die_with_parent: false, cpu: None };
+    let opts =
+        collector::child::SpawnOptions { output: Some(&log), die_with_parent: false, cpu: None, ..Default::default() };
     let mut child = collector::child::GatedChild::spawn_with(Path::new(&full[0]), &full[1..], &opts)
         .context("starting l3fwd (`ip netns exec`)")?;
     child.release().context("starting l3fwd (`ip netns exec`)")?;

@@ -884,7 +884,8 @@ impl Lab {
         // Replaced, never written through (a symlink planted at the name is removed).
         let _ = std::fs::remove_file(&log_path);
         let log = collector::outdir::create_new(&log_path, 0o644)?;
-        let opts = collector::child::SpawnOptions { output: Some(&log), die_with_parent: false, cpu };
+        let opts =
+            collector::child::SpawnOptions { output: Some(&log), die_with_parent: false, cpu, ..Default::default() };
         let mut child = collector::child::GatedChild::spawn_with(std::path::Path::new(program), args, &opts)
             .context("starting the lab's forwarder")?;
         child.release().context("starting the lab's forwarder")?;
