@@ -27,16 +27,25 @@ fn can_sample_all() -> bool {
 /// A tmux session running one command; killed when dropped (also when a test fails).
 struct Tmux(String);
 
+/// A tmux command on the session's own server (`-L NAME`): tests run in parallel, and a
+/// shared server exits when its last session is killed, under another test's `new-session`
+/// ("server exited unexpectedly").
+fn tmux(server: &str) -> Command {
+    let mut c = Command::new("tmux");
+    c.args(["-L", server]);
+    c
+}
+
 impl Tmux {
     fn start(tag: &str, cmd: &str, w: u16, h: u16) -> Tmux {
         let name = format!("fwdscope-{tag}-{}", std::process::id());
-        let _ = Command::new("tmux").args(["kill-session", "-t", &name]).output();
+        let _ = tmux(&name).args(["kill-session", "-t", &name]).output();
         // After the command: its exit status on the normal screen, and a pause to read it.
         // The terminal's mode after it: `icanon` when restored, `-icanon` left raw.
         let shell = format!(
             "{cmd} 2>/tmp/{name}.err; echo TOP-EXITED $?; echo TTY $(stty -a | grep -o -- '-\\?icanon' | head -1); sleep 300"
         );
-        let st = Command::new("tmux")
+        let st = tmux(&name)
             .args(["new-session", "-d", "-s", &name, "-x", &w.to_string(), "-y", &h.to_string(), &shell])
             .status()
             .expect("tmux");
@@ -49,11 +58,11 @@ impl Tmux {
     /// shell dies with the session as a login shell would.
     fn detached(tag: &str, cmd: &str, keep_shell: bool) -> Tmux {
         let t = Tmux(format!("fwdscope-{tag}-{}", std::process::id()));
-        let _ = Command::new("tmux").args(["kill-session", "-t", &t.0]).output();
+        let _ = tmux(&t.0).args(["kill-session", "-t", &t.0]).output();
         let _ = std::fs::remove_file(t.status_path());
         let trap = if keep_shell { "trap '' HUP; " } else { "" };
         let shell = format!("{trap}{cmd} 2>/tmp/{}.err; echo $? >{}", t.0, t.status_path().display());
-        let st = Command::new("tmux")
+        let st = tmux(&t.0)
             .args(["new-session", "-d", "-s", &t.0, "-x", "120", "-y", "36", &shell])
             .status()
             .expect("tmux");
@@ -66,17 +75,17 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        let o = Command::new("tmux").args(["capture-pane", "-p", "-t", &self.0]).output().expect("capture");
+        let o = tmux(&self.0).args(["capture-pane", "-p", "-t", &self.0]).output().expect("capture");
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
     fn keys(&self, k: &str) {
-        Command::new("tmux").args(["send-keys", "-t", &self.0, k]).status().expect("send-keys");
+        tmux(&self.0).args(["send-keys", "-t", &self.0, k]).status().expect("send-keys");
     }
 
     /// Several keys in one tmux command: they reach the terminal together.
     fn keys_at_once(&self, keys: &[&str]) {
-        Command::new("tmux").args(["send-keys", "-t", &self.0]).args(keys).status().expect("send-keys");
+        tmux(&self.0).args(["send-keys", "-t", &self.0]).args(keys).status().expect("send-keys");
     }
 
     /// Wait until every needle is on the screen; the screen on success, a panic showing
@@ -98,7 +107,7 @@ impl Tmux {
 
     /// The PID of the command the pane runs (the shell's child), once it runs.
     fn command_pid(&self) -> u32 {
-        let o = Command::new("tmux").args(["display", "-p", "-t", &self.0, "#{pane_pid}"]).output().expect("tmux");
+        let o = tmux(&self.0).args(["display", "-p", "-t", &self.0, "#{pane_pid}"]).output().expect("tmux");
         let shell: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().expect("pane pid");
         let mut pid = None;
         assert!(wait_until(10, || {
@@ -110,7 +119,7 @@ impl Tmux {
 
     /// Whether the pane shows the alternate screen.
     fn alternate_on(&self) -> bool {
-        let o = Command::new("tmux").args(["display", "-p", "-t", &self.0, "#{alternate_on}"]).output().expect("tmux");
+        let o = tmux(&self.0).args(["display", "-p", "-t", &self.0, "#{alternate_on}"]).output().expect("tmux");
         String::from_utf8_lossy(&o.stdout).trim() == "1"
     }
 
@@ -121,7 +130,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).output();
+        let _ = tmux(&self.0).args(["kill-session", "-t", &self.0]).output();
         let _ = std::fs::remove_file(format!("/tmp/{}.err", self.0));
         let _ = std::fs::remove_file(self.status_path());
     }
@@ -430,7 +439,7 @@ fn top_and_its_forwarder_end_when_the_terminal_goes_away() {
         let fwd = is_live.then(|| forwarder_pid(&s));
         let top = t.command_pid();
         let t0 = Instant::now();
-        let st = Command::new("tmux").args(["kill-session", "-t", &t.0]).status().expect("tmux");
+        let st = tmux(&t.0).args(["kill-session", "-t", &t.0]).status().expect("tmux");
         assert!(st.success());
         // Gone, not spinning in a read of the dead terminal; the forwarder with it.
         assert!(wait_until(20, || !common::running(top)), "{tag}: top {top} still running after kill-session");
