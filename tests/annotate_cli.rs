@@ -327,3 +327,94 @@ fn a_kernel_function_is_annotated_from_a_vmlinux_of_its_build() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// binutils' `addr2line -i -f -C` (a DWARF reader independent of this project's) for each
+/// of `addrs` in `bin`: its functions, innermost inlined one first, the real one last.
+fn binutils_chains(bin: &str, addrs: &[u64]) -> Vec<Vec<String>> {
+    let args: Vec<String> = addrs.iter().map(|a| format!("{a:#x}")).collect();
+    let o =
+        std::process::Command::new("addr2line").args(["-a", "-i", "-f", "-C", "-e", bin]).args(&args).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Per address: the address line, then pairs of lines (function, FILE:LINE).
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut lines = String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect::<Vec<_>>().into_iter();
+    while let Some(l) = lines.next() {
+        if l.starts_with("0x") {
+            out.push(Vec::new());
+        } else if let Some(chain) = out.last_mut() {
+            chain.push(l);
+            lines.next(); // FILE:LINE
+        }
+    }
+    assert_eq!(out.len(), addrs.len());
+    out
+}
+
+/// A function with no symbol of its own (Dir24::resolve, inlined into the FIB's batch
+/// lookup) is annotated where it was inlined. A live recording of the bundled forwarder
+/// (its binary has DWARF): the short name is answered with the full one marked
+/// `(inlined)`; the full name gives, per function it was inlined into, exactly the
+/// instructions binutils' addr2line places in its inline chain (checked against the whole
+/// function's annotation: every such instruction, with the same samples, and no other),
+/// and its samples are theirs. `--against` itself moves nothing. Skips without perf or
+/// binutils.
+#[test]
+fn an_inlined_function_is_annotated_where_it_was_inlined() {
+    if !common::perf_allows(common::Need::Sample) || !common::have("addr2line", &[]) {
+        return;
+    }
+    let dir = tmpdir("annotate-inlined");
+    let o = common::fwdscope()
+        .args(["record", "-F", "4000", "-o"])
+        .arg(&dir)
+        .args(["--", "--duration", "1.5", "--cache", "nocache", "--fib", "dir24", "--no-pin"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rec = dir.display().to_string();
+    let want = "forwarder::fib::dir24::Dir24::resolve";
+    let (_, err) = text(&run(&["annotate", "-i", &rec, "Dir24::resolve"]));
+    assert!(err.contains(&format!("nearest names: `{want}` (inlined)")), "{err}");
+    assert!(err.contains("more functions are inlined at their addresses"), "{err}");
+
+    let o = run(&["annotate", "-i", &rec, "--format", "json", want]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let copies = v["symbols"].as_array().unwrap();
+    assert!(!copies.is_empty());
+    for c in copies {
+        let into = c["inlined_into"].as_str().expect("inlined_into").to_string();
+        assert_eq!(c["symbol"], want);
+        let rows = c["instructions"].as_array().unwrap();
+        let n = c["samples"].as_u64().unwrap();
+        assert!(n > 0);
+        assert_eq!(rows.iter().map(|r| r["samples"].as_u64().unwrap()).sum::<u64>(), n, "{into}: rows lose samples");
+        // The whole function, annotated as itself: its rows whose binutils chain holds
+        // `want` (not as the function itself) are exactly the copy's, samples and all.
+        let o = run(&["annotate", "-i", &rec, "--format", "json", &into]);
+        let whole: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let all = whole["symbols"][0]["instructions"].as_array().unwrap();
+        let addrs: Vec<u64> = all.iter().map(|r| r["address"].as_u64().unwrap()).collect();
+        let chains = binutils_chains(common::BIN, &addrs);
+        let expected: Vec<(u64, u64)> = all
+            .iter()
+            .zip(&chains)
+            .filter(|(_, ch)| ch.iter().take(ch.len().saturating_sub(1)).any(|f| f == want))
+            .map(|(r, _)| (r["address"].as_u64().unwrap(), r["samples"].as_u64().unwrap()))
+            .collect();
+        assert!(chains.iter().all(|ch| ch.last() == Some(&into)), "{into}: binutils names another function");
+        let got: Vec<(u64, u64)> =
+            rows.iter().map(|r| (r["address"].as_u64().unwrap(), r["samples"].as_u64().unwrap())).collect();
+        assert_eq!(got, expected, "{into}: the copy's instructions against binutils' inline chains");
+        println!("{want} inlined into {into}: {n} samples on {} instructions", got.len());
+    }
+
+    let o = run(&["annotate", "-i", &rec, "--against", &rec, want]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains(&format!("== {want} inlined into ")), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains(".rs:")).collect();
+    assert!(!rows.is_empty() && rows.iter().all(|l| l.contains("   +0.00  ")), "{out}");
+    assert!(!out.contains("no samples in B"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -62,10 +62,8 @@ impl Tmux {
         let _ = std::fs::remove_file(t.status_path());
         let trap = if keep_shell { "trap '' HUP; " } else { "" };
         let shell = format!("{trap}{cmd} 2>/tmp/{}.err; echo $? >{}", t.0, t.status_path().display());
-        let st = tmux(&t.0)
-            .args(["new-session", "-d", "-s", &t.0, "-x", "120", "-y", "36", &shell])
-            .status()
-            .expect("tmux");
+        let st =
+            tmux(&t.0).args(["new-session", "-d", "-s", &t.0, "-x", "120", "-y", "36", &shell]).status().expect("tmux");
         assert!(st.success());
         t
     }

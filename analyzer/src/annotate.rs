@@ -20,6 +20,8 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+mod inlined;
+
 /// What samples mean at an instruction, said in every output (perf's docs say the same of
 /// skid: the sample is taken on the instruction after the one that waited).
 pub const SKID: &str = "samples land on the instruction after the one that waited (skid): a hot \
@@ -117,7 +119,11 @@ pub struct LineRow {
 /// One function annotated.
 #[derive(Debug, Clone, Serialize)]
 pub struct SymbolAnnotation {
+    /// The function annotated: a symbol, or a function inlined into one.
     pub symbol: String,
+    /// The symbol `symbol` was inlined into, when it has none of its own (its instructions
+    /// are then those of that copy only).
+    pub inlined_into: Option<String>,
     pub dso: String,
     pub kernel: bool,
     pub samples: u64,
@@ -164,7 +170,7 @@ struct Hit {
 }
 
 /// A symbol's samples, as the report names it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Sampled {
     samples: u64,
     kernel: bool,
@@ -203,16 +209,15 @@ pub fn annotate(input: &Input, path: &Path, rules: &Rules, paths: &SymbolPaths, 
         *e.by_stage.entry(stage.clone()).or_default() += g.samples;
         e.hits.push(Hit { pid: g.pid, ip: g.ip, samples: g.samples, stage });
     }
-    let chosen = choose(&table, o)?;
+    let chosen = targets(&table, o, &mut at)?;
     let vmlinux = match &o.vmlinux {
-        Some(p) if chosen.iter().any(|k| table[k].kernel) => Some(Vmlinux::open(p, &kernel_id)?),
+        Some(p) if chosen.iter().any(|t| t.sampled.kernel) => Some(Vmlinux::open(p, &kernel_id)?),
         _ => None,
     };
     let kernel_source = at.symbolizer().sources().into_iter().next().unwrap_or_default();
     let mut out = Vec::new();
-    for key in chosen {
-        let s = &table[&key];
-        out.push(annotate_one(&key, s, total, &mut at, vmlinux.as_ref(), &kernel_id, o));
+    for t in &chosen {
+        out.push(annotate_one(t, total, &mut at, vmlinux.as_ref(), &kernel_id, o));
     }
     warnings.extend(at.symbolizer().warnings().iter().cloned());
     Ok(Annotation {
@@ -266,7 +271,39 @@ fn open_samples(input: &Input, path: &Path, paths: &SymbolPaths) -> Result<Opene
     }
 }
 
-/// The symbols to annotate: the one named, a stage's top, or the top overall.
+/// What one annotation covers: a symbol's samples, or (`inlined` names it) those of a
+/// function inlined into that symbol.
+struct Target {
+    key: Key,
+    sampled: Sampled,
+    inlined: Option<String>,
+}
+
+/// The annotations to make: the symbols [`choose`] picks, then for each name asked for
+/// (`o.symbol`, `o.names`) its copies inlined into other functions where samples fell (a
+/// function may have a symbol of its own and be inlined elsewhere too); a named symbol
+/// found in neither is an error giving the nearest names of both.
+fn targets(table: &HashMap<Key, Sampled>, o: &Options, at: &mut Attributor) -> Result<Vec<Target>> {
+    let chosen = choose(table, o)?;
+    let mut out: Vec<Target> =
+        chosen.iter().map(|k| Target { key: k.clone(), sampled: table[k].clone(), inlined: None }).collect();
+    let asked: Vec<&str> = match &o.symbol {
+        Some(s) => vec![s.as_str()],
+        None => o.names.iter().map(String::as_str).collect(),
+    };
+    if asked.is_empty() {
+        return Ok(out);
+    }
+    let (found, seen) = inlined::inlined_samples(table, &asked, at);
+    out.extend(found.into_iter().map(|(name, key, sampled)| Target { key, sampled, inlined: Some(name) }));
+    match &o.symbol {
+        Some(want) if out.is_empty() => Err(inlined::no_such_symbol(want, table, &seen)),
+        _ => Ok(out),
+    }
+}
+
+/// The symbols to annotate: the one named (none when no symbol has that name), a stage's
+/// top, or the top overall.
 fn choose(table: &HashMap<Key, Sampled>, o: &Options) -> Result<Vec<Key>> {
     let mut all: Vec<(&Key, &Sampled)> = table.iter().collect();
     all.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(a.0.cmp(b.0)));
@@ -274,22 +311,7 @@ fn choose(table: &HashMap<Key, Sampled>, o: &Options) -> Result<Vec<Key>> {
         return Ok(all.iter().filter(|(k, _)| o.names.contains(&k.0)).map(|(k, _)| (*k).clone()).collect());
     }
     if let Some(want) = &o.symbol {
-        let found: Vec<Key> = all.iter().filter(|(k, _)| &k.0 == want).map(|(k, _)| (*k).clone()).collect();
-        if found.is_empty() {
-            let names: Vec<&str> = all.iter().map(|(k, _)| k.0.as_str()).collect();
-            let near = nearest_names(want, &names, 5);
-            return Err(Error::Annotate(format!(
-                "symbol `{}` has no samples in this input ({} symbols do); nearest names: {}",
-                crate::printable(want.clone()),
-                names.len(),
-                if near.is_empty() {
-                    "none".to_string()
-                } else {
-                    near.iter().map(|n| format!("`{}`", crate::printable(n.to_string()))).collect::<Vec<_>>().join(", ")
-                }
-            )));
-        }
-        return Ok(found);
+        return Ok(all.iter().filter(|(k, _)| &k.0 == want).map(|(k, _)| (*k).clone()).collect());
     }
     if let Some(stage) = &o.stage {
         let mut in_stage: Vec<(&Key, u64)> =
@@ -562,15 +584,14 @@ struct Placed<'a> {
 
 /// Annotate one symbol: find its binary and bytes, decode, place the samples.
 fn annotate_one(
-    key: &Key,
-    s: &Sampled,
+    t: &Target,
     total: u64,
     at: &mut Attributor,
     vmlinux: Option<&Vmlinux>,
     kernel_id: &KernelIdentity,
     o: &Options,
 ) -> SymbolAnnotation {
-    let (name, dso) = key;
+    let ((name, dso), s) = (&t.key, &t.sampled);
     let mut notes = Vec::new();
     let sym = at.symbolizer();
     let Placed { elf, source, svmas } = if s.kernel {
@@ -590,12 +611,16 @@ fn annotate_one(
             r.frames = e.frames_at_vaddr(Svma(r.address));
         }
     }
+    if let Some(f) = &t.inlined {
+        inlined::keep_inlined_rows(&mut rows, f, name, range.map(|r| r.0 .0), &mut notes);
+    }
     mark_hottest(&mut rows);
     let inputs: Vec<LineInput<'_>> =
         rows.iter().map(|r| LineInput { samples: r.samples, stages: &r.stages, frames: &r.frames }).collect();
     let lines = fold_lines(&inputs, s.samples);
     SymbolAnnotation {
-        symbol: name.clone(),
+        symbol: t.inlined.clone().unwrap_or_else(|| name.clone()),
+        inlined_into: t.inlined.as_ref().map(|_| name.clone()),
         dso: dso.clone(),
         kernel: s.kernel,
         samples: s.samples,
@@ -864,13 +889,24 @@ fn inline_chain(frames: &[Frame]) -> String {
     format!("  [inlined into {}]", parts.join(" < "))
 }
 
-/// A function's last two path segments (`Dir24::lookup`), for the listing's margins.
+/// A function's last two path segments (`Dir24::lookup`), for the listing's margins;
+/// `::` inside angle brackets does not split (`<[T] as Index<I>>::index` stays whole).
 fn short_fn(f: &str) -> String {
-    let segs: Vec<&str> = f.split("::").collect();
-    if segs.len() <= 2 {
-        f.to_string()
-    } else {
-        segs[segs.len() - 2..].join("::")
+    let mut depth = 0i32;
+    let mut cuts = Vec::new();
+    let b = f.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'<' => depth += 1,
+            // `->` in a function type is no bracket.
+            b'>' if i == 0 || b[i - 1] != b'-' => depth -= 1,
+            b':' if depth == 0 && b.get(i + 1) == Some(&b':') => cuts.push(i),
+            _ => {}
+        }
+    }
+    match cuts.len() {
+        0 | 1 => f.to_string(),
+        n => f[cuts[n - 2] + 2..].to_string(),
     }
 }
 
@@ -914,8 +950,9 @@ fn write_function_head(out: &mut String, a: &SymbolAnnotation, event: &str) {
     let p = printable;
     let _ = writeln!(
         out,
-        "\n== {} ({}): {} samples of {}, {:.2}% of all",
+        "\n== {}{} ({}): {} samples of {}, {:.2}% of all",
         p(&a.symbol),
+        a.inlined_into.as_deref().map_or(String::new(), |f| format!(" inlined into {}", p(f))),
         p(&a.dso),
         a.samples,
         p(event),
@@ -1111,6 +1148,22 @@ mod tests {
 
     /// Windows of radius 2 around the hottest instructions, merged where they touch, at
     /// most `max` of them, in address order.
+    #[test]
+    fn short_names_keep_their_bracketed_paths_whole() {
+        assert_eq!(short_fn("forwarder::fib::dir24::Dir24::lookup"), "Dir24::lookup");
+        assert_eq!(short_fn("fwd_lookup_burst"), "fwd_lookup_burst");
+        assert_eq!(short_fn("Dir24::lookup"), "Dir24::lookup");
+        assert_eq!(
+            short_fn("core::slice::index::<impl core::ops::index::Index<I> for [T]>::index"),
+            "<impl core::ops::index::Index<I> for [T]>::index"
+        );
+        assert_eq!(
+            short_fn("<alloc::vec::Vec<T,A> as core::ops::index::Index<I>>::index"),
+            "<alloc::vec::Vec<T,A> as core::ops::index::Index<I>>::index"
+        );
+        assert_eq!(short_fn("a::b::<fn() -> u32 as x::F>::call"), "<fn() -> u32 as x::F>::call");
+    }
+
     #[test]
     fn hot_windows_of_a_huge_function() {
         //            0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15 16 17 18 19

@@ -29,6 +29,8 @@ pub struct DiffRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct SymbolDiff {
     pub symbol: String,
+    /// The symbol `symbol` was inlined into, when it has none of its own.
+    pub inlined_into: Option<String>,
     pub dso: String,
     pub a_samples: u64,
     pub b_samples: u64,
@@ -150,6 +152,7 @@ fn symbol_diff(a: &SymbolAnnotation, b: Option<&SymbolAnnotation>, a_all: u64, b
     };
     SymbolDiff {
         symbol: a.symbol.clone(),
+        inlined_into: a.inlined_into.clone(),
         dso: a.dso.clone(),
         a_samples: a.samples,
         b_samples,
@@ -162,7 +165,7 @@ fn symbol_diff(a: &SymbolAnnotation, b: Option<&SymbolAnnotation>, a_all: u64, b
 }
 
 /// A against B, function by function in A's order (B's functions matched by name and
-/// binary). The events should be the same; when they are not, a warning says so.
+/// binary, and an inlined function by the function it was inlined into). The events should be the same; when they are not, a warning says so.
 pub fn diff(a: &Annotation, b: &Annotation) -> AnnotationDiff {
     let mut warnings: Vec<String> = a.warnings.iter().map(|w| format!("A: {w}")).collect();
     warnings.extend(b.warnings.iter().map(|w| format!("B: {w}")));
@@ -176,7 +179,8 @@ pub fn diff(a: &Annotation, b: &Annotation) -> AnnotationDiff {
         .symbols
         .iter()
         .map(|s| {
-            let other = b.symbols.iter().find(|x| x.symbol == s.symbol && x.dso == s.dso);
+            let other =
+                b.symbols.iter().find(|x| x.symbol == s.symbol && x.dso == s.dso && x.inlined_into == s.inlined_into);
             symbol_diff(s, other, a.samples, b.samples)
         })
         .collect();
@@ -215,8 +219,9 @@ impl AnnotationDiff {
         for s in &self.symbols {
             let _ = writeln!(
                 out,
-                "\n== {} ({}): A {} samples ({:.2}% of all), B {} samples ({:.2}% of all)",
+                "\n== {}{} ({}): A {} samples ({:.2}% of all), B {} samples ({:.2}% of all)",
                 p(&s.symbol),
+                s.inlined_into.as_deref().map_or(String::new(), |f| format!(" inlined into {}", p(f))),
                 p(&s.dso),
                 s.a_samples,
                 s.a_percent,
@@ -291,6 +296,7 @@ mod tests {
     fn sym(name: &str, source: &str, lines: Vec<LineRow>, insns: Vec<InstructionRow>) -> SymbolAnnotation {
         SymbolAnnotation {
             symbol: name.into(),
+            inlined_into: None,
             dso: "bin".into(),
             kernel: false,
             samples: lines.iter().map(|l| l.samples).sum(),

@@ -175,7 +175,9 @@ pub struct AnnotateArgs {
     /// A recording directory (from `fwdscope record`) or a perf.data file.
     #[arg(short = 'i', long)]
     pub input: PathBuf,
-    /// The symbol to annotate, by its exact name as `report` prints it [default: the top
+    /// The symbol to annotate, by its exact name as `report` prints it, or a function
+    /// inlined into others by its full name as a flame graph shows it (annotated in each
+    /// function it was inlined into, that copy's instructions only) [default: the top
     /// symbols by samples]; a name not found is answered with the nearest names.
     #[arg(conflicts_with = "stage")]
     pub symbol: Option<String>,
