@@ -895,7 +895,7 @@ mod tests {
         assert!(p.notes.iter().any(|n| n.contains("Self column")), "{:?}", p.notes);
         assert!(p.notes.iter().any(|n| n.starts_with("skipped 6 call-graph lines")), "{:?}", p.notes);
         let bad = text.replace("\x20   40.00%", "garbage 40.00%");
-        let e = parse_perf_report(&bad, "pr.txt").err().expect("refused").to_string();
+        let e = parse_perf_report(&bad, "pr.txt").expect_err("refused").to_string();
         assert!(e.starts_with("pr.txt:15: expected `OVERHEAD%"), "{e}");
     }
 

@@ -459,7 +459,7 @@ mod tests {
     /// escaped.
     #[test]
     fn a_toml_error_is_printed_escaped() {
-        let e = Rules::parse("x\u{1b}[31m = = 1\n", "r.toml").err().expect("refused").to_string();
+        let e = Rules::parse("x\u{1b}[31m = = 1\n", "r.toml").expect_err("refused").to_string();
         assert!(e.contains("\\u{1b}") && !e.contains('\u{1b}'), "{e}");
     }
 

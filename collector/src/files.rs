@@ -169,6 +169,14 @@ pub fn gunzip(path: &Path, bytes: &[u8], kind: Kind) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The last `n` non-empty lines of the log at `path`, joined with ` | `; empty when there
+/// are none (or the log cannot be read). What a failed forwarder said last.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let text = read_to_string(path, Kind::Text).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,12 +292,4 @@ mod tests {
         let msg = gunzip(Path::new("x.gz"), &gz, Kind::Meta).expect_err("too large").to_string();
         assert!(msg.contains("decompresses past"), "{msg}");
     }
-}
-
-/// The last `n` non-empty lines of the log at `path`, joined with ` | `; empty when there
-/// are none (or the log cannot be read). What a failed forwarder said last.
-pub fn log_tail(path: &Path, n: usize) -> String {
-    let text = read_to_string(path, Kind::Text).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..].join(" | ")
 }

@@ -195,7 +195,7 @@ mod tests {
         assert!(up.try_wait().is_none(), "the peer stopped");
         drop(up);
         let mut failed = start("#!/bin/sh\necho 'af_packet: could not open iface'\nexit 1\n");
-        let e = running_when_log_says(&mut failed, "L3FWD: entering main loop", &how).err().expect("refused");
+        let e = running_when_log_says(&mut failed, "L3FWD: entering main loop", &how).expect_err("refused");
         let e = e.to_string();
         assert!(
             e.starts_with("it exited with status 1 (pid ") && e.contains("ends: af_packet: could not open iface"),
@@ -203,7 +203,7 @@ mod tests {
         );
         let mut silent = start("#!/bin/sh\nexec sleep 30\n");
         let quick = Wait { timeout: Duration::from_millis(200), ..how };
-        let e = running_when_log_says(&mut silent, "L3FWD: entering main loop", &quick).err().expect("timed out");
+        let e = running_when_log_says(&mut silent, "L3FWD: entering main loop", &quick).expect_err("timed out");
         assert!(e.to_string().contains("did not say `L3FWD: entering main loop` within 0 s"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -478,17 +478,17 @@ impl OutputDir {
             OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o644),
         )
-        .map_err(|e| Error::io(&path.join(&tmp), e.into()))?;
+        .map_err(|e| Error::io(path.join(&tmp), e.into()))?;
         let mut f = File::from(fd);
         let written = f
             .write_all(b"This directory was made by fwdscope; `--force` may replace it.\n")
-            .map_err(|e| Error::io(&path.join(&tmp), e))
+            .map_err(|e| Error::io(path.join(&tmp), e))
             .and_then(|()| lock(&f, path))
             .and_then(|()| {
                 // No-clobber: a marker already there means another claimer won.
                 rustix::fs::linkat(&dir, tmp.as_str(), &dir, MARKER, AtFlags::empty()).map_err(|e| match e {
                     rustix::io::Errno::EXIST => refuse(path, "another fwdscope claimed it at the same moment"),
-                    e => Error::io(&path.join(MARKER), e.into()),
+                    e => Error::io(path.join(MARKER), e.into()),
                 })
             });
         let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());

@@ -10,6 +10,8 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
 /// What the stream carries.
+// `Started` is large and sent once per run: boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Batch {
     /// Sent once, when sampling has started: the events actually used (after any fallback),

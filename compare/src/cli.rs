@@ -118,6 +118,9 @@ pub struct SweepArgs {
     pub rest: Vec<String>,
 }
 
+/// A check of forwarder flags: `Err` says what is wrong (`what`: where they came from).
+pub type FlagCheck = dyn Fn(&[String], &str) -> std::result::Result<(), String>;
+
 /// The forwarder the runs start, and its flag check.
 pub struct Forwarder<'a> {
     /// The program and its first arguments (`fwdscope forward`).
@@ -125,7 +128,7 @@ pub struct Forwarder<'a> {
     pub args: Vec<String>,
     /// Parses forwarder flags as the forwarder would and checks the configuration they
     /// describe; `what` says where the flags came from in the message.
-    pub check: &'a dyn Fn(&[String], &str) -> std::result::Result<(), String>,
+    pub check: &'a FlagCheck,
 }
 
 /// A plan ready to run: its options, and the line saying how long it takes.

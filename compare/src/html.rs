@@ -750,7 +750,8 @@ fn live_results_table(j: &serde_json::Value) -> String {
         let blocks = r["blocks"].as_u64().unwrap_or(0);
         let e = &r["effect"];
         let row = if i == 0 || e.is_null() {
-            format!("<td>1</td><td>&mdash;</td><td>&mdash;</td><td>&mdash;</td><td>&mdash;</td><td class=\"l\">baseline</td>")
+            "<td>1</td><td>&mdash;</td><td>&mdash;</td><td>&mdash;</td><td>&mdash;</td><td class=\"l\">baseline</td>"
+                .to_string()
         } else {
             let d = &r["delta_ns"];
             let delta = if d[0].as_f64().is_some_and(f64::is_finite) {
@@ -853,7 +854,7 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         crate::results::write_parquet(&d.join("results.parquet"), &[]).expect("empty results");
         let rules = analyzer::rules::Rules::builtin();
-        let e = super::sweep_page(&d, &rules).err().expect("refused").to_string();
+        let e = super::sweep_page(&d, &rules).expect_err("refused").to_string();
         assert!(e.contains("holds no runs"), "{e}");
         std::fs::write(d.join(crate::runner::INCOMPLETE), "stopped by SIGINT during run 1 of 4\n").unwrap();
         let page = super::sweep_page(&d, &rules).expect("a page");

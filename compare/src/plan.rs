@@ -34,7 +34,7 @@ pub fn check_plan(repeat: usize, duration: f64, settings: usize) -> Result<(), S
     if !(1..=MAX_REPEAT).contains(&repeat) {
         return Err(format!("repeat {repeat}: expected 1 to {MAX_REPEAT} runs per setting"));
     }
-    if !duration.is_finite() || duration < MIN_RUN_SECONDS || duration > MAX_RUN_SECONDS {
+    if !duration.is_finite() || !(MIN_RUN_SECONDS..=MAX_RUN_SECONDS).contains(&duration) {
         return Err(format!(
             "duration {}: expected {MIN_RUN_SECONDS} to {MAX_RUN_SECONDS} seconds (one year)",
             seconds_text(duration)

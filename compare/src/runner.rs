@@ -592,7 +592,7 @@ fn finish(
         o.repeat,
         o.duration,
     ));
-    text.push_str(&table_text(&sums, &stages, &collector::events::period_unit(&event)));
+    text.push_str(&table_text(&sums, &stages, &collector::events::period_unit(event)));
     if let Some(e) = &o.experiment {
         text.push_str(&then_and_now(sets, &sums, &e.unit));
     }

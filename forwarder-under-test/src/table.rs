@@ -381,7 +381,7 @@ impl RouteTable {
                     msg: format!("{what} at column {}: expected text lines (is this a binary file?)", col + 1),
                 });
             }
-            match ld.parse_line(&line) {
+            match ld.parse_line(line) {
                 Ok(Some(r)) => routes.push(r),
                 Ok(None) => {}
                 Err(msg) => return Err(Error::Parse { path: PathBuf::from(path), line: i + 1, msg }),
@@ -541,14 +541,14 @@ mod tests {
             (PathBuf::from("/dev/zero"), "is a character device"),
             (proc_link, "is a file of the kernel's procfs"),
         ] {
-            let e = RouteTable::load(&p, &opts).err().expect("refused").to_string();
+            let e = RouteTable::load(&p, &opts).expect_err("refused").to_string();
             assert!(e.contains(want) && e.contains("expected a route table file"), "{e}");
         }
         let gz = d.join("line.gz");
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         std::io::Write::write_all(&mut enc, &vec![b'1'; 1 << 20]).unwrap();
         std::fs::write(&gz, enc.finish().unwrap()).unwrap();
-        let e = RouteTable::load(&gz, &opts).err().expect("refused").to_string();
+        let e = RouteTable::load(&gz, &opts).expect_err("refused").to_string();
         assert!(e.contains("line.gz:1") && e.contains("longer than 4096 bytes"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -193,14 +193,14 @@ fn one_line(why: &str, max: usize) -> String {
     }
 }
 
+/// Forwarders to measure, and those skipped with the reason.
+type Selection = (Vec<Forwarder>, Vec<(Forwarder, String)>);
+
 /// What `--forwarders` asks for (`None`: every forwarder) split into those to measure and
 /// those skipped with their reasons (one not asked for: `not in --forwarders`); a forwarder
 /// named explicitly that cannot run is an error. `why` says why one cannot run (None: it
 /// can). Duplicates count once.
-fn select(
-    asked: Option<&[Forwarder]>,
-    why: &mut dyn FnMut(Forwarder) -> Option<String>,
-) -> Result<(Vec<Forwarder>, Vec<(Forwarder, String)>)> {
+fn select(asked: Option<&[Forwarder]>, why: &mut dyn FnMut(Forwarder) -> Option<String>) -> Result<Selection> {
     let mut wanted: Vec<Forwarder> = asked.map_or(FORWARDERS.to_vec(), <[Forwarder]>::to_vec);
     wanted.sort();
     wanted.dedup();

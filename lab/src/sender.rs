@@ -324,8 +324,8 @@ impl Transmit<'_> {
             return Some(format!("interface {s0} went away (the lab was taken down or changed)"));
         }
         match if_flags(&self.s0_c) {
-            Some(f) if f & libc::IFF_UP as i32 == 0 => Some(format!("interface {s0} was set down")),
-            Some(f) if f & libc::IFF_RUNNING as i32 == 0 => {
+            Some(f) if f & libc::IFF_UP == 0 => Some(format!("interface {s0} was set down")),
+            Some(f) if f & libc::IFF_RUNNING == 0 => {
                 Some(format!("interface {s0} lost its carrier (its peer in the forwarding namespace is down or gone)"))
             }
             _ => None,
@@ -364,7 +364,7 @@ impl Transmit<'_> {
                 break;
             }
             queued += 1;
-            if queued % 64 == 0 {
+            if queued.is_multiple_of(64) {
                 self.kick_and_count();
                 done = self.expired();
                 if self.stopped() {
@@ -400,7 +400,7 @@ impl Transmit<'_> {
             self.kick_and_count();
             std::thread::yield_now();
             spins += 1;
-            if spins % 1024 == 0 {
+            if spins.is_multiple_of(1024) {
                 *done = self.expired();
                 if self.stopped() {
                     self.out.ended = Some("stopped by a signal".into());

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 const STREAM_CAPACITY: usize = 256;
 
 /// What a source tells the screen besides data.
+// `ForwarderConfig` is large and sent once per forwarder: boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Notice {
     /// Sampling could not start (why); the forwarder's counters are shown instead.
