@@ -392,6 +392,7 @@ fn an_inlined_function_is_annotated_where_it_was_inlined() {
         // The whole function, annotated as itself: its rows whose binutils chain holds
         // `want` (not as the function itself) are exactly the copy's, samples and all.
         let o = run(&["annotate", "-i", &rec, "--format", "json", &into]);
+        assert!(o.status.success(), "{}", text(&o).1);
         let whole: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
         let all = whole["symbols"][0]["instructions"].as_array().unwrap();
         let addrs: Vec<u64> = all.iter().map(|r| r["address"].as_u64().unwrap()).collect();
@@ -416,5 +417,61 @@ fn an_inlined_function_is_annotated_where_it_was_inlined() {
     let rows: Vec<&str> = out.lines().filter(|l| l.contains(".rs:")).collect();
     assert!(!rows.is_empty() && rows.iter().all(|l| l.contains("   +0.00  ")), "{out}");
     assert!(!out.contains("no samples in B"), "{out}");
+    several_copies_against_the_whole_functions(&rec);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The function inlined with samples into the most of the top eight functions (found from
+/// their own annotations' inline chains): one copy per function, each with the samples of
+/// that function's instructions whose chain holds it; none "inlined into" itself; and
+/// beside itself (`--against`) each copy has the same samples in A and B, nothing B-only.
+fn several_copies_against_the_whole_functions(rec: &str) {
+    use std::collections::BTreeMap;
+    let o = run(&["annotate", "-i", rec, "--top", "8", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let mut by_name: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for s in v["symbols"].as_array().unwrap() {
+        let outer = s["symbol"].as_str().unwrap();
+        for r in s["instructions"].as_array().unwrap() {
+            let n = r["samples"].as_u64().unwrap();
+            let frames: Vec<&str> =
+                r["frames"].as_array().unwrap().iter().map(|f| f["function"].as_str().unwrap()).collect();
+            let mut inlined: Vec<&str> = frames.iter().take(frames.len().saturating_sub(1)).copied().collect();
+            inlined.sort_unstable();
+            inlined.dedup();
+            for f in inlined.into_iter().filter(|f| *f != outer && n > 0) {
+                *by_name.entry(f.to_string()).or_default().entry(outer.to_string()).or_default() += n;
+            }
+        }
+    }
+    let (name, outers) = by_name
+        .iter()
+        .max_by_key(|(_, o)| (o.len(), o.values().sum::<u64>()))
+        .expect("functions inlined into the top eight");
+    assert!(outers.len() >= 2, "no function is inlined with samples into two of the top eight: {by_name:?}");
+    let o = run(&["annotate", "-i", rec, "--format", "json", name]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let copies: BTreeMap<String, u64> = v["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| Some((c["inlined_into"].as_str()?.to_string(), c["samples"].as_u64().unwrap())))
+        .collect();
+    assert!(!copies.contains_key(name.as_str()), "{name} inlined into itself");
+    for (outer, n) in outers {
+        assert_eq!(copies.get(outer), Some(n), "{name} inlined into {outer}: {copies:?}");
+    }
+    println!("{name}: {} copies, {outers:?} checked", copies.len());
+    let o = run(&["annotate", "-i", rec, "--against", rec, "--format", "json", name]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let pairs: Vec<(u64, u64)> = d["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["a_samples"].as_u64().unwrap(), s["b_samples"].as_u64().unwrap()))
+        .collect();
+    assert!(pairs.len() >= 2 && pairs.iter().all(|(a, b)| a == b), "{pairs:?}");
+    assert!(d["warnings"].as_array().unwrap().iter().all(|w| !w.as_str().unwrap().contains("B only")), "{d}");
 }

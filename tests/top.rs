@@ -27,13 +27,18 @@ fn can_sample_all() -> bool {
 /// A tmux session running one command; killed when dropped (also when a test fails).
 struct Tmux(String);
 
-/// A tmux command on the session's own server (`-L NAME`): tests run in parallel, and a
-/// shared server exits when its last session is killed, under another test's `new-session`
-/// ("server exited unexpectedly").
-fn tmux(server: &str) -> Command {
+/// A tmux command on the session's own server (socket [`socket`]): tests run in
+/// parallel, and a shared server exits when its last session is killed, under another
+/// test's `new-session` ("server exited unexpectedly").
+fn tmux(session: &str) -> Command {
     let mut c = Command::new("tmux");
-    c.args(["-L", server]);
+    c.arg("-S").arg(socket(session));
     c
+}
+
+/// The socket of session `session`'s server (removed with the session).
+fn socket(session: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{session}.tmux"))
 }
 
 impl Tmux {
@@ -129,6 +134,7 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = tmux(&self.0).args(["kill-session", "-t", &self.0]).output();
+        let _ = std::fs::remove_file(socket(&self.0));
         let _ = std::fs::remove_file(format!("/tmp/{}.err", self.0));
         let _ = std::fs::remove_file(self.status_path());
     }

@@ -49,6 +49,11 @@ pub struct Options {
     /// These symbols by exact name, each that has samples (none is an error): the second
     /// input of a comparison annotates what the first chose. Default: none.
     pub names: Vec<String>,
+    /// Also annotate the named functions (`symbol`, `names`) where DWARF says they were
+    /// inlined into others, one annotation per function inlined into; and answer a name
+    /// not found with inlined functions among the nearest. It reads the inline chain of
+    /// every sampled user-space address. Default: false (symbols only).
+    pub inlined_copies: bool,
 }
 
 impl Default for Options {
@@ -62,6 +67,7 @@ impl Default for Options {
             window_radius: 16,
             max_windows: 12,
             names: Vec::new(),
+            inlined_copies: false,
         }
     }
 }
@@ -121,8 +127,8 @@ pub struct LineRow {
 pub struct SymbolAnnotation {
     /// The function annotated: a symbol, or a function inlined into one.
     pub symbol: String,
-    /// The symbol `symbol` was inlined into, when it has none of its own (its instructions
-    /// are then those of that copy only).
+    /// For a copy of `symbol` inlined into another function, that function (whose
+    /// instructions of the copy only are then shown); None for a symbol's own annotation.
     pub inlined_into: Option<String>,
     pub dso: String,
     pub kernel: bool,
@@ -273,29 +279,34 @@ fn open_samples(input: &Input, path: &Path, paths: &SymbolPaths) -> Result<Opene
 
 /// What one annotation covers: a symbol's samples, or (`inlined` names it) those of a
 /// function inlined into that symbol.
-struct Target {
+struct Target<'t> {
     key: Key,
-    sampled: Sampled,
+    sampled: std::borrow::Cow<'t, Sampled>,
     inlined: Option<String>,
 }
 
-/// The annotations to make: the symbols [`choose`] picks, then for each name asked for
-/// (`o.symbol`, `o.names`) its copies inlined into other functions where samples fell (a
-/// function may have a symbol of its own and be inlined elsewhere too); a named symbol
-/// found in neither is an error giving the nearest names of both.
-fn targets(table: &HashMap<Key, Sampled>, o: &Options, at: &mut Attributor) -> Result<Vec<Target>> {
+/// The annotations to make: the symbols [`choose`] picks, then (`o.inlined_copies`) for
+/// each name asked for (`o.symbol`, `o.names`) its copies inlined into other functions
+/// where samples fell (a function may have a symbol of its own and be inlined elsewhere
+/// too); a named symbol found in neither is an error giving the nearest names.
+fn targets<'t>(table: &'t HashMap<Key, Sampled>, o: &Options, at: &mut Attributor) -> Result<Vec<Target<'t>>> {
+    use std::borrow::Cow;
     let chosen = choose(table, o)?;
     let mut out: Vec<Target> =
-        chosen.iter().map(|k| Target { key: k.clone(), sampled: table[k].clone(), inlined: None }).collect();
-    let asked: Vec<&str> = match &o.symbol {
+        chosen.iter().map(|k| Target { key: k.clone(), sampled: Cow::Borrowed(&table[k]), inlined: None }).collect();
+    let mut asked: Vec<&str> = match &o.symbol {
         Some(s) => vec![s.as_str()],
         None => o.names.iter().map(String::as_str).collect(),
     };
-    if asked.is_empty() {
-        return Ok(out);
+    // A name given twice is looked for once (its samples are not counted twice).
+    asked.sort_unstable();
+    asked.dedup();
+    let mut seen = std::collections::BTreeSet::new();
+    if o.inlined_copies && !asked.is_empty() {
+        let (found, names) = inlined::inlined_samples(table, &asked, at);
+        seen = names;
+        out.extend(found.into_iter().map(|(name, key, s)| Target { key, sampled: Cow::Owned(s), inlined: Some(name) }));
     }
-    let (found, seen) = inlined::inlined_samples(table, &asked, at);
-    out.extend(found.into_iter().map(|(name, key, sampled)| Target { key, sampled, inlined: Some(name) }));
     match &o.symbol {
         Some(want) if out.is_empty() => Err(inlined::no_such_symbol(want, table, &seen)),
         _ => Ok(out),
@@ -605,14 +616,25 @@ fn annotate_one(
         _ => (None, None),
     };
     let per_addr = samples_by_address(s, &svmas, range, &mut notes);
-    let (mut rows, instructions_total) = instruction_rows(range, bytes, &per_addr, s.samples, o, &mut notes);
-    if let Some(e) = elf {
-        for r in &mut rows {
-            r.frames = e.frames_at_vaddr(Svma(r.address));
+    let (mut rows, instructions_total) = instruction_rows(range, bytes, &per_addr, s.samples, &mut notes);
+    let frames = |rows: &mut [InstructionRow]| {
+        if let Some(e) = elf {
+            for r in rows {
+                r.frames = e.frames_at_vaddr(Svma(r.address));
+            }
         }
-    }
+    };
+    // An inlined copy is cut from its function before a huge one is cut to windows; a
+    // symbol's own rows get their frames after (only the rows shown).
     if let Some(f) = &t.inlined {
+        frames(&mut rows);
         inlined::keep_inlined_rows(&mut rows, f, name, range.map(|r| r.0 .0), &mut notes);
+    }
+    if rows.len() > o.max_instructions && instructions_total > 0 {
+        rows = keep_hot_windows(rows, o, &mut notes);
+    }
+    if t.inlined.is_none() {
+        frames(&mut rows);
     }
     mark_hottest(&mut rows);
     let inputs: Vec<LineInput<'_>> =
@@ -759,15 +781,14 @@ fn samples_by_address(
     per_addr
 }
 
-/// The function's rows: its decoded instructions with their samples (the hottest windows
-/// only past `o.max_instructions`), or the sampled addresses only when there are no
+/// The function's rows: all its decoded instructions with their samples (cut to the
+/// hottest windows by the caller), or the sampled addresses only when there are no
 /// bytes. Returns the rows and the count of instructions decoded.
 fn instruction_rows(
     range: Option<(Svma, u64)>,
     bytes: Option<&[u8]>,
     per_addr: &PerAddress,
     fn_samples: u64,
-    o: &Options,
     notes: &mut Vec<String>,
 ) -> (Vec<InstructionRow>, usize) {
     let row = |address: u64, length: usize, text: Option<String>| {
@@ -796,7 +817,6 @@ fn instruction_rows(
             if stray > 0 {
                 notes.push(format!("{stray} samples at addresses that start no decoded instruction: not shown"));
             }
-            let all = if all.len() > o.max_instructions { keep_hot_windows(all, o, notes) } else { all };
             (all, instructions_total)
         }
         _ => (per_addr.keys().map(|&a| row(a, 0, None)).collect(), 0),
@@ -819,7 +839,7 @@ fn keep_hot_windows(mut all: Vec<InstructionRow>, o: &Options, notes: &mut Vec<S
     let mut keep = Vec::new();
     for w in ws {
         for (j, r) in all[w.clone()].iter_mut().enumerate() {
-            r.after_gap = j == 0 && w.start > 0;
+            r.after_gap |= j == 0 && w.start > 0;
         }
         keep.extend(all[w].iter().cloned());
     }
@@ -890,14 +910,16 @@ fn inline_chain(frames: &[Frame]) -> String {
 }
 
 /// A function's last two path segments (`Dir24::lookup`), for the listing's margins;
-/// `::` inside angle brackets does not split (`<[T] as Index<I>>::index` stays whole).
+/// `::` inside brackets does not split (`<[T] as Index<I>>::index` stays whole, and so do
+/// a C++ name's parameters).
 fn short_fn(f: &str) -> String {
     let mut depth = 0i32;
     let mut cuts = Vec::new();
     let b = f.as_bytes();
     for (i, &c) in b.iter().enumerate() {
         match c {
-            b'<' => depth += 1,
+            b'<' | b'(' | b'[' => depth += 1,
+            b')' | b']' => depth -= 1,
             // `->` in a function type is no bracket.
             b'>' if i == 0 || b[i - 1] != b'-' => depth -= 1,
             b':' if depth == 0 && b.get(i + 1) == Some(&b':') => cuts.push(i),
@@ -1146,8 +1168,7 @@ mod tests {
         );
     }
 
-    /// Windows of radius 2 around the hottest instructions, merged where they touch, at
-    /// most `max` of them, in address order.
+    /// The margins' short names: the last two segments of a path, brackets kept whole.
     #[test]
     fn short_names_keep_their_bracketed_paths_whole() {
         assert_eq!(short_fn("forwarder::fib::dir24::Dir24::lookup"), "Dir24::lookup");
@@ -1162,8 +1183,15 @@ mod tests {
             "<alloc::vec::Vec<T,A> as core::ops::index::Index<I>>::index"
         );
         assert_eq!(short_fn("a::b::<fn() -> u32 as x::F>::call"), "<fn() -> u32 as x::F>::call");
+        assert_eq!(
+            short_fn("ns::a::f(std::vector<int, std::allocator<int> > const&, ns2::T)"),
+            "a::f(std::vector<int, std::allocator<int> > const&, ns2::T)"
+        );
+        assert_eq!(short_fn("x::y::main::{{closure}}"), "main::{{closure}}");
     }
 
+    /// Windows of radius 2 around the hottest instructions, merged where they touch, at
+    /// most `max` of them, in address order.
     #[test]
     fn hot_windows_of_a_huge_function() {
         //            0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15 16 17 18 19

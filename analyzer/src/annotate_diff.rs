@@ -175,15 +175,23 @@ pub fn diff(a: &Annotation, b: &Annotation) -> AnnotationDiff {
             a.event, b.event
         ));
     }
-    let symbols = a
-        .symbols
-        .iter()
-        .map(|s| {
-            let other =
-                b.symbols.iter().find(|x| x.symbol == s.symbol && x.dso == s.dso && x.inlined_into == s.inlined_into);
-            symbol_diff(s, other, a.samples, b.samples)
-        })
-        .collect();
+    let same = |x: &SymbolAnnotation, s: &SymbolAnnotation| {
+        x.symbol == s.symbol && x.dso == s.dso && x.inlined_into == s.inlined_into
+    };
+    let symbols =
+        a.symbols.iter().map(|s| symbol_diff(s, b.symbols.iter().find(|x| same(x, s)), a.samples, b.samples)).collect();
+    // What B has of the same functions that A has not (a copy inlined elsewhere in B's
+    // build, or a function that has its own symbol in B only): said, not dropped silently.
+    for x in b.symbols.iter().filter(|x| !a.symbols.iter().any(|s| same(x, s))) {
+        warnings.push(format!(
+            "B only: {}{} ({}), {} samples ({:.2}% of all): A has no samples there",
+            x.symbol,
+            x.inlined_into.as_deref().map_or(String::new(), |f| format!(" inlined into {f}")),
+            x.dso,
+            x.samples,
+            pct(x.samples, b.samples)
+        ));
+    }
     AnnotationDiff {
         a_input: a.input.clone(),
         b_input: b.input.clone(),

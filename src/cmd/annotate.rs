@@ -15,6 +15,8 @@ pub fn run(a: &AnnotateArgs) -> Result<()> {
         top: a.top.max(1),
         vmlinux: a.vmlinux.clone(),
         max_instructions: a.max_instructions,
+        // A function named: also where it was inlined.
+        inlined_copies: a.symbol.is_some(),
         ..Default::default()
     };
     let ann = analyzer::annotate::annotate(&input, &a.input, &rules, &a.symbols.paths(), &o)?;

@@ -7,6 +7,7 @@
 use super::{nearest_names, Hit, InstructionRow, Key, Sampled};
 use crate::stages::Attributor;
 use crate::Error;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The samples of `wants` (names no symbol has) where DWARF says they were inlined: per
@@ -21,18 +22,26 @@ pub(super) fn inlined_samples(
     let mut seen = BTreeSet::new();
     let mut chains: HashMap<(u32, u64), Vec<String>> = HashMap::new();
     for (key, s) in table {
-        // Kernel names come from kallsyms (no inline chains); unnamed addresses have none.
+        // Kernel names come from kallsyms (no inline chains, even with --vmlinux: it is
+        // read for the chosen functions only); unnamed addresses have none.
         if s.kernel || s.unnamed || s.binary_unknown {
             continue;
         }
         for h in &s.hits {
-            let chain = chains.entry((h.pid, h.ip)).or_insert_with(|| {
-                let frames = at.frames(h.pid, h.ip, false);
-                // Innermost first; the last frame is the function itself.
-                frames.iter().take(frames.len().saturating_sub(1)).map(|f| f.function.clone()).collect()
-            });
-            seen.extend(chain.iter().cloned());
-            for want in wants.iter().filter(|w| chain.iter().any(|f| f == *w)) {
+            let chain = match chains.entry((h.pid, h.ip)) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(v) => {
+                    let frames = at.frames(h.pid, h.ip, false);
+                    // Innermost first; the last frame is the function itself.
+                    let chain: Vec<String> =
+                        frames.iter().take(frames.len().saturating_sub(1)).map(|f| f.function.clone()).collect();
+                    seen.extend(chain.iter().cloned());
+                    v.insert(chain)
+                }
+            };
+            // A function inlined into itself (recursion) is its own symbol's samples already.
+            let copy_of = |w: &&&str| **w != key.0 && chain.iter().any(|f| f == **w);
+            for want in wants.iter().filter(copy_of) {
                 add_hit(found.entry((want.to_string(), key.clone())).or_default(), h);
             }
         }
@@ -85,9 +94,8 @@ pub(super) fn keep_inlined_rows(
     notes: &mut Vec<String>,
 ) {
     if rows.iter().all(|r| r.frames.is_empty()) {
-        notes.push(format!(
-            "`{inlined}` as inlined into `{into}`: without DWARF here, the sampled addresses of that copy only"
-        ));
+        // Addresses only: the function's bytes are not at hand (the notes before say why).
+        notes.push(format!("`{inlined}` as inlined into `{into}`: the sampled addresses of that copy only"));
         return;
     }
     let is_copy =
