@@ -519,4 +519,24 @@ mod tests {
         let want: Vec<u32> = (0..100).map(|n| n % 50).collect();
         assert_eq!(dsts, want);
     }
+
+    /// With one queue and `seq`, flow n goes to prefix n (the destination drawn a flow
+    /// ahead is the next flow's, never skipped or repeated), each for its packets per flow.
+    #[test]
+    fn one_queue_walks_the_prefixes_in_order_a_flow_at_a_time() {
+        let routes: Vec<Route> = (0..50u32).map(|i| Route::new(0x0a00_0000 | (i << 8), 24, 0)).collect();
+        let ch = Arc::new(DstChooser::new(&routes, DstPattern::Seq, 1).unwrap());
+        let p = TrafficProfile { flows: 1, pkts_per_flow: 3, ..Default::default() };
+        let mut g = FlowGen::new(&p, ch, 0, 1);
+        let mut buf = [0u8; 128];
+        let dsts: Vec<u32> = (0..300)
+            .map(|_| {
+                g.next_frame(&mut buf);
+                crate::packet::get_u32(&buf, 30) >> 8 & 0xff
+            })
+            .collect();
+        let want: Vec<u32> = (0..300).map(|n| (n / 3) % 50).collect();
+        assert_eq!(dsts, want);
+        assert_eq!(g.flows_started, 100);
+    }
 }
