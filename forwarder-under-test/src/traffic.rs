@@ -506,37 +506,36 @@ mod tests {
     /// prefixes of flows the hash sent elsewhere).
     #[test]
     fn steering_keeps_the_destination_pattern() {
-        let routes: Vec<Route> = (0..50u32).map(|i| Route::new(0x0a00_0000 | (i << 8), 24, 0)).collect();
-        let ch = Arc::new(DstChooser::new(&routes, DstPattern::Seq, 1).unwrap());
-        let p = TrafficProfile { flows: 2, pkts_per_flow: 1, ..Default::default() };
-        let mut g = FlowGen::new(&p, ch, 1, 2);
-        let mut buf = [0u8; 128];
-        let mut dsts = Vec::new();
-        for _ in 0..100 {
-            g.next_frame(&mut buf);
-            dsts.push(crate::packet::get_u32(&buf, 30) >> 8 & 0xff);
-        }
+        let (dsts, _) = seq_prefixes(2, 1, (1, 2), 100);
         let want: Vec<u32> = (0..100).map(|n| n % 50).collect();
         assert_eq!(dsts, want);
+    }
+
+    /// The prefix index (third byte) of the destinations of `packets` frames of queue
+    /// `queue.0` of `queue.1`, over 50 /24 prefixes walked with `seq`, `flows` flows of
+    /// `pkts_per_flow` packets; and the flows started.
+    fn seq_prefixes(flows: usize, pkts_per_flow: u32, queue: (usize, usize), packets: usize) -> (Vec<u32>, u64) {
+        let routes: Vec<Route> = (0..50u32).map(|i| Route::new(0x0a00_0000 | (i << 8), 24, 0)).collect();
+        let ch = Arc::new(DstChooser::new(&routes, DstPattern::Seq, 1).unwrap());
+        let p = TrafficProfile { flows, pkts_per_flow, ..Default::default() };
+        let mut g = FlowGen::new(&p, ch, queue.0, queue.1);
+        let mut buf = [0u8; 128];
+        let dsts = (0..packets)
+            .map(|_| {
+                g.next_frame(&mut buf);
+                crate::packet::get_u32(&buf, 30) >> 8 & 0xff
+            })
+            .collect();
+        (dsts, g.flows_started)
     }
 
     /// With one queue and `seq`, flow n goes to prefix n (the destination drawn a flow
     /// ahead is the next flow's, never skipped or repeated), each for its packets per flow.
     #[test]
     fn one_queue_walks_the_prefixes_in_order_a_flow_at_a_time() {
-        let routes: Vec<Route> = (0..50u32).map(|i| Route::new(0x0a00_0000 | (i << 8), 24, 0)).collect();
-        let ch = Arc::new(DstChooser::new(&routes, DstPattern::Seq, 1).unwrap());
-        let p = TrafficProfile { flows: 1, pkts_per_flow: 3, ..Default::default() };
-        let mut g = FlowGen::new(&p, ch, 0, 1);
-        let mut buf = [0u8; 128];
-        let dsts: Vec<u32> = (0..300)
-            .map(|_| {
-                g.next_frame(&mut buf);
-                crate::packet::get_u32(&buf, 30) >> 8 & 0xff
-            })
-            .collect();
+        let (dsts, flows) = seq_prefixes(1, 3, (0, 1), 300);
         let want: Vec<u32> = (0..300).map(|n| (n / 3) % 50).collect();
         assert_eq!(dsts, want);
-        assert_eq!(g.flows_started, 100);
+        assert_eq!(flows, 100);
     }
 }
