@@ -115,6 +115,8 @@ fn a_huge_function_shows_its_hottest_windows_only() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(out.contains("over 10: the ") && out.contains("window(s) around the hottest instructions only"), "{out}");
+    // The fixture's binary was stripped of its debug sections: no lines, and said so.
+    assert!(out.contains("\n   lines: none: no DWARF line information was found for this function"), "{out}");
 }
 
 #[test]
@@ -414,6 +416,8 @@ fn an_inlined_function_is_annotated_where_it_was_inlined() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(out.contains(&format!("== {want} inlined into ")), "{out}");
+    let plain = text(&run(&["annotate", "-i", &rec, want])).0;
+    assert!(plain.contains("\n   lines: DWARF (source lines and inline frames)\n"), "{plain}");
     let rows: Vec<&str> = out.lines().filter(|l| l.contains(".rs:")).collect();
     assert!(!rows.is_empty() && rows.iter().all(|l| l.contains("   +0.00  ")), "{out}");
     assert!(!out.contains("no samples in B"), "{out}");

@@ -981,6 +981,17 @@ fn write_function_head(out: &mut String, a: &SymbolAnnotation, event: &str) {
         a.percent
     );
     let _ = writeln!(out, "   symbols: {}", p(&a.source));
+    // Where the source lines and inline frames come from (said apart from the symbols:
+    // a symbol table names functions, DWARF places lines).
+    if a.instructions_total > 0 {
+        let lines = if a.instructions.iter().any(|r| r.frames.iter().any(|f| f.file.is_some())) {
+            "DWARF (source lines and inline frames)"
+        } else {
+            "none: no DWARF line information was found for this function (built without debug info, or \
+             stripped of it)"
+        };
+        let _ = writeln!(out, "   lines: {lines}");
+    }
     if let (Some(st), Some(sz)) = (a.start, a.size) {
         let _ = writeln!(
             out,
