@@ -29,7 +29,8 @@ pub struct DiffRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct SymbolDiff {
     pub symbol: String,
-    /// The symbol `symbol` was inlined into, when it has none of its own.
+    /// For a copy of `symbol` inlined into another function, that function; None for a
+    /// symbol's own annotation.
     pub inlined_into: Option<String>,
     pub dso: String,
     pub a_samples: u64,
@@ -165,7 +166,9 @@ fn symbol_diff(a: &SymbolAnnotation, b: Option<&SymbolAnnotation>, a_all: u64, b
 }
 
 /// A against B, function by function in A's order (B's functions matched by name and
-/// binary, and an inlined function by the function it was inlined into). The events should be the same; when they are not, a warning says so.
+/// binary, and an inlined copy by the function it was inlined into); what B has that A
+/// has not is a warning. The events should be the same; when they are not, a warning says
+/// so.
 pub fn diff(a: &Annotation, b: &Annotation) -> AnnotationDiff {
     let mut warnings: Vec<String> = a.warnings.iter().map(|w| format!("A: {w}")).collect();
     warnings.extend(b.warnings.iter().map(|w| format!("B: {w}")));
