@@ -1,8 +1,9 @@
 //! Functions inlined into others: a name `annotate` is asked for is also looked for in
 //! DWARF's inline chains at the sampled addresses (a function without a symbol of its own,
-//! inlined everywhere it runs, is found only there). Its samples are those whose chain holds it, split by the function each was
-//! inlined into, and each such function is annotated with only the instructions DWARF
-//! places in the inlined copy (the rest of the function left out, said in a note).
+//! inlined everywhere it runs, is found only there). Its samples are those whose chain
+//! holds it, split by the function each was inlined into, and each such function is
+//! annotated with only the instructions DWARF places in the inlined copy (the rest of the
+//! function left out, said in a note).
 
 use super::{nearest_names, Hit, InstructionRow, Key, Sampled};
 use crate::stages::Attributor;
@@ -108,8 +109,9 @@ pub(super) fn keep_inlined_rows(
         prev_end = Some(r.address + r.length as u64);
     }
     notes.push(format!(
-        "`{inlined}` as inlined into `{into}` (DWARF's inline chains): shown are the {} instructions of that copy (`...` marks instructions of `{into}` left out), with the samples whose \
-         inline chain holds it",
+        "`{inlined}` as inlined into `{into}` (DWARF's inline chains): shown are the {} \
+         instructions of that copy (`...` marks instructions of `{into}` left out), with the samples \
+         whose inline chain holds it",
         rows.len()
     ));
     if lost > 0 {
